@@ -1,0 +1,23 @@
+// Subcommands of the `trainplan` CLI. Each cmd_<name>.cpp defines one add_<name>_command()
+// that declares its options on `app` and sets the callback that runs it. Callbacks throw
+// trainplan::Error for bad input; main() prints it once and exits 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace trainplan::cli {
+
+/// Options every command shares.
+struct GlobalOptions {
+  bool verbose = false;
+  std::string catalog_dir;   // read hwprofiles from this folder instead of the built-in one
+  std::string price_file;    // user price overrides
+};
+GlobalOptions& global_options();
+
+void add_catalog_command(CLI::App& app);
+void add_model_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_check_command(CLI::App& app);
+
+}  // namespace trainplan::cli

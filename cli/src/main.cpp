@@ -1,0 +1,71 @@
+// trainplan: plan, simulate, run and cost distributed deep-learning training.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "trainplan/core/error.hpp"
+
+namespace trainplan::cli {
+
+GlobalOptions& global_options() {
+  static GlobalOptions options;
+  return options;
+}
+
+namespace {
+
+std::string version_text() {
+  std::string s = fmt::format("trainplan {}\n", TRAINPLAN_VERSION);
+  s += "backends: cpu";
+  if (TRAINPLAN_HAVE_CUDA) s += ", cuda";
+  s += "\n";
+  s += fmt::format("cuda: {}\n", TRAINPLAN_HAVE_CUDA ? TRAINPLAN_CUDA_SUMMARY : "not compiled in");
+  s += fmt::format("nccl: {}\n", TRAINPLAN_HAVE_NCCL ? TRAINPLAN_NCCL_VERSION : "not compiled in");
+  return s;
+}
+
+}  // namespace
+}  // namespace trainplan::cli
+
+int main(int argc, char** argv) {
+  using namespace trainplan::cli;
+  CLI::App app{"trainplan: plan, simulate, run and cost distributed deep-learning training on cloud GPUs"};
+  app.name("trainplan");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", version_text());
+  auto& g = global_options();
+  app.add_flag("-v,--verbose", g.verbose, "Print stage timings and details");
+  app.add_option("--catalog-dir", g.catalog_dir, "Read the hardware catalog from this folder instead of the built-in one");
+  app.add_option("--prices", g.price_file, "JSON file of prices that override the catalog's (other regions, negotiated prices)");
+  app.fallthrough();
+
+  add_catalog_command(app);
+  add_model_command(app);
+  add_plan_command(app);
+  add_check_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s \xE2\x80\x94 run `trainplan --help` (or `trainplan <command> --help`) for usage\n", e.what());
+    return 1;
+  } catch (const trainplan::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of host memory \xE2\x80\x94 try a smaller search (fewer instance types or --max-gpus)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal error: %s \xE2\x80\x94 this is a bug in trainplan; please report it with the command line\n", e.what());
+    return 2;
+  }
+  return 0;
+}

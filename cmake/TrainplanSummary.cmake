@@ -1,0 +1,12 @@
+# The build says which optional parts it found.
+message(STATUS "")
+message(STATUS "trainplan ${PROJECT_VERSION} (${CMAKE_BUILD_TYPE})")
+message(STATUS "  CUDA toolkit : ${TRAINPLAN_CUDA_SUMMARY}")
+if(TRAINPLAN_HAVE_NCCL)
+  message(STATUS "  NCCL         : ${TRAINPLAN_NCCL_VERSION} (${TRAINPLAN_NCCL_LIBRARY})")
+else()
+  message(STATUS "  NCCL         : not found")
+endif()
+message(STATUS "  tests        : ${TRAINPLAN_BUILD_TESTS}")
+message(STATUS "  benches      : ${TRAINPLAN_BUILD_BENCHES}")
+message(STATUS "")

@@ -1,0 +1,100 @@
+// File: trainplan/hwprofiles/cluster.hpp
+//
+// A cluster: `count` instances of one type, as a graph of devices (GPUs, NVSwitches, PCIe
+// switches, CPU sockets, NICs, the network fabric) joined by directed links (each physical
+// full-duplex link is two directed links with their own bandwidth). The graph lives in a
+// Boost.Graph inside src/; this facade exposes vertices, links and routes.
+//
+//   hw::Cluster c = hw::Cluster::build(cat.instance("p3dn.24xlarge"), 2, cat);
+//   hw::Route r = c.route(0, 5);     // GPU 0 -> GPU 5: no direct NVLink, goes over PCIe/CPU
+//   r.hops; r.bottleneck_bandwidth_bytes_per_s; r.latency_s; r.links (link ids in order)
+//   c.route(0, 8);                   // node 0 -> node 1 over the NICs and the fabric
+//
+// GPUs never forward traffic for others: a route may start and end at a GPU but not pass
+// through one (CUDA peer-to-peer and NCCL p2p behave this way). Among the paths allowed, the
+// route is the one with the widest bottleneck, then the fewest hops, then the lowest link
+// ids (deterministic).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainplan/hwprofiles/catalog.hpp"
+
+namespace trainplan::hw {
+
+enum class VertexKind { gpu, nvswitch, pcie_switch, cpu, nic, fabric };
+enum class LinkKind { nvlink, nvswitch, pcie, inter_socket, nic, network };
+std::string_view vertex_kind_name(VertexKind k);
+std::string_view link_kind_name(LinkKind k);
+
+struct Vertex {
+  int id = 0;
+  VertexKind kind = VertexKind::gpu;
+  int node = 0;         // instance index; the fabric has node -1
+  int local_index = 0;  // index among vertices of this kind in its node
+  std::string name;     // "n0.gpu3", "n1.nic0", "fabric"
+};
+
+struct Link {
+  int id = 0;
+  LinkKind kind = LinkKind::pcie;
+  int src = 0;  // vertex ids
+  int dst = 0;
+  double bandwidth_bytes_per_s = 0;  // this direction
+  double latency_s = 0;
+  std::string name;     // "n0.gpu0->n0.gpu3 nvlink x2"
+};
+
+struct Route {
+  std::vector<int> links;  // link ids from source to destination
+  int hops = 0;
+  double bottleneck_bandwidth_bytes_per_s = 0;
+  double latency_s = 0;    // sum of link latencies
+};
+
+class Cluster {
+ public:
+  /// Builds `count` instances of `type`. Throws Error if count < 1 or the type is malformed.
+  static Cluster build(const InstanceType& type, int count, const Catalog& catalog);
+
+  Cluster(Cluster&&) noexcept;
+  Cluster& operator=(Cluster&&) noexcept;
+  Cluster(const Cluster&);
+  ~Cluster();
+
+  const InstanceType& instance() const;
+  const GpuSpec& gpu_spec() const;
+  int num_nodes() const;
+  int gpus_per_node() const;
+  int num_gpus() const { return num_nodes() * gpus_per_node(); }
+  /// Global GPU index g = node * gpus_per_node + local.
+  int node_of(int gpu) const { return gpu / gpus_per_node(); }
+  /// Vertex id of global GPU g.
+  int gpu_vertex(int gpu) const;
+
+  const std::vector<Vertex>& vertices() const;
+  const std::vector<Link>& links() const;
+
+  /// Route between two GPUs (global indices); cached, thread-safe. a == b gives an empty route
+  /// with infinite bandwidth.
+  const Route& route(int gpu_a, int gpu_b) const;
+
+  /// An order of `gpus` for a ring collective that maximizes the slowest ring link (ties: the
+  /// fewest hops, then lexicographic). Within a node this finds NVLink rings in cube-meshes;
+  /// across nodes it keeps each node's GPUs contiguous.
+  std::vector<int> ring_order(const std::vector<int>& gpus) const;
+
+  /// Intra-node link matrix for display, like `nvidia-smi topo -m`: "X", "NV2" (2 NVLink
+  /// lanes), "NVS" (NVSwitch), "PIX" (same PCIe switch), "NODE" (same socket), "SYS" (across
+  /// sockets). matrix[i][j] for local GPUs i, j.
+  std::vector<std::vector<std::string>> intra_node_matrix() const;
+
+ private:
+  struct Impl;
+  explicit Cluster(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainplan::hw

@@ -1,0 +1,78 @@
+// File: trainplan/plan/memory.hpp
+//
+// Memory per GPU of a plan, by stage: weights, gradients, optimizer state, activations,
+// workspace, communication buffers and framework overhead, against usable GPU memory.
+//
+//   plan::MemoryBreakdown m = plan::stage_memory(plan, ctx, 0);
+//   m.total_bytes(); m.fits(); m.capacity_bytes
+//
+// Model states under mixed-precision Adam (Rajbhandari et al. 2020), Ψ parameters on a rank,
+// N = dp: plain 16Ψ bytes (2 weights + 2 grads + 12 optimizer: fp32 master, momentum,
+// variance); ZeRO-1 4Ψ + 12Ψ/N; ZeRO-2 2Ψ + 14Ψ/N; ZeRO-3 16Ψ/N. In fp32 training: 4 weights
+// + 4 grads + 8 optimizer.
+//
+// Activations per transformer layer and micro-batch (Korthikanti et al. 2022, 16-bit,
+// s = seq, b = micro-batch, h = hidden, a = heads, t = tp): no parallelism sbh(34 + 5as/h);
+// tensor parallel sbh(10 + 24/t + 5as/(ht)); + sequence parallel sbh/t (34 + 5as/h);
+// selective recomputation drops the 5as/h term; full recomputation keeps 2sbh (/t with SP)
+// per layer plus one layer's working set. These fall out of the per-op saved activations of
+// the model graph, so other architectures (SwiGLU, GQA, no dropout) follow the same rules.
+//
+// Micro-batches in flight on pipeline stage i of p: GPipe m; 1F1B min(m, p - i); interleaved
+// 1F1B adds (p - 1 - i) / v... see stage_memory() for the exact count used.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trainplan/plan/plan.hpp"
+
+namespace trainplan::plan {
+
+struct MemoryBreakdown {
+  int stage = 0;                  // pipeline rank
+  double params_on_rank = 0;      // parameters held by this rank (before ZeRO sharding)
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;   // saved activations of all micro-batches in flight
+  double micro_batches_in_flight = 0;
+  double workspace_bytes = 0;     // transient buffers of the largest op (logits, cuBLAS)
+  double comm_buffer_bytes = 0;   // gradient buckets, ZeRO-3 prefetch, p2p buffers
+  double framework_bytes = 0;     // CUDA context, allocator fragmentation reserve
+  double capacity_bytes = 0;      // usable GPU memory
+
+  double total_bytes() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + workspace_bytes +
+           comm_buffer_bytes + framework_bytes;
+  }
+  bool fits() const { return total_bytes() <= capacity_bytes; }
+};
+
+/// Constants of the memory model, with their rationale in memory.cpp.
+struct MemoryOptions {
+  /// Fixed per-GPU overhead: CUDA context + cuBLAS/NCCL handles (~0.5-1 GiB measured by
+  /// PyTorch users) plus allocator fragmentation reserve.
+  double framework_overhead_bytes = 1.5 * 1073741824.0;
+  /// Share of the GPU's memory that is usable (the driver reserves some).
+  double usable_fraction = 0.97;
+};
+
+/// Memory of pipeline rank `stage` (0..pp-1), all its virtual stages together.
+MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage,
+                             const MemoryOptions& options = {});
+/// All pipeline ranks.
+std::vector<MemoryBreakdown> memory_per_stage(const Plan& plan, const PlanContext& ctx,
+                                              const MemoryOptions& options = {});
+/// The rank with the largest total.
+MemoryBreakdown peak_memory(const Plan& plan, const PlanContext& ctx, const MemoryOptions& options = {});
+
+/// Saved activation bytes of one layer unit for one micro-batch of `micro_batch` samples on one
+/// tp rank, under the plan's recompute / tp / sequence-parallel settings.
+double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch,
+                             int tp, bool sequence_parallel, Recompute recompute, Precision precision);
+
+/// Micro-batches whose activations stage `stage` holds at its peak.
+double micro_batches_in_flight(Schedule schedule, int pp, int vp, int64_t num_micro_batches, int stage);
+
+}  // namespace trainplan::plan

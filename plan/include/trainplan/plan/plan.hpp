@@ -1,0 +1,140 @@
+// File: trainplan/plan/plan.hpp
+//
+// The Plan: everything needed to run one training job, in one JSON format that every part of
+// trainplan reads and the planner writes.
+//
+//   plan::Plan p = plan::read_plan_file("plan.json");     // parse + field checks
+//   plan::PlanContext ctx = plan::resolve(p);              // model graph, instance, cluster
+//   plan::validate(p, ctx);                                // cross-field rules, throws Error
+//   plan::write_plan_file("out.json", p);
+//
+// A minimal plan file:
+//   {"schema_version": 1, "model": "gpt3-13b",
+//    "cluster": {"instance_type": "p4d.24xlarge", "count": 16},
+//    "parallelism": {"dp": 16, "tp": 8, "pp": 1},
+//    "batch": {"global_batch": 1024, "micro_batch": 4}}
+// Every other field has a default (see defaults below and plan/README.md).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainplan/core/json.hpp"
+#include "trainplan/core/precision.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
+#include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/models/model.hpp"
+
+namespace trainplan::plan {
+
+inline constexpr int kSchemaVersion = 1;
+
+enum class Recompute { none, selective, full };
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
+enum class DpAlgorithm { ring, tree, hierarchical, parameter_server };
+enum class Purchase { on_demand, spot };
+enum class Platform { ec2, sagemaker };
+
+std::string_view recompute_name(Recompute r);        // "none", "selective", "full"
+std::string_view schedule_name(Schedule s);          // "gpipe", "1f1b", "interleaved-1f1b"
+std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server"
+std::string_view purchase_name(Purchase p);          // "on-demand", "spot"
+std::string_view platform_name(Platform p);          // "ec2", "sagemaker"
+
+/// Layer units [first_unit, last_unit] (inclusive) owned by one (virtual) pipeline stage.
+struct StageAssignment {
+  int first_unit = 0;
+  int last_unit = 0;
+};
+
+struct Plan {
+  int schema_version = kSchemaVersion;
+  /// Catalog model name, or a path to a HF config.json / model JSON.
+  std::string model;
+  std::string instance_type;
+  int instance_count = 1;
+
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  /// Virtual pipeline stages per rank (interleaved 1F1B); 1 otherwise.
+  int vp = 1;
+  int zero_stage = 0;              // 0..3
+  bool sequence_parallel = false;  // requires tp > 1
+
+  int64_t global_batch = 0;        // samples per optimizer step
+  int64_t micro_batch = 1;         // samples per micro-batch per data-parallel rank
+  /// Micro-batches per step per pipeline; derived as global_batch / (micro_batch * dp) when
+  /// the file leaves it out.
+  int64_t num_micro_batches = 0;
+  /// Sequence length override (0: the model's).
+  int64_t seq_len = 0;
+
+  Recompute recompute = Recompute::none;
+  Schedule schedule = Schedule::one_f_one_b;
+  /// pp * vp entries, stage-major (virtual stage v of rank r is entry v * pp + r). Empty in the
+  /// file means an even split, filled in by resolve().
+  std::vector<StageAssignment> stages;
+
+  /// Empty in the file = the GPU's preferred 16-bit precision (bf16, else fp16).
+  std::optional<Precision> precision;
+  DpAlgorithm dp_algorithm = DpAlgorithm::ring;
+  double bucket_size_bytes = 25e6;  // PyTorch DDP default 25 MB
+  /// Overlap data-parallel gradient reduction with backward.
+  bool overlap_grad_reduce = true;
+
+  /// Seconds between checkpoints; 0 = none.
+  double checkpoint_interval_s = 0;
+  /// Work for whole-job estimates: tokens to train on (0 = unknown).
+  double training_tokens = 0;
+  Purchase purchase = Purchase::on_demand;
+  Platform platform = Platform::ec2;
+
+  /// What the tool that wrote the plan predicted (step time, memory, cost...). Kept verbatim
+  /// on read so that a plan round-trips; never used as input.
+  json::Json predicted;
+
+  int world_size() const { return dp * tp * pp; }
+  Precision precision_or(Precision fallback) const { return precision.value_or(fallback); }
+};
+
+/// Reads and checks field types/ranges (not cross-field rules). Unknown fields are errors.
+Plan read_plan_file(const std::string& path);
+Plan parse_plan(const json::Json& doc, const std::string& name);
+/// Writes all fields explicitly, so the file documents every choice.
+json::Json to_json(const Plan& plan);
+void write_plan_file(const std::string& path, const Plan& plan);
+
+/// What a plan refers to, resolved against the catalogs.
+struct PlanContext {
+  models::ModelSpec model_spec;
+  models::ModelGraph graph;
+  const hw::InstanceType* instance = nullptr;
+  const hw::GpuSpec* gpu = nullptr;
+  hw::Cluster cluster;
+  Precision precision = Precision::bf16;
+  int64_t seq_len = 0;
+};
+
+/// Resolves model, instance type and cluster; fills defaults that depend on them (precision,
+/// even stage assignment, num_micro_batches, seq_len). Errors name `plan_file`.
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& plan_file = "plan");
+
+/// Cross-field rules. Throws Error with the plan file, JSON pointer and a hint:
+/// tp divides heads, kv_heads and hidden (and ffn_hidden); pp <= blocks; dp*tp*pp = GPUs of
+/// the cluster; micro_batch * num_micro_batches * dp = global_batch; precision exists on the
+/// GPU; stages cover every unit exactly once, in order; vp > 1 only with interleaved 1F1B and
+/// num_micro_batches % pp == 0; sequence_parallel needs tp > 1; zero_stage in 0..3.
+void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_file = "plan");
+
+/// The same checks returning the first problem instead of throwing (for the search, where a
+/// candidate that does not fit is a value, not an exception).
+std::optional<std::string> check(const Plan& plan, const PlanContext& ctx);
+
+/// Even split of `units` layer units over `stages` stages: blocks divided as evenly as
+/// possible, the input unit on the first stage, the output unit on the last.
+std::vector<StageAssignment> even_stages(int num_units, int stages);
+
+}  // namespace trainplan::plan

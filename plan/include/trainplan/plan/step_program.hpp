@@ -1,0 +1,148 @@
+// File: trainplan/plan/step_program.hpp
+//
+// StepProgram: one training step of a plan, per rank, as an ordered list of tasks with
+// dependencies and streams. The simulator predicts it and the executor runs it; because both
+// consume the same program, predicted and measured timelines match task by task (same rank,
+// same task id).
+//
+//   plan::StepProgram prog = plan::lower(plan, ctx, {.granularity = plan::Granularity::op});
+//   for (const auto& rank : prog.ranks)
+//     for (const auto& t : rank.tasks) ...   // t.deps index into rank.tasks
+//
+// Semantics every consumer relies on:
+// - Tasks of a rank are listed in issue order. A task may start when all its `deps` (same
+//   rank) have finished and, on its stream, the previous task of that stream has started
+//   (streams are in-order queues, like CUDA streams). Cross-rank ordering comes only from
+//   communication: a recv completes after the matching send's data arrives; a collective
+//   completes on a rank after every member of the group has entered it and the data moved.
+// - Matching: the tasks of one collective on all members share `comm_id`; a send and its recv
+//   share `comm_id` too. comm_ids are unique within the program.
+// - Memory: `alloc` / `free` tasks bracket every transient buffer (activations saved for
+//   backward, gathered ZeRO-3 parameters, gradient buckets, p2p buffers, workspace); a rank's
+//   memory at any time is static_bytes + the live allocations, so the peak of the step falls
+//   out of running the program.
+// - FLOPs and bytes are for this rank (already divided by tp etc.), for the whole micro-batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainplan/core/json.hpp"
+#include "trainplan/plan/plan.hpp"
+
+namespace trainplan::plan {
+
+enum class TaskKind { compute, send, recv, collective, alloc, free };
+enum class Phase { forward, backward, recompute, optimizer, none };
+enum class CollectiveKind { all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, barrier };
+/// Why data moves; the simulator's breakdown of exposed communication is by purpose.
+enum class CommPurpose {
+  tp,          // tensor-parallel activations / activation gradients
+  pp,          // pipeline activations / gradients between stages
+  dp,          // data-parallel gradient reduction (ZeRO 0)
+  zero_grad,   // ZeRO 1-3 gradient reduce-scatter
+  zero_param,  // ZeRO 1-2 updated-parameter all-gather, ZeRO-3 parameter all-gather
+  ps,          // parameter server push / pull
+  none,
+};
+/// What a transient buffer holds.
+enum class BufferKind { activations, params, gradients, comm, workspace };
+enum class Granularity {
+  op,     // one compute task per model op (what the executor runs kernel by kernel)
+  layer,  // ops merged between communication points: far fewer tasks (large simulations)
+};
+
+std::string_view task_kind_name(TaskKind k);
+std::string_view phase_name(Phase p);
+std::string_view collective_kind_name(CollectiveKind k);
+std::string_view comm_purpose_name(CommPurpose p);
+std::string_view buffer_kind_name(BufferKind k);
+
+struct Task {
+  int id = 0;              // index in RankProgram::tasks
+  TaskKind kind = TaskKind::compute;
+  int stream = 0;          // index into StepProgram::streams
+  std::vector<int> deps;   // task ids of the same rank
+  std::string label;       // "fwd mb3 block7.mlp.fc1", "ar tp block7 fwd mb3"
+
+  // Position in the step (compute, and communication that belongs to a layer).
+  Phase phase = Phase::none;
+  int micro_batch = -1;
+  int unit = -1;           // layer unit of the model graph
+  int virtual_stage = -1;  // model chunk (0 .. vp-1)
+
+  // compute
+  int op = -1;             // op id in the model graph; -1 for merged tasks and the optimizer
+  std::vector<int> ops;    // Granularity::layer: the merged op ids
+  double flops = 0;
+  double mem_bytes = 0;    // bytes read + written (roofline)
+  /// Dominant op kind, for the compute model's efficiency by kind (models::OpKind as int).
+  int op_kind = -1;
+  /// Matmul shape on this rank for the whole micro-batch (M = tokens); 0 if not a matmul.
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+
+  // communication
+  CollectiveKind collective = CollectiveKind::all_reduce;
+  int group = -1;          // index into StepProgram::groups (collectives)
+  int peer = -1;           // send: destination rank; recv: source rank
+  double bytes = 0;        // collective: the buffer size S per rank (nccl-tests "size");
+                           // send/recv: bytes transferred
+  CommPurpose purpose = CommPurpose::none;
+  int64_t comm_id = -1;
+
+  // memory
+  BufferKind buffer = BufferKind::activations;
+  double alloc_bytes = 0;  // alloc: bytes allocated; free: bytes released
+  int64_t buffer_id = -1;  // pairs an alloc with its free
+};
+
+struct RankProgram {
+  int rank = 0;
+  int gpu = 0;             // global GPU index in the cluster
+  int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  /// Weights, gradients and optimizer state resident for the whole step.
+  double static_bytes = 0;
+  std::vector<Task> tasks;
+};
+
+struct Group {
+  int id = 0;
+  CommPurpose purpose = CommPurpose::none;
+  std::vector<int> ranks;  // in collective order (ring order is chosen by the consumer)
+};
+
+struct StepProgram {
+  int world_size = 0;
+  int dp = 1, tp = 1, pp = 1, vp = 1;
+  int64_t num_micro_batches = 1;
+  int64_t micro_batch = 1;
+  Granularity granularity = Granularity::op;
+  std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp"
+  std::vector<Group> groups;
+  std::vector<RankProgram> ranks;
+  /// Rank layout: rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank (tp innermost, so a tp
+  /// group sits on consecutive GPUs of one node).
+  int rank_of(int dp_rank, int tp_rank, int pp_rank) const { return (pp_rank * dp + dp_rank) * tp + tp_rank; }
+  /// Ranks that run the same program up to renaming (same pp_rank and tp_rank): the
+  /// simulator may simulate one per class. class_of[rank] = representative rank.
+  std::vector<int> symmetry_class;
+};
+
+struct LowerOptions {
+  Granularity granularity = Granularity::op;
+  /// Emit alloc/free tasks (on by default; off halves the task count for timing-only runs).
+  bool memory_events = true;
+};
+
+/// Lowers a validated plan to one training step. Deterministic.
+StepProgram lower(const Plan& plan, const PlanContext& ctx, const LowerOptions& options = {});
+
+/// Checks the program's invariants (deps point backwards, every send has one recv with equal
+/// bytes, every collective has one task per group member with equal bytes and kind, every
+/// alloc has one free); returns the first violation or "" (used by tests and --check).
+std::string check_program(const StepProgram& program);
+
+json::Json to_json(const StepProgram& program);
+
+}  // namespace trainplan::plan
