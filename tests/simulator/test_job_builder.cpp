@@ -1,0 +1,195 @@
+// JobSpec from a plan: checkpoint sizes against the 14 bytes/parameter of mixed-precision Adam,
+// steps from the work, storage bandwidths, prices from the catalog and a user price file.
+#include <cmath>
+
+#include "test_support.hpp"
+#include "trainplan/plan/plan.hpp"
+#include "trainplan/simulator/job_builder.hpp"
+#include "trainplan/simulator/job_lifecycle.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+// A plan resolved against a catalog (PlanContext has no default constructor).
+struct Resolved {
+  plan::Plan plan;
+  plan::PlanContext ctx;
+  Resolved(plan::Plan p, const hw::Catalog& cat) : plan(std::move(p)), ctx(plan::resolve(plan, cat, "test")) {
+    plan::validate(plan, ctx, "test");
+  }
+};
+
+Resolved resolve(const std::string& model, const std::string& instance, int count, int dp, int tp, int pp,
+                 int64_t global_batch, const hw::Catalog& cat = hw::Catalog::builtin()) {
+  plan::Plan p;
+  p.model = model;
+  p.instance_type = instance;
+  p.instance_count = count;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.micro_batch = 1;
+  p.global_batch = global_batch;
+  return Resolved(std::move(p), cat);
+}
+
+}  // namespace
+
+TEST_CASE("simulator: a checkpoint holds 14 bytes per parameter (bf16 weights + fp32 Adam) under every ZeRO stage", "[simulator][job]") {
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 256);
+  const double psi = r.ctx.graph.total_params();
+  REQUIRE(psi == Approx(1.3e9).epsilon(0.05));
+  for (int zero : {0, 1, 2, 3}) {
+    r.plan.zero_stage = zero;
+    const auto c = sim::checkpoint_sizes(r.plan, r.ctx);
+    INFO("zero " << zero);
+    CHECK(c.total_bytes == Approx(14.0 * psi).epsilon(1e-9));
+    CHECK(c.write_bytes_per_node == Approx(7.0 * psi).epsilon(1e-9));  // two nodes share the write
+    // A restarted node reads what its 8 ranks hold: full states without ZeRO, shards with it.
+    const double per_rank = zero == 0 ? 14.0 * psi : zero == 3 ? 14.0 * psi / 16 : 2.0 * psi + 12.0 * psi / 16;
+    CHECK(c.read_bytes_per_node == Approx(8 * per_rank).epsilon(1e-9));
+  }
+  // Tensor and pipeline parallelism split the same states, except that the tied word embedding
+  // lives on both the first and the last pipeline stage (as in Megatron-LM) and tp replicates
+  // norms and some biases (a fraction of a per cent).
+  Resolved mp = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 4, 2, 2, 256);
+  const double embedding = static_cast<double>(mp.ctx.model_spec.vocab) * mp.ctx.model_spec.hidden;
+  CHECK(sim::checkpoint_sizes(mp.plan, mp.ctx).total_bytes == Approx(14.0 * (psi + embedding)).epsilon(0.01));
+}
+
+TEST_CASE("simulator: steps are tokens / (global batch x sequence) or samples x epochs / global batch", "[simulator][job]") {
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 512);
+  const int64_t seq = r.ctx.seq_len;
+  REQUIRE(seq == 2048);
+  sim::JobOptions o;
+  o.tokens = 300e9;
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(300e9 / (512.0 * 2048))));
+  o.tokens = 512.0 * 2048 * 1000;  // exactly 1000 steps
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == 1000);
+  o = {};
+  o.samples = 1'281'167;
+  o.epochs = 90;
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(1'281'167.0 * 90 / 512)));
+  o = {};
+  REQUIRE_ERROR_CONTAINS(sim::job_steps(r.plan, r.ctx, o), "the job's work is unknown");
+  r.plan.training_tokens = 1e9;
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(1e9 / (512.0 * 2048))));
+  o.tokens = 1e9;
+  o.samples = 10;
+  REQUIRE_ERROR_CONTAINS(sim::job_steps(r.plan, r.ctx, o), "not both");
+}
+
+TEST_CASE("simulator: storage bandwidths come from the instance, S3 efficiency and FSx size", "[simulator][job]") {
+  const auto& f = sim::LifecycleFacts::builtin();
+  Resolved r = resolve("vit-l-16", "p4d.24xlarge", 2, 16, 1, 1, 4096);
+  const hw::InstanceType& inst = *r.ctx.instance;
+  sim::JobOptions o;
+  o.step_time_s = 0.5;
+  o.samples = 1'281'167;
+  o.epochs = 1;
+  // File mode: the dataset is copied at S3 speed (network x efficiency) to local NVMe first.
+  o.data_source = sim::DataSource::s3_file;
+  sim::JobSpec j = sim::build_job_spec(r.plan, r.ctx, o);
+  const double s3 = inst.network.bandwidth_bytes_per_s * f.s3_network_efficiency;
+  const double dataset = 1'281'167 * f.image_sample_bytes;
+  const double write = inst.storage.nvme_write_bandwidth_bytes_per_s > 0 ? inst.storage.nvme_write_bandwidth_bytes_per_s
+                                                                         : inst.storage.nvme_read_bandwidth_bytes_per_s;
+  CHECK(j.startup.data_staging_s == Approx(dataset / std::min(s3, write)));
+  CHECK(j.data_input.bytes_per_s_per_node == Approx(inst.storage.nvme_read_bandwidth_bytes_per_s));
+  CHECK(j.checkpoint.write_bytes_per_s_per_node == Approx(s3));
+  // FSx for Lustre: aggregate = TiB x MB/s per TiB. The minimum 1200 GiB at 125 MB/s/TiB cannot
+  // feed 4096 images every half second (about 900 MB/s); 12 TiB at 1000 MB/s/TiB can.
+  o.data_source = sim::DataSource::fsx_lustre;
+  o.fsx_deployment = "persistent-2-125";
+  j = sim::build_job_spec(r.plan, r.ctx, o);
+  CHECK(j.data_input.aggregate_bytes_per_s == Approx(1200.0 / 1024 * 125e6));
+  CHECK(j.startup.data_staging_s == 0);
+  CHECK(sim::estimate_job(j).io_bound);
+  o.fsx_deployment = "persistent-2-1000";
+  o.fsx_bytes = 12.0 * 1099511627776.0;
+  j = sim::build_job_spec(r.plan, r.ctx, o);
+  CHECK(j.data_input.aggregate_bytes_per_s == Approx(12 * 1000e6));
+  CHECK_FALSE(sim::estimate_job(j).io_bound);
+  o.fsx_bytes = 1e9;
+  REQUIRE_ERROR_CONTAINS(sim::build_job_spec(r.plan, r.ctx, o), "below the minimum");
+}
+
+TEST_CASE("simulator: prices come from the catalog and a user price file; SageMaker spot scales by the EC2 discount", "[simulator][job]") {
+  hw::Catalog cat = hw::Catalog::builtin();
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 256, cat);
+  const auto& p = r.ctx.instance->prices;
+  REQUIRE(p.ec2_on_demand);
+  REQUIRE(p.sagemaker_on_demand);
+  REQUIRE(p.spot);
+  sim::JobOptions o;
+  o.step_time_s = 1.0;
+  o.tokens = 1e9;
+  sim::JobSpec j = sim::build_job_spec(r.plan, r.ctx, o);
+  CHECK(j.prices.on_demand_usd_per_hour == *p.ec2_on_demand);
+  CHECK(j.prices.minimum_billed_s == 60);
+  o.platform = plan::Platform::sagemaker;
+  o.purchase = sim::PurchaseOption::spot;
+  j = sim::build_job_spec(r.plan, r.ctx, o);
+  CHECK(j.prices.on_demand_usd_per_hour == *p.sagemaker_on_demand);
+  CHECK(j.prices.spot_usd_per_hour == Approx(*p.sagemaker_on_demand * *p.spot / *p.ec2_on_demand));
+  // The same run on SageMaker costs the SageMaker/EC2 price ratio more: provisioning differs
+  // but is not billed, the billed startup and the work are the same.
+  o.purchase = sim::PurchaseOption::on_demand;
+  const auto sm = sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o));
+  o.platform = plan::Platform::ec2;
+  const auto ec2 = sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o));
+  CHECK(sm.billed_s_per_node == Approx(ec2.billed_s_per_node));
+  CHECK(sm.cost_usd / ec2.cost_usd == Approx(*p.sagemaker_on_demand / *p.ec2_on_demand));
+
+  // A user price file (applied by the catalog) replaces them.
+  cat.apply_price_json(json::parse_text(R"({"region": "eu-west-1", "source": "test quote",
+      "prices": {"p4d.24xlarge": {"ec2_on_demand": 19.5, "spot": 7.1, "interruption_bucket": "5-10%"}}})", "mine.json"),
+                       "mine.json");
+  Resolved mine = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 256, cat);
+  o.purchase = sim::PurchaseOption::blend;
+  o.on_demand_nodes = 1;
+  j = sim::build_job_spec(mine.plan, mine.ctx, o);
+  CHECK(j.prices.on_demand_usd_per_hour == 19.5);
+  CHECK(j.prices.spot_usd_per_hour == 7.1);
+  const auto e = sim::estimate_job(j);
+  CHECK(e.cost_usd == Approx((19.5 + 7.1) * e.billed_s_per_node / 3600));
+  // Its Spot Advisor bucket drives the interruption model.
+  const auto m = sim::default_interruption_model(*mine.ctx.instance);
+  CHECK(m.rate_per_instance_per_s() == Approx(sim::LifecycleFacts::builtin().bucket_rate_per_s("5-10%")));
+}
+
+TEST_CASE("simulator: without a bucket the spot model is the p3 trace default, said as an assumption", "[simulator][job]") {
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 256);
+  REQUIRE(r.ctx.instance->prices.interruption_bucket.empty());
+  const auto m = sim::default_interruption_model(*r.ctx.instance);
+  CHECK(m.rate_per_instance_per_s() == sim::LifecycleFacts::builtin().spot_default.rate_per_instance_per_s);
+  bool said = false;
+  for (const auto& a : m.assumptions()) said = said || a.find("no Spot Advisor interruption bucket") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("simulator: impossible job options are refused with a hint", "[simulator][job]") {
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 256);
+  sim::JobOptions o;
+  o.step_time_s = 1.0;
+  o.tokens = 1e9;
+  o.purchase = sim::PurchaseOption::spot;
+  o.checkpoint_storage = sim::CheckpointStorage::local_nvme;
+  REQUIRE_ERROR_CONTAINS(sim::build_job_spec(r.plan, r.ctx, o), "lost when a spot instance is reclaimed");
+  o.checkpoint_storage = sim::CheckpointStorage::s3;
+  o.warm_pool = true;
+  REQUIRE_ERROR_CONTAINS(sim::build_job_spec(r.plan, r.ctx, o), "warm pools are a SageMaker feature");
+  o.warm_pool = false;
+  o.purchase = sim::PurchaseOption::blend;
+  o.on_demand_nodes = 1;
+  o.platform = plan::Platform::sagemaker;
+  REQUIRE_ERROR_CONTAINS(sim::build_job_spec(r.plan, r.ctx, o), "either on-demand or on managed spot");
+  REQUIRE_ERROR_CONTAINS(sim::parse_data_source("s3-fast"), "unknown data source");
+  // An instance type without an on-demand price (p5e is sold as Capacity Blocks only).
+  Resolved p5e = resolve("gpt3-1.3b", "p5e.48xlarge", 1, 8, 1, 1, 64);
+  o = {};
+  o.step_time_s = 1.0;
+  o.tokens = 1e9;
+  REQUIRE_ERROR_CONTAINS(sim::build_job_spec(p5e.plan, p5e.ctx, o), "p5e.48xlarge has no ec2_on_demand price");
+}
