@@ -1,0 +1,166 @@
+// Memory per GPU of a plan. See memory.hpp for the closed forms this implements.
+#include "trainplan/plan/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace trainplan::plan {
+namespace {
+
+bool tp_divides_params(models::TpSplit s) {
+  return s == models::TpSplit::column || s == models::TpSplit::row || s == models::TpSplit::heads ||
+         s == models::TpSplit::vocab;
+}
+
+// Units owned by pipeline rank `stage` across its virtual stages.
+std::vector<int> units_of_rank(const Plan& plan, int stage) {
+  std::vector<int> units;
+  for (int v = 0; v < plan.vp; ++v) {
+    const auto& a = plan.stages[static_cast<size_t>(v * plan.pp + stage)];
+    for (int u = a.first_unit; u <= a.last_unit; ++u) units.push_back(u);
+  }
+  return units;
+}
+
+double op_params_on_rank(const models::Op& op, int tp) {
+  return tp_divides_params(op.tp_split) ? op.params / tp : op.params;
+}
+
+}  // namespace
+
+double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch, int tp,
+                             bool sequence_parallel, Recompute recompute, Precision precision) {
+  const auto& u = graph.units()[static_cast<size_t>(unit)];
+  const double elem = bytes_per_element(precision);
+  const double b = static_cast<double>(micro_batch);
+  if (recompute == Recompute::full) {
+    // Only the unit's input is kept (sharded along the sequence with SP); unit 0's input is
+    // the token ids, negligible.
+    if (unit == 0) return 0.0;
+    const double in = graph.units()[static_cast<size_t>(unit - 1)].output_elems * elem * b;
+    return sequence_parallel ? in / tp : in;
+  }
+  double total = 0.0;
+  for (int id : u.ops) {
+    const auto& op = graph.ops()[static_cast<size_t>(id)];
+    if (recompute == Recompute::selective && op.dropped_by_selective_recompute) continue;
+    double bytes = (op.saved_elems * elem + op.saved_mask_bytes) * b;
+    if (sequence_parallel || op.saved_tp_sharded) bytes /= tp;
+    total += bytes;
+  }
+  return total;
+}
+
+double micro_batches_in_flight(Schedule schedule, int pp, int vp, int64_t num_micro_batches, int stage) {
+  const double m = static_cast<double>(num_micro_batches);
+  switch (schedule) {
+    case Schedule::gpipe:
+      return m;
+    case Schedule::one_f_one_b:
+      return std::min(m, static_cast<double>(pp - stage));
+    case Schedule::interleaved_1f1b: {
+      // Megatron-LM's interleaved schedule runs (pp - stage - 1) * 2 + (vp - 1) * pp warm-up
+      // forward chunks before its first backward, so at the peak it holds one more chunk than
+      // that; a chunk is 1/vp of the rank's layers. Stage 0: pp + (pp - 1)/vp micro-batches,
+      // Korthikanti et al.'s pp * (1 + (pp - 1)/(pp * vp)).
+      const double chunks = std::min(m * vp, static_cast<double>((pp - stage - 1) * 2 + (vp - 1) * pp + 1));
+      return chunks / vp;
+    }
+  }
+  return m;
+}
+
+MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage, const MemoryOptions& options) {
+  TP_ASSERT(stage >= 0 && stage < plan.pp);
+  TP_ASSERT(plan.stages.size() == static_cast<size_t>(plan.pp * plan.vp));
+  const auto& graph = ctx.graph;
+  const Precision prec = plan.precision_or(ctx.precision);
+  const bool mixed = is_mixed(prec);
+  const int tp = plan.tp;
+  const int dp = plan.dp;
+  MemoryBreakdown mb;
+  mb.stage = stage;
+  mb.capacity_bytes = ctx.gpu->memory_bytes * options.usable_fraction;
+
+  const std::vector<int> units = units_of_rank(plan, stage);
+  double params = 0.0;
+  double max_unit_params = 0.0;
+  for (int u : units) {
+    double unit_params = 0.0;
+    for (int id : graph.units()[static_cast<size_t>(u)].ops) unit_params += op_params_on_rank(graph.ops()[static_cast<size_t>(id)], tp);
+    params += unit_params;
+    max_unit_params = std::max(max_unit_params, unit_params);
+  }
+  // With tied embeddings and a pipeline, the last stage keeps its own copy of the word
+  // embedding for the LM head (Megatron-LM), kept in sync by an all-reduce of its gradient.
+  const int last_unit = static_cast<int>(graph.units().size()) - 1;
+  const bool owns_output = std::find(units.begin(), units.end(), last_unit) != units.end();
+  const bool owns_input = std::find(units.begin(), units.end(), 0) != units.end();
+  if (ctx.model_spec.tied_embeddings && owns_output && !owns_input)
+    params += static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / tp;
+  mb.params_on_rank = params;
+
+  // Model states: bytes per parameter (Rajbhandari et al. 2020).
+  const double w = mixed ? 2.0 : 4.0;   // weights in the training precision
+  const double g = mixed ? 2.0 : 4.0;   // gradients
+  const double o = mixed ? 12.0 : 8.0;  // fp32 master copy (mixed only) + Adam momentum + variance
+  const double n = static_cast<double>(dp);
+  mb.weights_bytes = params * w / (plan.zero_stage >= 3 ? n : 1.0);
+  mb.gradients_bytes = params * g / (plan.zero_stage >= 2 ? n : 1.0);
+  mb.optimizer_bytes = params * o / (plan.zero_stage >= 1 ? n : 1.0);
+
+  // Activations: one micro-batch of every unit of the rank, times the micro-batches in flight.
+  double act_per_mb = 0.0;
+  double max_unit_full = 0.0;
+  for (int u : units) {
+    act_per_mb += unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, prec);
+    if (plan.recompute == Recompute::full)
+      max_unit_full = std::max(max_unit_full, unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel,
+                                                                    Recompute::none, prec));
+  }
+  mb.micro_batches_in_flight = micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, stage);
+  mb.activations_bytes = act_per_mb * mb.micro_batches_in_flight;
+  // Full recomputation re-materializes one unit at a time during backward.
+  mb.activations_bytes += max_unit_full;
+
+  // Workspace: the cross-entropy of the stage that owns the loss holds its logits in fp32
+  // (b * s * V/t * 4 bytes, as Megatron-LM computes the loss in fp32), and cuBLAS keeps a
+  // workspace (32 MiB on Hopper, less before; 32 MiB is used for all).
+  mb.workspace_bytes = 32.0 * 1048576.0;
+  if (owns_output && ctx.model_spec.vocab > 0)
+    mb.workspace_bytes += static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) *
+                          static_cast<double>(ctx.model_spec.vocab) / tp * 4.0;
+
+  // Communication buffers.
+  double comm = 0.0;
+  if (dp > 1 && plan.zero_stage == 0 && plan.dp_algorithm != DpAlgorithm::parameter_server)
+    comm += 2.0 * plan.bucket_size_bytes;  // buckets being reduced while the next fills
+  if (dp > 1 && plan.zero_stage >= 1 && plan.zero_stage <= 2)
+    comm += 2.0 * plan.bucket_size_bytes;  // reduce-scatter / all-gather staging
+  if (plan.zero_stage == 3)
+    comm += 2.0 * max_unit_params * w;     // the gathered unit in use + the prefetched one
+  if (plan.pp > 1) {
+    double msg = 0.0;
+    for (int u : units) msg = std::max(msg, graph.units()[static_cast<size_t>(u)].output_elems);
+    msg *= static_cast<double>(plan.micro_batch) * bytes_per_element(prec);
+    if (plan.sequence_parallel) msg /= tp;
+    comm += 4.0 * msg;  // send + recv buffers for activations and their gradients
+  }
+  mb.comm_buffer_bytes = comm;
+  mb.framework_bytes = options.framework_overhead_bytes;
+  return mb;
+}
+
+std::vector<MemoryBreakdown> memory_per_stage(const Plan& plan, const PlanContext& ctx, const MemoryOptions& options) {
+  std::vector<MemoryBreakdown> out;
+  for (int s = 0; s < plan.pp; ++s) out.push_back(stage_memory(plan, ctx, s, options));
+  return out;
+}
+
+MemoryBreakdown peak_memory(const Plan& plan, const PlanContext& ctx, const MemoryOptions& options) {
+  auto all = memory_per_stage(plan, ctx, options);
+  return *std::max_element(all.begin(), all.end(),
+                           [](const MemoryBreakdown& a, const MemoryBreakdown& b) { return a.total_bytes() < b.total_bytes(); });
+}
+
+}  // namespace trainplan::plan

@@ -1,0 +1,174 @@
+// Resolving a plan against the catalogs, and its cross-field rules.
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "trainplan/core/strings.hpp"
+#include "trainplan/plan/plan.hpp"
+
+namespace trainplan::plan {
+namespace {
+
+// Re-locates an error from a catalog lookup at the plan field that named the thing.
+template <typename F>
+auto located(const std::string& file, const std::string& pointer, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (Error& e) {
+    if (e.file().empty()) e.at(file, pointer);
+    throw;
+  }
+}
+
+bool is_transformer(models::Family f) {
+  return f == models::Family::gpt || f == models::Family::llama || f == models::Family::bert ||
+         f == models::Family::vit;
+}
+
+}  // namespace
+
+std::vector<StageAssignment> even_stages(int num_units, int stages) {
+  TP_ASSERT(stages >= 1 && num_units >= 1);
+  std::vector<StageAssignment> out(static_cast<size_t>(stages));
+  if (stages == 1) {
+    out[0] = {0, num_units - 1};
+    return out;
+  }
+  // Blocks are units 1..num_units-2; the input unit joins stage 0, the output unit the last.
+  const int blocks = std::max(0, num_units - 2);
+  int next = 1;
+  for (int s = 0; s < stages; ++s) {
+    int count = blocks / stages + (s < blocks % stages ? 1 : 0);
+    out[static_cast<size_t>(s)].first_unit = s == 0 ? 0 : next;
+    next += count;
+    out[static_cast<size_t>(s)].last_unit = s == stages - 1 ? num_units - 1 : next - 1;
+  }
+  return out;
+}
+
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& file) {
+  models::ModelSpec spec = located(file, "/model", [&] { return models::resolve_model(plan.model); });
+  if (plan.seq_len > 0) spec.seq_len = plan.seq_len;
+  models::ModelGraph graph = located(file, "/model", [&] { return models::build_graph(spec); });
+  const hw::InstanceType& inst =
+      located(file, "/cluster/instance_type", [&]() -> const hw::InstanceType& { return catalog.instance(plan.instance_type); });
+  const hw::GpuSpec& gpu = catalog.gpu(inst.gpu);
+  hw::Cluster cluster = located(file, "/cluster", [&] { return hw::Cluster::build(inst, plan.instance_count, catalog); });
+  if (!plan.precision) plan.precision = gpu.preferred_half_precision();
+  if (plan.num_micro_batches == 0 && plan.micro_batch > 0 && plan.dp > 0 &&
+      plan.global_batch % (plan.micro_batch * plan.dp) == 0)
+    plan.num_micro_batches = plan.global_batch / (plan.micro_batch * plan.dp);
+  const int num_units = static_cast<int>(graph.units().size());
+  if (plan.stages.empty() && plan.pp * plan.vp <= std::max(1, num_units - 2))
+    plan.stages = even_stages(num_units, plan.pp * plan.vp);
+  int64_t seq = spec.seq_len;
+  return PlanContext{std::move(spec), std::move(graph), &inst, &gpu, std::move(cluster), *plan.precision, seq};
+}
+
+namespace {
+
+std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const std::string& file) {
+  auto err = [&](const std::string& pointer, const std::string& what, const std::string& hint) {
+    Error e(what);
+    e.at(file, pointer).hint(hint);
+    return std::optional<Error>(e);
+  };
+  const models::ModelSpec& m = ctx.model_spec;
+  const int gpus = ctx.cluster.num_gpus();
+  if (p.dp * p.tp * p.pp != gpus)
+    return err("/parallelism", fmt::format("dp*tp*pp = {}*{}*{} = {} but the cluster has {} GPUs ({} x {})", p.dp, p.tp, p.pp,
+                                           p.dp * p.tp * p.pp, gpus, p.instance_count, p.instance_type),
+               fmt::format("choose degrees whose product is {}, or change cluster.count", gpus));
+  if (p.tp > 1) {
+    if (!is_transformer(m.family))
+      return err("/parallelism/tp", fmt::format("tensor parallelism is not modelled for {} models", models::family_name(m.family)),
+                 "use tp = 1 (data and pipeline parallelism work for every model)");
+    if (m.heads % p.tp != 0)
+      return err("/parallelism/tp", fmt::format("tp = {} does not divide the {} attention heads of {}", p.tp, m.heads, m.name),
+                 "choose a tp that divides the number of heads");
+    if (m.kv_heads % p.tp != 0)
+      return err("/parallelism/tp", fmt::format("tp = {} does not divide the {} key/value heads of {}", p.tp, m.kv_heads, m.name),
+                 "with grouped-query attention tp must divide kv_heads too");
+    if (m.hidden % p.tp != 0)
+      return err("/parallelism/tp", fmt::format("tp = {} does not divide hidden = {}", p.tp, m.hidden), "choose a tp that divides hidden");
+    if (m.ffn_hidden % p.tp != 0)
+      return err("/parallelism/tp", fmt::format("tp = {} does not divide ffn_hidden = {}", p.tp, m.ffn_hidden),
+                 "choose a tp that divides the MLP width");
+  }
+  if (p.sequence_parallel && p.tp == 1)
+    return err("/parallelism/sequence_parallel", "sequence parallelism needs tp > 1", "set sequence_parallel to false or raise tp");
+  const int num_units = static_cast<int>(ctx.graph.units().size());
+  const int blocks = ctx.graph.num_blocks();
+  if (p.pp > std::max(1, blocks))
+    return err("/parallelism/pp", fmt::format("pp = {} exceeds the {} layers of {}", p.pp, blocks, m.name),
+               "each pipeline stage needs at least one layer");
+  if (p.vp > 1 && p.schedule != Schedule::interleaved_1f1b)
+    return err("/parallelism/vp", fmt::format("vp = {} needs the interleaved-1f1b schedule", p.vp),
+               "set \"schedule\": \"interleaved-1f1b\" or vp = 1");
+  if (p.schedule == Schedule::interleaved_1f1b) {
+    if (p.pp == 1) return err("/schedule", "interleaved-1f1b needs pp > 1", "use \"1f1b\" without pipeline parallelism");
+    if (p.vp < 2) return err("/parallelism/vp", "interleaved-1f1b needs vp >= 2 virtual stages per rank", "set vp to 2 or more");
+    if (p.pp * p.vp > blocks)
+      return err("/parallelism/vp", fmt::format("pp*vp = {} model chunks but only {} layers", p.pp * p.vp, blocks),
+                 "lower vp so that every chunk has a layer");
+  }
+  const int64_t per_step = p.micro_batch * p.dp;
+  if (p.global_batch % per_step != 0)
+    return err("/batch/global_batch",
+               fmt::format("global_batch {} is not a multiple of micro_batch*dp = {}*{} = {}", p.global_batch, p.micro_batch, p.dp, per_step),
+               fmt::format("use a global batch of {} or {}", (p.global_batch / per_step) * per_step,
+                           (p.global_batch / per_step + 1) * per_step));
+  if (p.num_micro_batches * per_step != p.global_batch)
+    return err("/batch/num_micro_batches",
+               fmt::format("micro_batch*num_micro_batches*dp = {}*{}*{} = {} but global_batch = {}", p.micro_batch,
+                           p.num_micro_batches, p.dp, p.num_micro_batches * per_step, p.global_batch),
+               fmt::format("set num_micro_batches to {} or leave it out", p.global_batch / per_step));
+  if (p.schedule == Schedule::interleaved_1f1b && p.num_micro_batches % p.pp != 0)
+    return err("/batch/num_micro_batches",
+               fmt::format("interleaved-1f1b needs num_micro_batches ({}) to be a multiple of pp ({})", p.num_micro_batches, p.pp),
+               "change the global batch or micro-batch size, or use 1f1b");
+  if (p.zero_stage >= 2 && p.pp > 1)
+    return err("/parallelism/zero_stage",
+               fmt::format("ZeRO-{} with pipeline parallelism is not supported (gradients accumulate across micro-batches)", p.zero_stage),
+               "use zero_stage 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM do)");
+  if (p.dp_algorithm == DpAlgorithm::parameter_server && p.zero_stage != 0)
+    return err("/data_parallel/algorithm", "the parameter-server algorithm does not combine with ZeRO", "use zero_stage 0 or a collective algorithm");
+  Precision prec = p.precision_or(ctx.precision);
+  if (!ctx.gpu->supports(prec))
+    return err("/precision", fmt::format("{} does not support {}", ctx.gpu->name, precision_name(prec)),
+               ctx.gpu->supports(Precision::bf16) ? "use bf16" : "use fp16 (mixed precision with loss scaling)");
+  // Stage assignment: pp*vp contiguous, non-empty ranges covering every unit once, in order.
+  const size_t want = static_cast<size_t>(p.pp * p.vp);
+  if (p.stages.size() != want)
+    return err("/stages", fmt::format("{} stage ranges given, but pp*vp = {}", p.stages.size(), want),
+               "give one [first_unit, last_unit] per (virtual) stage, or leave \"stages\" out for an even split");
+  int next = 0;
+  for (size_t i = 0; i < p.stages.size(); ++i) {
+    const auto& s = p.stages[i];
+    if (s.first_unit != next)
+      return err(fmt::format("/stages/{}", i),
+                 s.first_unit > next ? fmt::format("unit {} is not assigned to any stage", next)
+                                     : fmt::format("unit {} is assigned twice", s.first_unit),
+                 fmt::format("stage {} should start at unit {}", i, next));
+    if (s.last_unit < s.first_unit)
+      return err(fmt::format("/stages/{}", i), "empty stage", "every stage needs at least one unit");
+    next = s.last_unit + 1;
+  }
+  if (next != num_units)
+    return err("/stages", fmt::format("the stages cover units 0..{} but {} has {} units (0..{})", next - 1, m.name, num_units, num_units - 1),
+               "the last stage must end at the model's output unit");
+  return std::nullopt;
+}
+
+}  // namespace
+
+void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_file) {
+  if (auto e = first_problem(plan, ctx, plan_file)) throw *e;
+}
+
+std::optional<std::string> check(const Plan& plan, const PlanContext& ctx) {
+  if (auto e = first_problem(plan, ctx, "")) return std::string(e->what());
+  return std::nullopt;
+}
+
+}  // namespace trainplan::plan

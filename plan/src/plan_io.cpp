@@ -1,0 +1,150 @@
+// Plan JSON: reading (with field checks and unknown-field rejection) and writing.
+#include <fmt/format.h>
+
+#include "trainplan/core/strings.hpp"
+#include "trainplan/plan/plan.hpp"
+
+namespace trainplan::plan {
+namespace {
+
+template <typename E>
+E parse_enum(const json::Reader& r, std::initializer_list<E> values, std::string_view (*name)(E)) {
+  std::vector<std::string> names;
+  for (E v : values) names.emplace_back(name(v));
+  std::string s = r.as_choice(names);
+  for (E v : values)
+    if (name(v) == s) return v;
+  TP_ASSERT(false);
+  return *values.begin();
+}
+
+StageAssignment parse_stage(const json::Reader& r) {
+  // Either {"units": [first, last]} or [first, last].
+  json::Reader range = r.is_object() ? r.field("units") : r;
+  if (r.is_object()) r.finish();
+  auto items = range.items();
+  if (items.size() != 2)
+    throw range.error(fmt::format("must be [first_unit, last_unit], got {} numbers", items.size()))
+        .hint("e.g. [0, 12] for layer units 0..12 inclusive");
+  StageAssignment s;
+  s.first_unit = static_cast<int>(items[0].as_nonnegative_int());
+  s.last_unit = static_cast<int>(items[1].as_nonnegative_int());
+  if (s.last_unit < s.first_unit)
+    throw range.error(fmt::format("last unit {} comes before first unit {}", s.last_unit, s.first_unit))
+        .hint("write [first, last] with first <= last");
+  return s;
+}
+
+}  // namespace
+
+Plan parse_plan(const json::Json& doc, const std::string& name) {
+  json::Reader r(doc, name);
+  if (!r.is_object()) throw r.error("a plan must be a JSON object").hint("see plan/README.md for the format");
+  Plan p;
+  p.schema_version = static_cast<int>(r.field("schema_version").as_positive_int());
+  if (p.schema_version != kSchemaVersion)
+    throw r.field("schema_version").error(fmt::format("unsupported schema_version {}", p.schema_version))
+        .hint(fmt::format("this trainplan reads schema_version {}", kSchemaVersion));
+  p.model = r.field("model").as_string();
+  if (p.model.empty()) throw r.field("model").error("must not be empty").hint("a catalog name such as \"gpt3-13b\" or a path to config.json");
+
+  auto cluster = r.field("cluster");
+  p.instance_type = cluster.field("instance_type").as_string();
+  p.instance_count = static_cast<int>(cluster.field("count").as_positive_int());
+  cluster.finish();
+
+  auto par = r.field("parallelism");
+  p.dp = static_cast<int>(par.field("dp").as_positive_int());
+  p.tp = static_cast<int>(par.field("tp").as_positive_int());
+  p.pp = static_cast<int>(par.field("pp").as_positive_int());
+  if (auto f = par.optional_field("vp")) p.vp = static_cast<int>(f->as_positive_int());
+  if (auto f = par.optional_field("zero_stage")) {
+    p.zero_stage = static_cast<int>(f->as_nonnegative_int());
+    if (p.zero_stage > 3) throw f->error(fmt::format("must be 0, 1, 2 or 3, got {}", p.zero_stage)).hint("ZeRO has stages 0 (off) to 3");
+  }
+  p.sequence_parallel = par.bool_or("sequence_parallel", false);
+  par.finish();
+
+  auto batch = r.field("batch");
+  p.global_batch = batch.field("global_batch").as_positive_int();
+  p.micro_batch = batch.field("micro_batch").as_positive_int();
+  if (auto f = batch.optional_field("num_micro_batches")) p.num_micro_batches = f->as_positive_int();
+  if (auto f = batch.optional_field("seq_len")) p.seq_len = f->as_positive_int();
+  batch.finish();
+
+  if (auto f = r.optional_field("recompute"))
+    p.recompute = parse_enum(*f, {Recompute::none, Recompute::selective, Recompute::full}, recompute_name);
+  if (auto f = r.optional_field("schedule"))
+    p.schedule = parse_enum(*f, {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved_1f1b}, schedule_name);
+  if (auto f = r.optional_field("stages"))
+    for (const auto& item : f->items()) p.stages.push_back(parse_stage(item));
+  if (auto f = r.optional_field("precision")) {
+    auto prec = parse_precision(f->as_choice(precision_names()));
+    p.precision = *prec;
+  }
+  if (auto dpr = r.optional_field("data_parallel")) {
+    if (auto f = dpr->optional_field("algorithm"))
+      p.dp_algorithm = parse_enum(*f, {DpAlgorithm::ring, DpAlgorithm::tree, DpAlgorithm::hierarchical, DpAlgorithm::parameter_server},
+                                  dp_algorithm_name);
+    if (auto f = dpr->optional_field("bucket_size_bytes")) p.bucket_size_bytes = f->as_positive();
+    if (auto f = dpr->optional_field("bucket_size")) {
+      p.bucket_size_bytes = f->as_quantity(units::Dimension::bytes);
+      if (p.bucket_size_bytes <= 0) throw f->error("must be positive").hint("e.g. \"25MB\"");
+    }
+    p.overlap_grad_reduce = dpr->bool_or("overlap", true);
+    dpr->finish();
+  }
+  if (auto ck = r.optional_field("checkpoint")) {
+    if (auto f = ck->optional_field("interval_s")) p.checkpoint_interval_s = f->as_nonnegative();
+    if (auto f = ck->optional_field("interval")) p.checkpoint_interval_s = f->as_quantity(units::Dimension::duration);
+    ck->finish();
+  }
+  if (auto tr = r.optional_field("training")) {
+    if (auto f = tr->optional_field("tokens")) {
+      p.training_tokens = f->is_string() ? f->as_quantity(units::Dimension::count) : f->as_nonnegative();
+    }
+    if (auto f = tr->optional_field("purchase")) p.purchase = parse_enum(*f, {Purchase::on_demand, Purchase::spot}, purchase_name);
+    if (auto f = tr->optional_field("platform")) p.platform = parse_enum(*f, {Platform::ec2, Platform::sagemaker}, platform_name);
+    tr->finish();
+  }
+  if (auto f = r.optional_field("predicted")) p.predicted = f->value();
+  r.ignore("comment");
+  r.finish();
+  return p;
+}
+
+Plan read_plan_file(const std::string& path) { return parse_plan(json::parse_file(path), path); }
+
+json::Json to_json(const Plan& p) {
+  json::Json j;
+  j["schema_version"] = p.schema_version;
+  j["model"] = p.model;
+  j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
+  j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp},
+                      {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
+  json::Json batch = {{"global_batch", p.global_batch}, {"micro_batch", p.micro_batch}};
+  if (p.num_micro_batches > 0) batch["num_micro_batches"] = p.num_micro_batches;
+  if (p.seq_len > 0) batch["seq_len"] = p.seq_len;
+  j["batch"] = batch;
+  j["recompute"] = std::string(recompute_name(p.recompute));
+  j["schedule"] = std::string(schedule_name(p.schedule));
+  if (!p.stages.empty()) {
+    json::Json stages = json::Json::array();
+    for (const auto& s : p.stages) stages.push_back({s.first_unit, s.last_unit});
+    j["stages"] = stages;
+  }
+  if (p.precision) j["precision"] = std::string(precision_name(*p.precision));
+  j["data_parallel"] = {{"algorithm", std::string(dp_algorithm_name(p.dp_algorithm))},
+                        {"bucket_size_bytes", p.bucket_size_bytes},
+                        {"overlap", p.overlap_grad_reduce}};
+  j["checkpoint"] = {{"interval_s", p.checkpoint_interval_s}};
+  j["training"] = {{"tokens", p.training_tokens},
+                   {"purchase", std::string(purchase_name(p.purchase))},
+                   {"platform", std::string(platform_name(p.platform))}};
+  if (!p.predicted.is_null()) j["predicted"] = p.predicted;
+  return j;
+}
+
+void write_plan_file(const std::string& path, const Plan& plan) { json::write_file(path, to_json(plan)); }
+
+}  // namespace trainplan::plan

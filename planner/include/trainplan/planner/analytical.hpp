@@ -1,0 +1,82 @@
+// File: trainplan/planner/analytical.hpp
+//
+// The analytical step-time estimate: fast (microseconds per plan), used to evaluate every
+// candidate of a search before the best are simulated.
+//
+//   planner::StepEstimate e = planner::estimate_step(plan, ctx);
+//   e.step_time_s; e.mfu; e.exposed_comm_s(plan::CommPurpose::dp)
+//
+// Model (per step, on the slowest pipeline rank):
+// - Compute: every op of the rank's layer units, per micro-batch, on its tp shard, as a
+//   roofline: max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency)) plus a
+//   kernel launch overhead; recomputation re-runs forward work during backward.
+// - Tensor parallel: the collectives of plan::tp_collectives(), each a ring over the tp group
+//   at the bandwidth left after every concurrent tp group's flows share the links (routes of
+//   the Cluster), fully exposed (Megatron-LM does not overlap them).
+// - Pipeline: per micro-batch, a send of the stage's output activation forward and of its
+//   gradient backward; step = m x (slowest stage) + (p - 1)/v x (mean stage) for GPipe, 1F1B
+//   and interleaved 1F1B; the bubble is what exceeds m x (slowest stage).
+// - Data parallel: gradient all-reduce (ring / tree / hierarchical / parameter server) over
+//   the dp group with the same link sharing; with overlap, only what exceeds the last
+//   micro-batch's backward is exposed (at least the last bucket). ZeRO-1/2 reduce-scatter the
+//   gradients and all-gather the updated parameters (the all-gather is exposed); ZeRO-3 also
+//   all-gathers each unit's parameters in forward and backward, hidden behind compute where
+//   compute is longer.
+// - Optimizer: Adam reads and writes ~30 bytes per parameter of the rank's shard at HBM speed.
+#pragma once
+
+#include <array>
+#include <memory>
+
+#include "trainplan/plan/memory.hpp"
+#include "trainplan/plan/plan.hpp"
+#include "trainplan/plan/step_program.hpp"
+
+namespace trainplan::planner {
+
+struct StepEstimate {
+  double step_time_s = 0;
+  double compute_s = 0;      // forward + backward + recompute busy time of the critical rank
+  double recompute_s = 0;    // part of compute_s that re-runs forward work
+  double bubble_s = 0;       // pipeline fill/drain idle time
+  double optimizer_s = 0;
+  /// Exposed (not hidden behind compute) communication by purpose, seconds per step.
+  std::array<double, 7> exposed_comm_by_purpose_s{};
+  double exposed_comm_s(plan::CommPurpose p) const { return exposed_comm_by_purpose_s[static_cast<size_t>(p)]; }
+  double exposed_comm_total_s() const;
+  double model_flops_per_step = 0;     // 6N-style model FLOPs, no recomputation
+  double hardware_flops_per_step = 0;  // including recomputation
+  double tokens_per_s = 0;
+  double mfu = 0;            // model FLOPs / (step time x GPUs x dense peak)
+  double hfu = 0;            // hardware FLOPs likewise
+};
+
+/// Efficiency assumptions of the compute roofline (documented in analytical.cpp).
+struct ComputeEfficiency {
+  double matmul = 0.0;           // 0: the GPU's measured max-achievable matmul fraction (MAMF) or the default
+  double attention = 0.55;
+  double memory_bound = 0.80;    // share of HBM bandwidth reached by elementwise/norm kernels
+  double kernel_overhead_s = 4e-6;
+};
+
+struct AnalyticalOptions {
+  ComputeEfficiency efficiency;
+};
+
+/// Shares work between estimates of plans on the same cluster and model: group bandwidths
+/// and per-unit costs by (layout, micro-batch, tp, sequence parallel, precision). Thread-safe.
+/// A cache must only be used with PlanContexts that outlive it.
+class EstimateCache;
+std::shared_ptr<EstimateCache> make_estimate_cache();
+
+/// Estimates one training step. The plan must be valid for ctx (plan::validate).
+StepEstimate estimate_step(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {},
+                           EstimateCache* cache = nullptr);
+
+/// Seconds for one op's forward (or backward) on a rank: the roofline of estimate_step.
+/// `divisor` = how many ranks share the op's work (tp for split ops, tp for replicated ops
+/// under sequence parallelism, else 1).
+double op_time_s(const models::Op& op, bool backward, int64_t micro_batch, double divisor, Precision precision,
+                 const hw::GpuSpec& gpu, const ComputeEfficiency& eff);
+
+}  // namespace trainplan::planner

@@ -1,0 +1,452 @@
+// The analytical step-time estimate. See analytical.hpp for the model.
+#include "trainplan/planner/analytical.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+
+#include "trainplan/plan/tp_comm.hpp"
+
+namespace trainplan::planner {
+
+double StepEstimate::exposed_comm_total_s() const {
+  return std::accumulate(exposed_comm_by_purpose_s.begin(), exposed_comm_by_purpose_s.end(), 0.0);
+}
+
+namespace {
+
+using models::OpKind;
+using models::TpSplit;
+
+bool is_matmul(OpKind k) { return k == OpKind::linear || k == OpKind::patch_embed || k == OpKind::conv2d; }
+
+// Measured maximum achievable matmul FLOP/s as a share of the dense peak (stas00/ml-engineering
+// MAMF tables, see ../shared/hwdata/reference-hardware.md): A100 SXM 271.2 of 312 TFLOP/s,
+// H100/H200 SXM 794.5 of 989. GPUs without a measurement get 0.80, the lower of the two.
+double default_matmul_efficiency(const hw::GpuSpec& gpu) {
+  if (gpu.arch == "Ampere" && gpu.name.rfind("A100", 0) == 0) return 271.2 / 312.0;
+  if (gpu.arch == "Hopper") return 794.5 / 989.0;
+  return 0.80;
+}
+
+double peak_for(OpKind kind, Precision prec, const hw::GpuSpec& gpu) {
+  if (is_matmul(kind) || kind == OpKind::attention) return gpu.peak_flops_per_s(prec);
+  // Elementwise work runs on CUDA cores.
+  return gpu.supports(Precision::fp32) ? gpu.peak_flops_per_s(Precision::fp32) : gpu.peak_flops_per_s(prec);
+}
+
+double op_divisor(const models::Op& op, int tp, bool sp) {
+  switch (op.tp_split) {
+    case TpSplit::column:
+    case TpSplit::row:
+    case TpSplit::heads:
+    case TpSplit::vocab: return tp;
+    case TpSplit::replicated: return sp ? tp : 1;
+    case TpSplit::none: return 1;
+  }
+  return 1;
+}
+
+// Per-flow bandwidth and latency of ring collectives run at the same time by `groups`, with
+// every flow's share of each link it crosses (links shared by k flows give each 1/k).
+struct RingNet {
+  double bandwidth_bytes_per_s = 0;  // slowest ring link, after sharing
+  double latency_s = 0;              // slowest ring link's route latency
+  int size = 1;                      // ranks per group
+  int nodes = 1;                     // nodes one group spans
+};
+
+RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>& groups) {
+  RingNet out;
+  if (groups.empty() || groups[0].size() < 2) return out;
+  out.size = static_cast<int>(groups[0].size());
+  std::vector<std::vector<int>> flows;  // link lists
+  std::vector<int> usage(cluster.links().size(), 0);
+  std::vector<double> flow_latency;
+  std::vector<size_t> flow_group;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    std::vector<int> order = cluster.ring_order(groups[gi]);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const hw::Route& r = cluster.route(order[i], order[(i + 1) % order.size()]);
+      for (int l : r.links) ++usage[static_cast<size_t>(l)];
+      flows.push_back(r.links);
+      flow_latency.push_back(r.latency_s);
+      flow_group.push_back(gi);
+    }
+  }
+  double bw = std::numeric_limits<double>::infinity();
+  double lat = 0;
+  for (size_t f = 0; f < flows.size(); ++f) {
+    double fb = std::numeric_limits<double>::infinity();
+    for (int l : flows[f]) {
+      const auto& link = cluster.links()[static_cast<size_t>(l)];
+      fb = std::min(fb, link.bandwidth_bytes_per_s / usage[static_cast<size_t>(l)]);
+    }
+    bw = std::min(bw, fb);
+    lat = std::max(lat, flow_latency[f]);
+  }
+  out.bandwidth_bytes_per_s = bw;
+  out.latency_s = lat;
+  std::vector<int> nodes;
+  for (int g : groups[0]) nodes.push_back(cluster.node_of(g));
+  std::sort(nodes.begin(), nodes.end());
+  out.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  return out;
+}
+
+double ring_all_reduce_s(const RingNet& n, double bytes) {
+  if (n.size < 2 || bytes <= 0) return 0.0;
+  const double k = n.size;
+  return 2.0 * (k - 1) / k * bytes / n.bandwidth_bytes_per_s + 2.0 * (k - 1) * n.latency_s;
+}
+
+double ring_gather_s(const RingNet& n, double bytes) {  // all-gather or reduce-scatter of `bytes` total
+  if (n.size < 2 || bytes <= 0) return 0.0;
+  const double k = n.size;
+  return (k - 1) / k * bytes / n.bandwidth_bytes_per_s + (k - 1) * n.latency_s;
+}
+
+}  // namespace
+
+// Costs of one layer unit for one micro-batch on one tp rank.
+struct UnitCost {
+  double fwd_s = 0, bwd_s = 0;            // compute
+  double recompute_full_s = 0;            // = fwd_s (the whole forward re-runs)
+  double recompute_selective_s = 0;       // the ops selective recomputation re-runs
+  double fwd_flops = 0, bwd_flops = 0, selective_flops = 0;
+  double tp_fwd_s = 0, tp_bwd_s = 0;      // tp collectives (exposed)
+  double params = 0;                      // on this tp rank
+};
+
+// Group bandwidths per (cluster, layout, purpose) and unit costs per (cluster, layout, micro-
+// batch, sequence parallel, precision), computed once per search.
+class EstimateCache {
+ public:
+  using NetKey = std::tuple<const hw::Cluster*, int, int, int, int>;
+  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int64_t, bool, int>;
+  template <typename F>
+  RingNet net(const NetKey& key, F&& compute) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = nets_.find(key);
+      if (it != nets_.end()) return it->second;
+    }
+    RingNet v = compute();
+    std::lock_guard lock(mutex_);
+    return nets_.emplace(key, v).first->second;
+  }
+  template <typename F>
+  const std::vector<UnitCost>& units(const UnitKey& key, F&& compute) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = units_.find(key);
+      if (it != units_.end()) return it->second;
+    }
+    std::vector<UnitCost> v = compute();
+    std::lock_guard lock(mutex_);
+    return units_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<NetKey, RingNet> nets_;
+  std::map<UnitKey, std::vector<UnitCost>> units_;
+};
+
+std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
+
+double op_time_s(const models::Op& op, bool backward, int64_t micro_batch, double divisor, Precision prec,
+                 const hw::GpuSpec& gpu, const ComputeEfficiency& eff) {
+  const double b = static_cast<double>(micro_batch);
+  const double flops = (backward ? op.flops_bwd : op.flops_fwd) * b / divisor;
+  const double bytes = (backward ? op.mem_elems_bwd : op.mem_elems_fwd) * b * bytes_per_element(prec) / divisor;
+  if (flops <= 0 && bytes <= 0) return 0.0;
+  double e = 1.0;
+  if (is_matmul(op.kind)) e = eff.matmul > 0 ? eff.matmul : default_matmul_efficiency(gpu);
+  else if (op.kind == OpKind::attention) e = eff.attention;
+  const double t_compute = flops / (peak_for(op.kind, prec, gpu) * e);
+  const double t_memory = bytes / (gpu.memory_bandwidth_bytes_per_s * eff.memory_bound);
+  // Backward of a matmul is two kernels (input and weight gradients).
+  const double launches = backward && is_matmul(op.kind) ? 2.0 : 1.0;
+  return std::max(t_compute, t_memory) + launches * eff.kernel_overhead_s;
+}
+
+namespace {
+
+// Groups of the rank layout rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank, GPU = rank.
+std::vector<std::vector<int>> tp_groups(const plan::Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (int s = 0; s < p.pp; ++s)
+    for (int d = 0; d < p.dp; ++d) {
+      std::vector<int> g;
+      for (int t = 0; t < p.tp; ++t) g.push_back((s * p.dp + d) * p.tp + t);
+      out.push_back(g);
+    }
+  return out;
+}
+
+std::vector<std::vector<int>> dp_groups(const plan::Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (int s = 0; s < p.pp; ++s)
+    for (int t = 0; t < p.tp; ++t) {
+      std::vector<int> g;
+      for (int d = 0; d < p.dp; ++d) g.push_back((s * p.dp + d) * p.tp + t);
+      out.push_back(g);
+    }
+  return out;
+}
+
+// Pipeline p2p: every rank of stage s sends to the same (dp, tp) rank of stage s+1, all at
+// once; modelled as 2-member groups so ring_net's sharing applies.
+std::vector<std::vector<int>> pp_pairs(const plan::Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (int s = 0; s + 1 < p.pp; ++s)
+    for (int d = 0; d < p.dp; ++d)
+      for (int t = 0; t < p.tp; ++t) out.push_back({(s * p.dp + d) * p.tp + t, ((s + 1) * p.dp + d) * p.tp + t});
+  return out;
+}
+
+struct StageTimes {
+  double fwd_s = 0, bwd_s = 0;        // compute per micro-batch
+  double recompute_s = 0;             // part of bwd_s
+  double tp_fwd_s = 0, tp_bwd_s = 0;  // exposed tp communication per micro-batch
+  double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;  // per micro-batch, this rank
+  double params = 0;                  // on this rank (after tp)
+  std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
+  std::vector<double> unit_params;
+};
+
+}  // namespace
+
+namespace {
+
+std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& tp_net,
+                                         Precision prec, const ComputeEfficiency& eff) {
+  const auto& graph = ctx.graph;
+  const double b = static_cast<double>(p.micro_batch);
+  const double elem = bytes_per_element(prec);
+  std::vector<UnitCost> out(graph.units().size());
+  for (size_t u = 0; u < out.size(); ++u) {
+    UnitCost& c = out[u];
+    for (int id : graph.units()[u].ops) {
+      const auto& op = graph.ops()[static_cast<size_t>(id)];
+      const double div = op_divisor(op, p.tp, p.sequence_parallel);
+      const double tf = op_time_s(op, false, p.micro_batch, div, prec, *ctx.gpu, eff);
+      c.fwd_s += tf;
+      c.bwd_s += op_time_s(op, true, p.micro_batch, div, prec, *ctx.gpu, eff);
+      c.fwd_flops += op.flops_fwd * b / div;
+      c.bwd_flops += op.flops_bwd * b / div;
+      if (op.dropped_by_selective_recompute) {
+        c.recompute_selective_s += tf;
+        c.selective_flops += op.flops_fwd * b / div;
+      }
+      const bool tp_sharded = op.tp_split == TpSplit::column || op.tp_split == TpSplit::row ||
+                              op.tp_split == TpSplit::heads || op.tp_split == TpSplit::vocab;
+      c.params += tp_sharded ? op.params / p.tp : op.params;
+    }
+    c.recompute_full_s = c.fwd_s;
+    if (p.tp > 1) {
+      for (const auto& coll : plan::tp_collectives(graph, static_cast<int>(u), p.sequence_parallel)) {
+        const double bytes = coll.elems_per_sample * b * elem;
+        const double t = coll.kind == plan::CollectiveKind::all_reduce ? ring_all_reduce_s(tp_net, bytes) : ring_gather_s(tp_net, bytes);
+        (coll.phase == plan::Phase::forward ? c.tp_fwd_s : c.tp_bwd_s) += t;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
+                           EstimateCache* cache) {
+  const auto& graph = ctx.graph;
+  const auto& gpu = *ctx.gpu;
+  const Precision prec = p.precision_or(ctx.precision);
+  const double elem = bytes_per_element(prec);
+  const auto& eff = options.efficiency;
+  std::shared_ptr<EstimateCache> own;
+  if (!cache) {
+    own = make_estimate_cache();
+    cache = own.get();
+  }
+  const hw::Cluster* cl = &ctx.cluster;
+  auto net = [&](int purpose, auto groups_fn) {
+    return cache->net({cl, p.dp, p.tp, p.pp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+  };
+  const RingNet tp_net = p.tp > 1 ? net(0, tp_groups) : RingNet{};
+  const RingNet dp_net = p.dp > 1 ? net(1, dp_groups) : RingNet{};
+  const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
+  const std::vector<UnitCost>& unit_costs =
+      cache->units({cl, &graph, p.dp, p.tp, p.pp, p.micro_batch, p.sequence_parallel, static_cast<int>(prec)},
+                   [&] { return compute_unit_costs(p, ctx, tp_net, prec, eff); });
+
+  // Per pipeline rank: compute and tp communication per micro-batch.
+  std::vector<StageTimes> stages(static_cast<size_t>(p.pp));
+  for (int s = 0; s < p.pp; ++s) {
+    StageTimes& st = stages[static_cast<size_t>(s)];
+    for (int v = 0; v < p.vp; ++v) {
+      const auto& a = p.stages[static_cast<size_t>(v * p.pp + s)];
+      for (int u = a.first_unit; u <= a.last_unit; ++u) {
+        const UnitCost& c = unit_costs[static_cast<size_t>(u)];
+        st.fwd_s += c.fwd_s;
+        st.bwd_s += c.bwd_s;
+        st.fwd_flops += c.fwd_flops;
+        st.bwd_flops += c.bwd_flops;
+        st.tp_fwd_s += c.tp_fwd_s;
+        st.tp_bwd_s += c.tp_bwd_s;
+        if (p.recompute == plan::Recompute::full) {
+          st.recompute_s += c.recompute_full_s;
+          st.recompute_flops += c.fwd_flops;
+          st.tp_bwd_s += c.tp_fwd_s;  // the re-run forward repeats its collectives
+        } else if (p.recompute == plan::Recompute::selective) {
+          st.recompute_s += c.recompute_selective_s;
+          st.recompute_flops += c.selective_flops;
+        }
+        st.unit_fwd_s.push_back(c.fwd_s);
+        st.unit_params.push_back(c.params);
+        st.params += c.params;
+      }
+    }
+    st.bwd_s += st.recompute_s;
+  }
+  // Tied embeddings: the last stage holds a copy of the word embedding (see memory.cpp).
+  if (p.pp > 1 && ctx.model_spec.tied_embeddings)
+    stages.back().params += static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / p.tp;
+
+  // Pipeline p2p per micro-batch and chunk boundary: the stage output forward, its gradient
+  // backward; with sequence parallelism (or Megatron's scatter-gather) each tp rank sends 1/tp.
+  double p2p_s = 0;
+  if (p.pp > 1) {
+    double out_elems = 0;
+    for (const auto& u : graph.units()) out_elems = std::max(out_elems, u.output_elems);
+    const double bytes = out_elems * static_cast<double>(p.micro_batch) * elem / p.tp;
+    p2p_s = bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
+  }
+
+  StepEstimate e;
+  const double m = static_cast<double>(p.num_micro_batches);
+  double max_stage = 0, sum_stage = 0;
+  size_t critical = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto& st = stages[s];
+    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
+    sum_stage += t;
+    if (t > max_stage) {
+      max_stage = t;
+      critical = s;
+    }
+  }
+  const double mean_stage = sum_stage / p.pp;
+  const double pipeline_s = m * max_stage + (p.pp - 1.0) / p.vp * mean_stage;
+  const StageTimes& cs = stages[critical];
+  e.compute_s = m * (cs.fwd_s + cs.bwd_s);
+  e.recompute_s = m * cs.recompute_s;
+  e.bubble_s = pipeline_s - m * max_stage;
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::tp)] = m * (cs.tp_fwd_s + cs.tp_bwd_s);
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::pp)] = p.pp > 1 ? m * 2.0 * p.vp * p2p_s : 0.0;
+
+  // Data parallel / ZeRO, on the rank with the most parameters.
+  double params = 0;
+  size_t heavy = 0;
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (stages[s].params > params) {
+      params = stages[s].params;
+      heavy = s;
+    }
+  const double n = p.dp;
+  double dp_exposed = 0, zero_param_exposed = 0, zero_grad_exposed = 0, ps_exposed = 0;
+  if (p.dp > 1) {
+    const double grad_bytes = params * elem;
+    const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s;
+    const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
+    auto exposed_after_backward = [&](double t) {
+      if (!p.overlap_grad_reduce) return t;
+      return std::max(t - last_bwd, t * bucket_s_fraction);
+    };
+    double reduce_s = 0;
+    switch (p.dp_algorithm) {
+      case plan::DpAlgorithm::ring:
+        reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
+        break;
+      case plan::DpAlgorithm::tree: {
+        const double steps = std::ceil(std::log2(n));
+        reduce_s = 2.0 * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * steps * dp_net.latency_s;
+        break;
+      }
+      case plan::DpAlgorithm::hierarchical: {
+        // Intra-node reduce-scatter over the GPUs that share a node (all of the node's
+        // replicas of this stage: the tp groups of one node reduce together), inter-node
+        // all-reduce of 1/k of the data by k parallel rings, intra-node all-gather.
+        const int k = std::max(1, ctx.cluster.gpus_per_node() / std::max(1, p.tp));
+        const int nodes = dp_net.nodes;
+        if (k <= 1 || nodes <= 1) {
+          reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
+        } else {
+          RingNet intra = dp_net;
+          intra.size = std::min(k, p.dp);
+          const hw::Route& r = ctx.cluster.route(0, std::min(ctx.cluster.gpus_per_node() - 1, p.tp));
+          intra.bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
+          intra.latency_s = r.latency_s;
+          RingNet inter = dp_net;
+          inter.size = nodes;
+          reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes / intra.size);
+        }
+        break;
+      }
+      case plan::DpAlgorithm::parameter_server:
+        // Sharded, colocated servers: push (n-1)/n of the gradients and pull as much back.
+        reduce_s = 2.0 * (n - 1) / n * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * dp_net.latency_s;
+        break;
+    }
+    if (p.zero_stage == 0) {
+      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(reduce_s);
+      else dp_exposed = exposed_after_backward(reduce_s);
+    } else {
+      // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
+      // parameters after the optimizer step (the other half, exposed).
+      const double half = ring_gather_s(dp_net, grad_bytes);
+      zero_grad_exposed = exposed_after_backward(half);
+      zero_param_exposed = half;
+      if (p.zero_stage == 3) {
+        // Parameters are gathered per unit in forward and again in backward; with prefetch
+        // the gather hides behind the previous unit's compute when that is longer.
+        zero_param_exposed = 0;
+        const auto& st = stages[heavy];
+        for (size_t u = 0; u < st.unit_params.size(); ++u) {
+          const double g = ring_gather_s(dp_net, st.unit_params[u] * elem);
+          const double f = st.unit_fwd_s[u];
+          zero_param_exposed += m * (std::max(0.0, g - f) + std::max(0.0, g - 2.0 * f));
+        }
+        zero_param_exposed += ring_gather_s(dp_net, st.unit_params.empty() ? 0 : st.unit_params.front() * elem);
+      }
+    }
+  }
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::dp)] = dp_exposed;
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_grad)] = zero_grad_exposed;
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_param)] = zero_param_exposed;
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::ps)] = ps_exposed;
+
+  // Optimizer: Adam touches ~30 bytes per parameter (mixed precision: read 16-bit weight and
+  // gradient, fp32 master, momentum, variance; write them back) of the rank's shard.
+  const double shard = p.zero_stage >= 1 ? params / n : params;
+  e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) / (gpu.memory_bandwidth_bytes_per_s * eff.memory_bound);
+
+  e.step_time_s = pipeline_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
+  const double gpus = p.world_size();
+  e.model_flops_per_step = graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
+  double recompute_flops = 0;
+  for (const auto& st : stages) recompute_flops += st.recompute_flops;
+  // recompute_flops is per micro-batch per pipeline rank on one tp rank: scale to the step.
+  e.hardware_flops_per_step = e.model_flops_per_step + recompute_flops * m * p.tp * p.dp;
+  const double peak = gpu.peak_flops_per_s(prec);
+  e.mfu = e.model_flops_per_step / (e.step_time_s * gpus * peak);
+  e.hfu = e.hardware_flops_per_step / (e.step_time_s * gpus * peak);
+  e.tokens_per_s = static_cast<double>(p.global_batch) * graph.tokens_per_sample() / e.step_time_s;
+  return e;
+}
+
+}  // namespace trainplan::planner

@@ -1,0 +1,120 @@
+// Memory model against the closed forms of Rajbhandari et al. 2020 (ZeRO) and Korthikanti et
+// al. 2022 (activations), on catalog models.
+#include "test_support.hpp"
+#include "trainplan/plan/memory.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+plan::Plan make_plan(const std::string& model, const std::string& instance, int count, int dp, int tp, int pp) {
+  plan::Plan p;
+  p.model = model;
+  p.instance_type = instance;
+  p.instance_count = count;
+  p.dp = dp;
+  p.tp = tp;
+  p.pp = pp;
+  p.micro_batch = 1;
+  p.global_batch = dp * 8;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("plan memory: model states follow the ZeRO closed forms 16P, 4P+12P/N, 2P+14P/N, 16P/N", "[plan]") {
+  const auto& cat = hw::Catalog::builtin();
+  struct Case { const char* instance; int count, dp, pp; };
+  for (Case c : {Case{"p4d.24xlarge", 1, 8, 1}, Case{"p4d.24xlarge", 8, 64, 1}, Case{"g5.12xlarge", 1, 2, 2}}) {
+    plan::Plan p = make_plan("gpt3-1.3b", c.instance, c.count, c.dp, 1, c.pp);
+    auto ctx = plan::resolve(p, cat, "test");
+    plan::validate(p, ctx, "test");
+    const double n = p.dp;
+    for (int stage = 0; stage < p.pp; ++stage) {
+      for (int zero : {0, 1}) {
+        p.zero_stage = zero;
+        auto m = plan::stage_memory(p, ctx, stage);
+        const double psi = m.params_on_rank;
+        REQUIRE(psi > 0);
+        const double states = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes;
+        if (zero == 0) CHECK(states == Approx(16.0 * psi));
+        if (zero == 1) CHECK(states == Approx(4.0 * psi + 12.0 * psi / n));
+      }
+    }
+    if (p.pp == 1) {
+      for (int zero : {2, 3}) {
+        p.zero_stage = zero;
+        auto m = plan::stage_memory(p, ctx, 0);
+        const double psi = m.params_on_rank;
+        const double states = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes;
+        if (zero == 2) CHECK(states == Approx(2.0 * psi + 14.0 * psi / n));
+        if (zero == 3) CHECK(states == Approx(16.0 * psi / n));
+      }
+    }
+  }
+}
+
+TEST_CASE("plan memory: parameters on the ranks add up to the model (tp and pp shard them)", "[plan]") {
+  const auto& cat = hw::Catalog::builtin();
+  plan::Plan p = make_plan("gpt3-6.7b", "p4d.24xlarge", 2, 1, 4, 4);
+  auto ctx = plan::resolve(p, cat, "test");
+  plan::validate(p, ctx, "test");
+  double sum = 0;
+  for (int s = 0; s < p.pp; ++s) sum += plan::stage_memory(p, ctx, s).params_on_rank;
+  // Norm weights and biases are replicated on the tp ranks and the tied embedding is kept
+  // on the last stage too, so the tp ranks hold a bit more than P / tp in total.
+  const double total = ctx.graph.total_params();
+  const double embedding = static_cast<double>(ctx.model_spec.vocab) * ctx.model_spec.hidden;
+  CHECK(sum * p.tp >= total);
+  CHECK(sum * p.tp <= (total + embedding) * 1.01);
+}
+
+TEST_CASE("plan memory: GPT layer activations match Korthikanti et al. sbh(34 + 5as/h)", "[plan]") {
+  const auto& spec = models::ModelCatalog::builtin().spec("gpt3-1.3b");
+  auto graph = models::build_graph(spec);
+  const double s = static_cast<double>(spec.seq_len), h = static_cast<double>(spec.hidden),
+               a = static_cast<double>(spec.heads);
+  const int64_t b = 4;
+  const int unit = 3;  // a transformer block
+  auto act = [&](int tp, bool sp, plan::Recompute r) {
+    return plan::unit_activation_bytes(graph, unit, b, tp, sp, r, Precision::bf16);
+  };
+  CHECK(act(1, false, plan::Recompute::none) == Approx(s * b * h * (34.0 + 5.0 * a * s / h)));
+  for (int t : {2, 4, 8}) {
+    CHECK(act(t, false, plan::Recompute::none) == Approx(s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))));
+    CHECK(act(t, true, plan::Recompute::none) == Approx(s * b * h / t * (34.0 + 5.0 * a * s / h)));
+    CHECK(act(t, false, plan::Recompute::selective) == Approx(s * b * h * (10.0 + 24.0 / t)));
+    CHECK(act(t, true, plan::Recompute::selective) == Approx(s * b * h * 34.0 / t));
+    CHECK(act(t, true, plan::Recompute::full) == Approx(2.0 * s * b * h / t));
+  }
+  CHECK(act(1, false, plan::Recompute::full) == Approx(2.0 * s * b * h));
+}
+
+TEST_CASE("plan memory: micro-batches in flight per schedule and stage", "[plan]") {
+  using plan::Schedule;
+  const int p = 8;
+  const int64_t m = 32;
+  for (int i = 0; i < p; ++i) {
+    CHECK(plan::micro_batches_in_flight(Schedule::gpipe, p, 1, m, i) == m);
+    CHECK(plan::micro_batches_in_flight(Schedule::one_f_one_b, p, 1, m, i) == p - i);
+  }
+  CHECK(plan::micro_batches_in_flight(Schedule::one_f_one_b, p, 1, 4, 0) == 4);  // fewer than p
+  // Interleaved, first stage: p * (1 + (p - 1) / (p * v)) (Korthikanti et al. 2022, sec. 4.2.3).
+  for (int v : {2, 3, 4})
+    CHECK(plan::micro_batches_in_flight(Schedule::interleaved_1f1b, p, v, m, 0) == Approx(p * (1.0 + (p - 1.0) / (p * v))));
+}
+
+TEST_CASE("plan memory: fits compares the total with usable GPU memory", "[plan]") {
+  const auto& cat = hw::Catalog::builtin();
+  // GPT-3 175B on one p4d: the model states alone (16 B x 175e9 / 8 GPUs = 350 GB per GPU)
+  // cannot fit in 40 GB.
+  plan::Plan big = make_plan("gpt3-175b", "p4d.24xlarge", 1, 1, 8, 1);
+  auto ctx = plan::resolve(big, cat, "test");
+  CHECK_FALSE(plan::peak_memory(big, ctx).fits());
+  // GPT-2 124M with micro-batch 1 on one A100 easily fits.
+  plan::Plan small = make_plan("gpt2-124m", "p4d.24xlarge", 1, 8, 1, 1);
+  auto ctx2 = plan::resolve(small, cat, "test");
+  auto m = plan::peak_memory(small, ctx2);
+  CHECK(m.fits());
+  CHECK(m.capacity_bytes == Approx(ctx2.gpu->memory_bytes * 0.97));
+}

@@ -1,0 +1,119 @@
+// Plan JSON: round trip, defaults, and the validation rules with their error text.
+#include "test_support.hpp"
+#include "trainplan/plan/plan.hpp"
+
+using namespace trainplan;
+
+namespace {
+const char* kMinimal = R"({"schema_version": 1, "model": "gpt3-13b",
+  "cluster": {"instance_type": "p4d.24xlarge", "count": 16},
+  "parallelism": {"dp": 16, "tp": 8, "pp": 1},
+  "batch": {"global_batch": 1024, "micro_batch": 4}})";
+
+plan::Plan parse(const std::string& text) { return plan::parse_plan(json::parse_text(text, "plan.json"), "plan.json"); }
+
+// The minimal plan with one JSON field replaced (by pointer).
+plan::Plan with(const std::string& pointer, const json::Json& value) {
+  json::Json doc = json::parse_text(kMinimal, "plan.json");
+  doc[json::Json::json_pointer(pointer)] = value;
+  return plan::parse_plan(doc, "plan.json");
+}
+
+void validate(plan::Plan p) {
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+}
+}  // namespace
+
+TEST_CASE("plan: a minimal plan gets defaults and round-trips through JSON", "[plan]") {
+  plan::Plan p = parse(kMinimal);
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+  CHECK(p.num_micro_batches == 1024 / (4 * 16));
+  CHECK(p.precision == Precision::bf16);  // A100 supports bf16
+  CHECK(p.stages.size() == 1);
+  plan::Plan q = plan::parse_plan(plan::to_json(p), "again.json");
+  CHECK(json::dump(plan::to_json(q)) == json::dump(plan::to_json(p)));
+}
+
+TEST_CASE("plan: units are accepted for bucket size and checkpoint interval", "[plan]") {
+  auto doc = json::parse_text(kMinimal, "plan.json");
+  doc["data_parallel"] = {{"bucket_size", "50MB"}, {"algorithm", "hierarchical"}};
+  doc["checkpoint"] = {{"interval", "2h"}};
+  doc["training"] = {{"tokens", "300B"}, {"purchase", "spot"}};
+  plan::Plan p = plan::parse_plan(doc, "plan.json");
+  CHECK(p.bucket_size_bytes == 50e6);
+  CHECK(p.checkpoint_interval_s == 7200);
+  CHECK(p.training_tokens == 300e9);
+  CHECK(p.purchase == plan::Purchase::spot);
+  CHECK(p.dp_algorithm == plan::DpAlgorithm::hierarchical);
+}
+
+TEST_CASE("plan: field errors name the file, pointer and a fix", "[plan]") {
+  REQUIRE_ERROR_CONTAINS(with("/parallelism/tp", -2), "plan.json: /parallelism/tp: must be a positive integer, got -2");
+  REQUIRE_ERROR_CONTAINS(with("/parallelism/tp", "8"), "plan.json: /parallelism/tp: must be an integer");
+  REQUIRE_ERROR_CONTAINS(with("/schedule", "1fb1"), "did you mean \"1f1b\"");
+  REQUIRE_ERROR_CONTAINS(with("/parallelism/zero_stage", 4), "must be 0, 1, 2 or 3");
+  REQUIRE_ERROR_CONTAINS(with("/parallelism/tpp", 2), "plan.json: /parallelism/tpp: unknown field \"tpp\"");
+  REQUIRE_ERROR_CONTAINS(with("/schema_version", 7), "unsupported schema_version 7");
+  REQUIRE_ERROR_CONTAINS(parse("{\"schema_version\": 1, \"model\": \"x\""), "truncated");
+}
+
+TEST_CASE("plan: cross-field rules", "[plan]") {
+  REQUIRE_ERROR_CONTAINS(validate(with("/parallelism/dp", 8)), "/parallelism: dp*tp*pp = 8*8*1 = 64 but the cluster has 128 GPUs");
+  {  // gpt3-13b has 40 heads: tp 16 does not divide them.
+    auto p = with("/parallelism/tp", 16);
+    p.dp = 8;
+    REQUIRE_ERROR_CONTAINS(validate(p), "tp = 16 does not divide the 40 attention heads");
+  }
+  REQUIRE_ERROR_CONTAINS(validate(with("/batch/global_batch", 1000)), "global_batch 1000 is not a multiple of micro_batch*dp = 4*16 = 64");
+  REQUIRE_ERROR_CONTAINS(validate(with("/batch/num_micro_batches", 3)), "set num_micro_batches to 16");
+  REQUIRE_ERROR_CONTAINS(validate(with("/cluster/instance_type", "p4d.24xl")), "plan.json: /cluster/instance_type");
+  REQUIRE_ERROR_CONTAINS(validate(with("/model", "gpt3-13x")), "plan.json: /model");
+  {
+    auto p = parse(kMinimal);
+    p.instance_type = "p3.16xlarge";
+    p.instance_count = 16;
+    p.precision = Precision::bf16;
+    REQUIRE_ERROR_CONTAINS(validate(p), "does not support bf16 \xE2\x80\x94 use fp16");
+  }
+  {
+    auto p = parse(kMinimal);
+    p.tp = 1;
+    p.dp = 128;
+    p.sequence_parallel = true;
+    p.global_batch = 1024;
+    p.micro_batch = 8;
+    REQUIRE_ERROR_CONTAINS(validate(p), "sequence parallelism needs tp > 1");
+  }
+  {
+    auto p = parse(kMinimal);
+    p.dp = 4;
+    p.pp = 4;
+    p.zero_stage = 2;
+    p.global_batch = 64;
+    p.micro_batch = 1;
+    REQUIRE_ERROR_CONTAINS(validate(p), "ZeRO-2 with pipeline parallelism is not supported");
+  }
+  {
+    auto p = parse(kMinimal);
+    p.dp = 4;
+    p.pp = 4;
+    p.global_batch = 64;
+    p.micro_batch = 1;
+    p.stages = {{0, 5}, {7, 20}, {21, 30}, {31, 41}};
+    REQUIRE_ERROR_CONTAINS(validate(p), "/stages/1: unit 6 is not assigned to any stage");
+  }
+}
+
+TEST_CASE("plan: even stage split puts the embedding first and the head last", "[plan]") {
+  auto s = plan::even_stages(42, 4);  // 40 blocks + input + output
+  REQUIRE(s.size() == 4);
+  CHECK(s[0].first_unit == 0);
+  CHECK(s[0].last_unit == 10);
+  CHECK(s[1].first_unit == 11);
+  CHECK(s[3].last_unit == 41);
+  for (size_t i = 1; i < s.size(); ++i) CHECK(s[i].first_unit == s[i - 1].last_unit + 1);
+  // 10 blocks per stage.
+  CHECK(s[1].last_unit - s[1].first_unit + 1 == 10);
+}
