@@ -1,0 +1,170 @@
+// Timeline JSON (read and write) and the Chrome trace event format writer.
+#include "trainplan/plan/timeline.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainplan/core/error.hpp"
+
+namespace trainplan::plan {
+namespace {
+
+constexpr int kTimelineSchema = 1;
+
+// Reverse lookup of a name table: values 0 .. last of the enum.
+template <typename E>
+E parse_enum(const json::Reader& r, E last, std::string_view (*name_of)(E)) {
+  std::vector<std::string> names;
+  for (int i = 0; i <= static_cast<int>(last); ++i) names.emplace_back(name_of(static_cast<E>(i)));
+  const std::string s = r.as_choice(names);
+  for (int i = 0; i <= static_cast<int>(last); ++i)
+    if (names[static_cast<size_t>(i)] == s) return static_cast<E>(i);
+  return last;
+}
+
+json::Json numbers(const std::vector<double>& v) {
+  json::Json a = json::Json::array();
+  for (double x : v) a.push_back(x);
+  return a;
+}
+
+}  // namespace
+
+json::Json to_json(const Timeline& t) {
+  json::Json doc;
+  doc["schema_version"] = kTimelineSchema;
+  doc["source"] = t.source;
+  doc["step_time_s"] = t.step_time_s;
+  doc["streams"] = t.streams;
+  doc["peak_memory_bytes"] = numbers(t.peak_memory_bytes);
+  doc["meta"] = t.meta.is_null() ? json::Json::object() : t.meta;
+  json::Json events = json::Json::array();
+  for (const TimelineEvent& e : t.events) {
+    json::Json j;
+    j["rank"] = e.rank;
+    j["task"] = e.task;
+    j["stream"] = e.stream;
+    j["kind"] = std::string(task_kind_name(e.kind));
+    j["start_s"] = e.start_s;
+    j["end_s"] = e.end_s;
+    j["bytes"] = e.bytes;
+    j["flops"] = e.flops;
+    j["label"] = e.label;
+    j["phase"] = std::string(phase_name(e.phase));
+    j["purpose"] = std::string(comm_purpose_name(e.purpose));
+    events.push_back(std::move(j));
+  }
+  doc["events"] = std::move(events);
+  return doc;
+}
+
+Timeline timeline_from_json(const json::Json& doc, const std::string& name) {
+  json::Reader r(doc, name);
+  const int64_t schema = r.field("schema_version").as_int();
+  if (schema != kTimelineSchema)
+    throw r.field("schema_version").error("unsupported schema_version " + std::to_string(schema))
+        .hint("this build reads timelines of schema_version 1");
+  Timeline t;
+  t.source = r.field("source").as_string();
+  t.step_time_s = r.field("step_time_s").as_nonnegative();
+  for (const json::Reader& s : r.field("streams").items()) t.streams.push_back(s.as_string());
+  for (const json::Reader& m : r.field("peak_memory_bytes").items()) t.peak_memory_bytes.push_back(m.as_nonnegative());
+  if (auto meta = r.optional_field("meta")) {
+    t.meta = meta->value();
+    meta->entries();  // free-form: mark everything read
+  }
+  const auto events = r.field("events").items();
+  t.events.reserve(events.size());
+  for (const json::Reader& er : events) {
+    TimelineEvent e;
+    e.rank = static_cast<int>(er.field("rank").as_nonnegative_int());
+    e.task = static_cast<int>(er.field("task").as_nonnegative_int());
+    e.stream = static_cast<int>(er.field("stream").as_nonnegative_int());
+    e.kind = parse_enum(er.field("kind"), TaskKind::free, task_kind_name);
+    e.start_s = er.field("start_s").as_number();
+    e.end_s = er.field("end_s").as_number();
+    if (e.end_s < e.start_s) throw er.field("end_s").error("end_s is before start_s");
+    e.bytes = er.number_or("bytes", 0);
+    e.flops = er.number_or("flops", 0);
+    e.label = er.field_or("label", "");
+    if (auto p = er.optional_field("phase")) e.phase = parse_enum(*p, Phase::none, phase_name);
+    if (auto p = er.optional_field("purpose")) e.purpose = parse_enum(*p, CommPurpose::none, comm_purpose_name);
+    er.finish();
+    t.events.push_back(std::move(e));
+  }
+  r.finish();
+  return t;
+}
+
+void write_timeline_file(const std::string& path, const Timeline& timeline) {
+  json::write_file(path, to_json(timeline));
+}
+
+Timeline read_timeline_file(const std::string& path) { return timeline_from_json(json::parse_file(path), path); }
+
+// One process per rank ("rank 3"), one thread per stream; tasks with a duration as complete
+// events; alloc/free as a counter of the rank's live transient bytes.
+json::Json chrome_trace(const Timeline& t) {
+  constexpr double kUs = 1e6;
+  json::Json events = json::Json::array();
+  std::map<int, std::vector<int>> streams_of_rank;  // ordered: deterministic metadata
+  for (const TimelineEvent& e : t.events) {
+    auto& s = streams_of_rank[e.rank];
+    if (std::find(s.begin(), s.end(), e.stream) == s.end()) s.push_back(e.stream);
+  }
+  for (auto& [rank, streams] : streams_of_rank) {
+    std::sort(streams.begin(), streams.end());
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
+                      {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
+                      {"args", {{"sort_index", rank}}}});
+    for (int s : streams) {
+      const std::string name =
+          s < static_cast<int>(t.streams.size()) ? t.streams[static_cast<size_t>(s)] : "stream " + std::to_string(s);
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", s}, {"args", {{"name", name}}}});
+      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", s},
+                        {"args", {{"sort_index", s}}}});
+    }
+  }
+  // Memory counters need the alloc/free events of a rank in time order.
+  std::vector<const TimelineEvent*> mem;
+  for (const TimelineEvent& e : t.events) {
+    if (e.kind == TaskKind::alloc || e.kind == TaskKind::free) {
+      mem.push_back(&e);
+      continue;
+    }
+    std::string name = e.label.empty() ? std::string(task_kind_name(e.kind)) : e.label;
+    std::string cat(task_kind_name(e.kind));
+    if (e.purpose != CommPurpose::none) cat += "," + std::string(comm_purpose_name(e.purpose));
+    json::Json args = {{"task", e.task}, {"phase", std::string(phase_name(e.phase))}};
+    if (e.bytes > 0) args["bytes"] = e.bytes;
+    if (e.flops > 0) args["flops"] = e.flops;
+    events.push_back({{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", e.start_s * kUs},
+                      {"dur", (e.end_s - e.start_s) * kUs}, {"pid", e.rank}, {"tid", e.stream}, {"args", args}});
+  }
+  std::stable_sort(mem.begin(), mem.end(), [](const TimelineEvent* a, const TimelineEvent* b) {
+    return a->rank < b->rank || (a->rank == b->rank && (a->start_s < b->start_s || (a->start_s == b->start_s && a->task < b->task)));
+  });
+  double live = 0;
+  int rank = -1;
+  for (const TimelineEvent* e : mem) {
+    if (e->rank != rank) rank = e->rank, live = 0;
+    live += e->kind == TaskKind::alloc ? e->bytes : -e->bytes;
+    events.push_back({{"name", "transient memory"}, {"ph", "C"}, {"ts", e->start_s * kUs}, {"pid", e->rank},
+                      {"args", {{"bytes", live}}}});
+  }
+  json::Json doc;
+  doc["traceEvents"] = std::move(events);
+  doc["displayTimeUnit"] = "ms";
+  doc["otherData"] = {{"source", t.source}, {"step_time_s", t.step_time_s}};
+  return doc;
+}
+
+void write_chrome_trace_file(const std::string& path, const Timeline& timeline) {
+  json::write_file(path, chrome_trace(timeline));
+}
+
+}  // namespace trainplan::plan

@@ -1,0 +1,100 @@
+// File: trainplan/simulator/collectives.hpp
+//
+// Collectives decomposed into the phases of their algorithm. A phase is a set of equal-sized
+// flows (GPU -> GPU over the topology's routes) that advance together, plus the latency of its
+// steps; the simulator runs the phases one after the other on the flow network. S below is
+// the task's `bytes` (the nccl-tests "size": the full buffer per rank), n the group size.
+//
+//   algorithm     kind            phases (flows per phase, bytes per flow, latency steps)
+//   ring          all_reduce      1: n ring edges, 2(n-1)/n * S, 2(n-1) steps
+//   ring          reduce_scatter  1: n ring edges, (n-1)/n * S, n-1 steps      (all_gather alike)
+//   tree          all_reduce      1: double binary tree, reduce up + broadcast down pipelined:
+//                                    every tree edge both ways, S/2 per flow, 2*height steps
+//   hierarchical  all_reduce      3: intra-node ring reduce-scatter (k per node), inter-node
+//                                    ring all-reduce of S/k among same-local-index GPUs,
+//                                    intra-node ring all-gather
+//   hierarchical  reduce_scatter  2: intra-node RS, inter-node RS of S/k  (all_gather: reverse)
+//   parameter_server all_reduce   2: push (every pair, S/n: each rank serves 1/n of the
+//                                    buffer), pull (every pair, S/n)   (RS: push; AG: pull)
+//   any           all_to_all      1: every pair, S/n, 1 step
+//   any           broadcast       1: chain from the first group member along the ring, S per
+//                                    flow, n-1 steps (reduce: the chain reversed)
+//   any           barrier         as all_reduce of S (usually 0 bytes: latency only)
+//
+// A step's latency is the largest route latency among the phase's flows. Uncontended, ring
+// all-reduce over links of bandwidth B and hop latency L takes 2(n-1)/n * S/B + 2(n-1)L.
+//
+//   sim::CommPattern p = sim::build_pattern(plan::CollectiveKind::all_reduce,
+//                                           sim::CollectiveAlgorithm::ring, {ring_gpus}, topo);
+//   p.uncontended_time_s(64e6);
+#pragma once
+
+#include <limits>
+#include <string_view>
+#include <vector>
+
+#include "trainplan/plan/step_program.hpp"
+#include "trainplan/simulator/network.hpp"
+#include "trainplan/simulator/topology.hpp"
+
+namespace trainplan::sim {
+
+enum class CollectiveAlgorithm {
+  ring,
+  tree,              // double binary tree (all_reduce only; other kinds use ring)
+  hierarchical,      // intra-node / inter-node / intra-node
+  parameter_server,  // sharded, co-located servers: push then pull
+  automatic,         // the lower uncontended time of ring and tree (NCCL-tuner-like)
+};
+std::string_view collective_algorithm_name(CollectiveAlgorithm a);
+/// "ring", "tree", "hierarchical", "parameter-server", "auto"; Error otherwise.
+CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
+CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a);
+
+struct FlowEnds {
+  int src_gpu = 0;
+  int dst_gpu = 0;
+};
+
+struct CommPhase {
+  std::vector<LinkUse> uses;   // links with the number of the phase's flows crossing each
+  std::vector<FlowEnds> flows; // for byte accounting (sent by src, received by dst)
+  double bytes_factor = 0;     // bytes per flow = bytes_factor * S
+  double latency_s = 0;        // all the phase's steps together
+  /// Rate of every flow when nothing else uses the links: min over uses of bw / multiplicity.
+  double uncontended_rate_bytes_per_s = std::numeric_limits<double>::infinity();
+};
+
+struct CommPattern {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  std::vector<CommPhase> phases;
+  /// Time with no other traffic: sum over phases of latency + bytes per flow / rate.
+  double uncontended_time_s(double size_bytes) const;
+};
+
+/// The phases of one collective. `groups` holds one or more copies of the group (GPU ids, each
+/// copy already in ring order); copies run together as one pattern (symmetric simulation
+/// merges the copies of a collective that renamed ranks run at the same time). `automatic` is
+/// not accepted here (see choose_algorithm).
+CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm algorithm,
+                          const std::vector<std::vector<int>>& groups, const Topology& topology);
+
+/// A point-to-point transfer of S bytes for each (src, dst) pair, as one phase.
+CommPattern build_p2p_pattern(const std::vector<FlowEnds>& pairs, const Topology& topology);
+
+/// The algorithm actually used for a kind: tree applies to all_reduce (and barrier) only,
+/// hierarchical falls back to ring when the group has one node, one GPU per node or unequal
+/// GPUs per node; other kinds than all_reduce/reduce_scatter/all_gather ignore the choice.
+CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlgorithm requested,
+                                        const std::vector<int>& group_gpus, const Topology& topology);
+
+/// nccl-tests bus bandwidth factor: busbw = algbw * factor, algbw = S / time.
+/// all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; others 1.
+double bus_bandwidth_factor(plan::CollectiveKind kind, int n);
+
+/// Double binary tree over positions 0..n-1: parent[t][i] = parent position of i in tree t
+/// (-1 for the root). Tree 0 is the balanced in-order tree; tree 1 the same shifted by one
+/// position, so most ranks are inner nodes in one tree and leaves in the other.
+std::vector<std::vector<int>> double_binary_tree(int n);
+
+}  // namespace trainplan::sim

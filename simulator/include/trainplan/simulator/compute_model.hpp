@@ -1,0 +1,174 @@
+// File: trainplan/simulator/compute_model.hpp
+//
+// How long a compute task takes on one GPU: a roofline with efficiencies,
+//
+//   duration = max(flops / (peak_flops * eff_compute), mem_bytes / (hbm_bw * eff_memory))
+//              + kernel_overhead * kernels
+//
+// where peak_flops is the tensor-core peak of the training precision for matmul-like ops and
+// the fp32 CUDA-core peak for the rest, eff_compute comes from the op kind and the GEMM shape
+// (large GEMMs reach the measured maximum achievable matmul FLOP/s; small ones lose to wave
+// quantization and short K loops), and a calibration table of measured efficiencies by op kind
+// and shape bucket overrides the defaults. Every default and its source is listed in
+// simulator/README.md ("Compute model").
+//
+//   sim::ComputeModel m(gpu_spec, Precision::bf16);
+//   double t = m.duration_s(task);                 // seconds at full speed
+//
+//   sim::CalibrationTable cal = sim::CalibrationTable::read_file("a100-bf16.json");
+//   sim::ComputeModel calibrated(gpu_spec, Precision::bf16, {}, &cal);
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "trainplan/core/json.hpp"
+#include "trainplan/core/precision.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
+#include "trainplan/plan/step_program.hpp"
+
+namespace trainplan::sim {
+
+/// Op kind key of the calibration table: models::OpKind as int, or one of these.
+inline constexpr int kOpKindAny = -1;        // matches every op kind (a GPU-wide default)
+inline constexpr int kOpKindOptimizer = -2;  // the optimizer step (Phase::optimizer)
+
+/// One measured point. Exactly one of the three numbers is set.
+struct CalibrationEntry {
+  int op_kind = kOpKindAny;
+  /// GEMM shape the measurement was taken at; 0 = applies to every shape of the op kind.
+  int64_t m = 0, n = 0, k = 0;
+  std::optional<double> compute_efficiency;  // achieved / peak FLOP/s, (0, 1]
+  std::optional<double> memory_efficiency;   // achieved / peak HBM bytes/s, (0, 1]
+  std::optional<double> duration_s;          // one forward GEMM (2mnk FLOPs) of this shape
+};
+
+/// What the table says for one (op kind, shape): each number from the most specific entry
+/// that has it: (kind, shape bucket), then (kind, any shape), then ("any", any shape).
+struct CalibrationLookup {
+  std::optional<double> compute_efficiency;
+  std::optional<double> memory_efficiency;
+  std::optional<double> achieved_flops_per_s;  // from duration_s entries: 2mnk / duration
+};
+
+/// Measured efficiencies by (op kind, GEMM shape bucket). A shape falls in the bucket
+/// (floor(log2 m), floor(log2 n), floor(log2 k)); numbers of one kind in one bucket are
+/// averaged. Format:
+///
+///   {"schema_version": 1, "gpu": "A100-SXM4-40GB", "precision": "bf16",
+///    "source": "executor microbenchmarks, 2026-10-02",
+///    "entries": [
+///      {"op_kind": "linear", "m": 8192, "n": 12288, "k": 12288, "compute_efficiency": 0.84},
+///      {"op_kind": "linear", "m": 4096, "n": 1536, "k": 12288, "duration_s": 1.9e-4},
+///      {"op_kind": "attention", "compute_efficiency": 0.55},
+///      {"op_kind": "layernorm", "memory_efficiency": 0.72},
+///      {"op_kind": "optimizer", "memory_efficiency": 0.65}]}
+///
+/// op_kind is a models::OpKind name ("linear", "attention", ...), "optimizer" or "any".
+/// m, n, k are all given or all left out; duration_s needs them (one 2mnk-FLOP GEMM).
+class CalibrationTable {
+ public:
+  CalibrationTable() = default;
+  static CalibrationTable from_json(const json::Json& doc, const std::string& name);
+  static CalibrationTable read_file(const std::string& path);
+  json::Json to_json() const;
+
+  /// Adds a point; throws Error if not exactly one number is set, it is out of range, or a
+  /// duration has no shape.
+  void add(const CalibrationEntry& entry);
+  const std::vector<CalibrationEntry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+
+  std::string gpu;        // GPU the measurements are for ("" = any)
+  std::optional<Precision> precision;
+  std::string source;
+
+  CalibrationLookup find(int op_kind, int64_t m, int64_t n, int64_t k) const;
+
+ private:
+  struct Mean {
+    double sum = 0;
+    int count = 0;
+    void add(double v) { sum += v, ++count; }
+    std::optional<double> value() const { return count ? std::optional<double>(sum / count) : std::nullopt; }
+  };
+  struct Cell {
+    Mean compute, memory, achieved;
+  };
+  using Key = std::tuple<int, int, int, int>;  // op kind, log2 buckets of m, n, k (-1: any)
+  std::vector<CalibrationEntry> entries_;      // as added
+  std::map<Key, Cell> cells_;
+};
+
+/// Op kind names of the calibration table: models::op_kind_name, "optimizer", "any".
+std::string calibration_op_kind_name(int op_kind);
+/// Inverse of calibration_op_kind_name; nullopt for unknown names.
+std::optional<int> parse_calibration_op_kind(std::string_view name);
+std::vector<std::string> calibration_op_kind_names();
+
+/// Shape bucket of one GEMM dimension: floor(log2(x)) for x >= 1, -1 for x <= 0.
+int shape_bucket(int64_t x);
+
+/// Defaults of the compute model; 0 means "the physically derived default" documented in
+/// simulator/README.md.
+struct ComputeModelOptions {
+  /// Fraction of the dense tensor-core peak a large GEMM reaches (MAMF / peak). 0: by GPU
+  /// (A100 0.869, H100/H200 0.803, others 0.80).
+  double gemm_efficiency = 0;
+  /// Attention (fused, FlashAttention-2 class) fraction of peak. 0: 0.60.
+  double attention_efficiency = 0;
+  /// Fraction of HBM bandwidth memory-bound kernels reach. 0: 0.80.
+  double memory_efficiency = 0;
+  /// Fraction of the fp32 CUDA-core peak elementwise arithmetic reaches. 0: 0.50.
+  double vector_efficiency = 0;
+  /// Apply wave quantization and the K-loop ramp to GEMMs with a known shape.
+  bool gemm_shape_effects = true;
+  /// GPU time per kernel beyond its roofline time (launch gap); -1: 2 us.
+  double kernel_overhead_s = -1;
+};
+
+class ComputeModel {
+ public:
+  /// Throws Error when the GPU has no peak for `precision`, or when `calibration` names
+  /// another GPU or precision.
+  ComputeModel(const hw::GpuSpec& gpu, Precision precision, const ComputeModelOptions& options = {},
+               const CalibrationTable* calibration = nullptr);
+
+  /// Seconds a compute task takes at full speed (no jitter, no overlap slowdown).
+  double duration_s(const plan::Task& task) const;
+
+  /// Compute efficiency (fraction of the relevant peak) for an op kind and GEMM shape.
+  double compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k) const;
+  /// Memory efficiency (fraction of HBM bandwidth) for an op kind.
+  double memory_efficiency(int op_kind) const;
+  /// Peak FLOP/s used for an op kind: tensor peak of the precision for matmul-like kinds,
+  /// fp32 peak otherwise.
+  double peak_flops_per_s(int op_kind) const;
+  double tensor_peak_flops_per_s() const { return tensor_peak_; }
+  double kernel_overhead_s() const { return kernel_overhead_s_; }
+
+  /// Whether an op kind runs on tensor cores (linear, patch_embed, conv2d, attention).
+  static bool is_matmul_like(int op_kind);
+
+ private:
+  double gemm_shape_factor(int64_t m, int64_t n, int64_t k) const;
+
+  hw::GpuSpec gpu_;
+  Precision precision_;
+  const CalibrationTable* calibration_;
+  double tensor_peak_ = 0;
+  double vector_peak_ = 0;
+  double gemm_efficiency_ = 0;
+  double attention_efficiency_ = 0;
+  double memory_efficiency_ = 0;
+  double vector_efficiency_ = 0;
+  bool shape_effects_ = true;
+  double kernel_overhead_s_ = 0;
+  int sm_count_ = 0;
+};
+
+}  // namespace trainplan::sim

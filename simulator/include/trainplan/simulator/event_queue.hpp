@@ -1,0 +1,112 @@
+// File: trainplan/simulator/event_queue.hpp
+//
+// The discrete-event engine's queue: a binary min-heap of plain 32-byte events ordered by
+// (time, insertion sequence). Equal times pop in the order they were pushed, so a simulation
+// that pushes the same events in the same order replays byte for byte. No allocation per
+// event (the heap is one vector that grows to the peak number of pending events), no
+// std::function: the consumer switches on `type`.
+//
+//   sim::EventQueue q;
+//   q.push(1.5e-3, kComputeDone, task, version);
+//   while (!q.empty()) {
+//     sim::Event e = q.pop();          // earliest time; ties: earliest push
+//     switch (e.type) { ... }
+//   }
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace trainplan::sim {
+
+/// One pending event. `type` and the two payload fields mean whatever the consumer says.
+struct Event {
+  double time_s = 0;  // simulated seconds
+  uint64_t seq = 0;   // global insertion sequence (tie-break)
+  int32_t type = 0;
+  int32_t a = 0;
+  int64_t b = 0;
+};
+
+/// (time, seq) order, strict.
+inline bool event_before(const Event& x, const Event& y) {
+  return x.time_s < y.time_s || (x.time_s == y.time_s && x.seq < y.seq);
+}
+
+/// A sequence counter shared by every queue of one simulation, so events of different
+/// sources (engine queue, network completions) are totally ordered by (time, seq).
+class SeqCounter {
+ public:
+  uint64_t next() { return next_++; }
+  uint64_t peek() const { return next_; }
+
+ private:
+  uint64_t next_ = 0;
+};
+
+class EventQueue {
+ public:
+  explicit EventQueue(SeqCounter* seq = nullptr) : seq_(seq ? seq : &own_seq_) {}
+  EventQueue(const EventQueue&) = delete;
+  EventQueue& operator=(const EventQueue&) = delete;
+
+  void reserve(size_t n) { heap_.reserve(n); }
+  bool empty() const { return heap_.empty(); }
+  size_t size() const { return heap_.size(); }
+  /// The earliest event; the queue must not be empty.
+  const Event& top() const { return heap_.front(); }
+
+  /// Pushes an event at `time_s`; returns its sequence number.
+  uint64_t push(double time_s, int32_t type, int32_t a = 0, int64_t b = 0) {
+    Event e{time_s, seq_->next(), type, a, b};
+    heap_.push_back(e);
+    sift_up(heap_.size() - 1);
+    return e.seq;
+  }
+
+  /// Removes and returns the earliest event; the queue must not be empty.
+  Event pop() {
+    Event out = heap_.front();
+    Event last = heap_.back();
+    heap_.pop_back();
+    if (!heap_.empty()) sift_down_from_root(last);
+    return out;
+  }
+
+  void clear() { heap_.clear(); }
+
+ private:
+  void sift_up(size_t i) {
+    Event e = heap_[i];
+    while (i > 0) {
+      size_t parent = (i - 1) / 2;
+      if (!event_before(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
+  }
+
+  // Places `e` (the former last element) starting at the root: moves the hole down along the
+  // smaller children, then sifts `e` up from the bottom (fewer comparisons than the textbook
+  // sift-down, since `e` usually belongs near the leaves).
+  void sift_down_from_root(const Event& e) {
+    const size_t n = heap_.size();
+    size_t hole = 0;
+    size_t child = 1;
+    while (child < n) {
+      if (child + 1 < n && event_before(heap_[child + 1], heap_[child])) ++child;
+      heap_[hole] = heap_[child];
+      hole = child;
+      child = 2 * hole + 1;
+    }
+    heap_[hole] = e;
+    sift_up(hole);
+  }
+
+  SeqCounter own_seq_;
+  SeqCounter* seq_;
+  std::vector<Event> heap_;
+};
+
+}  // namespace trainplan::sim

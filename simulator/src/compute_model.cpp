@@ -1,0 +1,153 @@
+// Roofline compute model with efficiencies by op kind and GEMM shape. The constants and their
+// sources are listed in simulator/README.md ("Compute model"); keep the two in step.
+#include "trainplan/simulator/compute_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "trainplan/core/error.hpp"
+#include "trainplan/models/model.hpp"
+
+namespace trainplan::sim {
+namespace {
+
+// Maximum achievable matmul FLOP/s (MAMF) over dense peak, measured by stas00/ml-engineering
+// (compute/accelerator/README.md, via /work/shared/hwdata/reference-hardware.md §2.1):
+// A100 SXM bf16 271.2 / 312, H100 SXM bf16 794.5 / 989, H100 fp8 1402.6 / 1979.
+constexpr double kMamfA100 = 271.2 / 312.0;
+constexpr double kMamfH100 = 794.5 / 989.0;
+constexpr double kMamfH100Fp8 = 1402.6 / 1979.0;
+// No MAMF measurement for the other GPUs: between the two measured generations.
+constexpr double kMamfUnknown = 0.80;
+// FlashAttention-2 (Dao, 2023) reaches 50-73 % of A100 peak forward and somewhat less backward;
+// 0.60 is the middle of that range for fused attention forward + backward.
+constexpr double kAttentionEfficiency = 0.60;
+// Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
+// like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
+constexpr double kMemoryEfficiency = 0.80;
+// Elementwise arithmetic runs on CUDA cores; rarely the bound, half of fp32 peak.
+constexpr double kVectorEfficiency = 0.50;
+// Back-to-back kernel gap on the GPU when the CPU runs ahead (CUDA launch ~2-5 us of CPU time,
+// mostly hidden; the GPU-side gap is ~1-3 us).
+constexpr double kKernelOverheadS = 2e-6;
+// GEMM tiling used for wave quantization: 128x128 output tiles per SM (the common cuBLAS /
+// CUTLASS tile for large bf16 GEMMs) and a K-loop ramp of about one 64-deep K tile of
+// prologue/epilogue per tile: efficiency ~ K / (K + 64).
+constexpr double kTileM = 128, kTileN = 128, kKRamp = 64;
+
+// Streaming multiprocessors per GPU (NVIDIA architecture whitepapers / datasheets).
+int sm_count_for(const std::string& name) {
+  struct Row {
+    const char* prefix;
+    int sms;
+  };
+  static const Row rows[] = {{"A100", 108}, {"H100", 132}, {"H200", 132}, {"V100", 80}, {"T4", 40},
+                             {"A10G", 80},  {"A10", 72},   {"L40S", 142}, {"L4", 58}};
+  for (const Row& r : rows)
+    if (name.rfind(r.prefix, 0) == 0) return r.sms;
+  return 108;
+}
+
+double mamf_fraction_for(const std::string& name, Precision p) {
+  if (name.rfind("A100", 0) == 0) return kMamfA100;
+  if (name.rfind("H100", 0) == 0 || name.rfind("H200", 0) == 0) return p == Precision::fp8 ? kMamfH100Fp8 : kMamfH100;
+  return kMamfUnknown;
+}
+
+bool is_kind(int op_kind, models::OpKind k) { return op_kind == static_cast<int>(k); }
+
+}  // namespace
+
+bool ComputeModel::is_matmul_like(int op_kind) {
+  return is_kind(op_kind, models::OpKind::linear) || is_kind(op_kind, models::OpKind::patch_embed) ||
+         is_kind(op_kind, models::OpKind::conv2d) || is_kind(op_kind, models::OpKind::attention);
+}
+
+ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const ComputeModelOptions& options,
+                           const CalibrationTable* calibration)
+    : gpu_(gpu), precision_(precision), calibration_(calibration) {
+  auto it = gpu.peak_flops.find(precision);
+  if (it == gpu.peak_flops.end() || !(it->second > 0))
+    throw Error("GPU " + gpu.name + " has no peak FLOP/s for " + std::string(precision_name(precision)))
+        .hint("pick a precision the GPU supports (T4 and V100 have no bf16)");
+  tensor_peak_ = it->second;
+  auto fp32 = gpu.peak_flops.find(Precision::fp32);
+  vector_peak_ = fp32 != gpu.peak_flops.end() && fp32->second > 0 ? fp32->second : tensor_peak_;
+  if (!(gpu.memory_bandwidth_bytes_per_s > 0))
+    throw Error("GPU " + gpu.name + " has no memory bandwidth").hint("set memory_bandwidth in the catalog");
+  auto check_fraction = [](double v, const char* what) {
+    if (v < 0 || v > 1) throw Error(std::string(what) + " must be in (0, 1], got " + std::to_string(v));
+    return v;
+  };
+  gemm_efficiency_ = check_fraction(options.gemm_efficiency, "gemm_efficiency");
+  if (gemm_efficiency_ == 0) gemm_efficiency_ = mamf_fraction_for(gpu.name, precision);
+  attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
+  if (attention_efficiency_ == 0) attention_efficiency_ = kAttentionEfficiency;
+  memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
+  if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;
+  vector_efficiency_ = check_fraction(options.vector_efficiency, "vector_efficiency");
+  if (vector_efficiency_ == 0) vector_efficiency_ = kVectorEfficiency;
+  shape_effects_ = options.gemm_shape_effects;
+  kernel_overhead_s_ = options.kernel_overhead_s < 0 ? kKernelOverheadS : options.kernel_overhead_s;
+  sm_count_ = sm_count_for(gpu.name);
+  if (calibration_) {
+    if (!calibration_->gpu.empty() && calibration_->gpu != gpu.name)
+      throw Error("calibration table is for GPU " + calibration_->gpu + ", simulating " + gpu.name)
+          .hint("use the calibration profile measured on this GPU type");
+    if (calibration_->precision && *calibration_->precision != precision)
+      throw Error("calibration table is for " + std::string(precision_name(*calibration_->precision)) +
+                  ", simulating " + std::string(precision_name(precision)))
+          .hint("use the calibration profile measured in the training precision");
+  }
+}
+
+double ComputeModel::peak_flops_per_s(int op_kind) const {
+  return is_matmul_like(op_kind) ? tensor_peak_ : vector_peak_;
+}
+
+// Wave quantization: ceil(M/128)*ceil(N/128) tiles run in waves of sm_count; the last partial
+// wave leaves SMs idle. K-loop ramp: K / (K + 64).
+double ComputeModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k) const {
+  if (!shape_effects_ || m <= 0 || n <= 0 || k <= 0) return 1.0;
+  const double tiles = std::ceil(static_cast<double>(m) / kTileM) * std::ceil(static_cast<double>(n) / kTileN);
+  const double waves = std::ceil(tiles / sm_count_);
+  const double wave_eff = tiles / (waves * sm_count_);
+  const double k_eff = static_cast<double>(k) / (static_cast<double>(k) + kKRamp);
+  return wave_eff * k_eff;
+}
+
+double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k) const {
+  if (calibration_) {
+    CalibrationLookup c = calibration_->find(op_kind, m, n, k);
+    if (c.compute_efficiency) return *c.compute_efficiency;
+    if (c.achieved_flops_per_s) return std::min(1.0, *c.achieved_flops_per_s / peak_flops_per_s(op_kind));
+  }
+  if (is_kind(op_kind, models::OpKind::attention)) return attention_efficiency_;
+  if (is_matmul_like(op_kind)) return gemm_efficiency_ * gemm_shape_factor(m, n, k);
+  if (op_kind == kOpKindAny) return gemm_efficiency_;  // merged task without a dominant kind
+  return vector_efficiency_;
+}
+
+double ComputeModel::memory_efficiency(int op_kind) const {
+  if (calibration_) {
+    if (auto e = calibration_->find(op_kind, 0, 0, 0).memory_efficiency) return *e;
+  }
+  return memory_efficiency_;
+}
+
+double ComputeModel::duration_s(const plan::Task& task) const {
+  TP_ASSERT(task.kind == plan::TaskKind::compute);
+  const int kind = task.phase == plan::Phase::optimizer && task.op_kind < 0 ? kOpKindOptimizer : task.op_kind;
+  double t = 0;
+  if (task.flops > 0) {
+    const double peak = kind == kOpKindAny ? tensor_peak_ : peak_flops_per_s(kind);
+    t = task.flops / (peak * compute_efficiency(kind, task.gemm_m, task.gemm_n, task.gemm_k));
+  }
+  if (task.mem_bytes > 0)
+    t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind)));
+  const double kernels = task.ops.empty() ? 1.0 : static_cast<double>(task.ops.size());
+  return t + kernel_overhead_s_ * kernels;
+}
+
+}  // namespace trainplan::sim

@@ -1,0 +1,94 @@
+#include "symmetry.hpp"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "trainplan/core/error.hpp"
+
+namespace trainplan::sim::detail {
+namespace {
+
+// The first field in which two tasks differ beyond renaming, or nullptr.
+const char* task_difference(const plan::Task& a, const plan::Task& b) {
+  if (a.kind != b.kind) return "kind";
+  if (a.stream != b.stream) return "stream";
+  if (a.deps != b.deps) return "deps";
+  if (a.phase != b.phase) return "phase";
+  if (a.flops != b.flops) return "flops";
+  if (a.mem_bytes != b.mem_bytes) return "mem_bytes";
+  if (a.op_kind != b.op_kind) return "op_kind";
+  if (a.gemm_m != b.gemm_m || a.gemm_n != b.gemm_n || a.gemm_k != b.gemm_k) return "gemm shape";
+  if (a.ops.size() != b.ops.size()) return "ops";
+  if (a.collective != b.collective) return "collective";
+  if (a.bytes != b.bytes) return "bytes";
+  if (a.purpose != b.purpose) return "purpose";
+  if (a.alloc_bytes != b.alloc_bytes) return "alloc_bytes";
+  return nullptr;
+}
+
+Symmetry finish(const plan::StepProgram& program, const std::vector<int>& class_key) {
+  const int world = static_cast<int>(program.ranks.size());
+  Symmetry s;
+  s.rep_of.assign(static_cast<size_t>(world), -1);
+  std::map<int, int> rep_of_key;  // class key -> lowest rank
+  for (int r = 0; r < world; ++r) rep_of_key.emplace(class_key[static_cast<size_t>(r)], r);
+  std::map<int, size_t> index_of_rep;
+  for (int r = 0; r < world; ++r) {
+    int rep = rep_of_key[class_key[static_cast<size_t>(r)]];
+    s.rep_of[static_cast<size_t>(r)] = rep;
+    if (rep == r) {
+      index_of_rep[r] = s.reps.size();
+      s.reps.push_back(r);
+      s.members.emplace_back();
+    }
+    s.members[index_of_rep[rep]].push_back(r);
+  }
+  return s;
+}
+
+}  // namespace
+
+Symmetry identity_symmetry(const plan::StepProgram& program) {
+  std::vector<int> key(program.ranks.size());
+  for (size_t r = 0; r < key.size(); ++r) key[r] = static_cast<int>(r);
+  return finish(program, key);
+}
+
+Symmetry symmetric_classes(const plan::StepProgram& program) {
+  const size_t world = program.ranks.size();
+  std::vector<int> key(world);
+  if (!program.symmetry_class.empty()) {
+    if (program.symmetry_class.size() != world)
+      throw Error("symmetry_class has " + std::to_string(program.symmetry_class.size()) + " entries for " +
+                  std::to_string(world) + " ranks");
+    for (size_t r = 0; r < world; ++r) key[r] = program.symmetry_class[r];
+  } else {
+    std::map<std::pair<int, int>, int> ids;
+    for (size_t r = 0; r < world; ++r) {
+      const auto& rp = program.ranks[r];
+      key[r] = ids.emplace(std::make_pair(rp.pp_rank, rp.tp_rank), static_cast<int>(ids.size())).first->second;
+    }
+  }
+  Symmetry s = finish(program, key);
+  for (size_t c = 0; c < s.reps.size(); ++c) {
+    const plan::RankProgram& rep = program.ranks[static_cast<size_t>(s.reps[c])];
+    for (int m : s.members[c]) {
+      const plan::RankProgram& mine = program.ranks[static_cast<size_t>(m)];
+      if (mine.tasks.size() != rep.tasks.size())
+        throw Error("symmetric fidelity: rank " + std::to_string(m) + " has " + std::to_string(mine.tasks.size()) +
+                    " tasks, its class representative rank " + std::to_string(rep.rank) + " has " +
+                    std::to_string(rep.tasks.size()))
+            .hint("simulate with full fidelity, or fix the program's symmetry_class");
+      for (size_t i = 0; i < rep.tasks.size(); ++i)
+        if (const char* what = task_difference(mine.tasks[i], rep.tasks[i]))
+          throw Error("symmetric fidelity: rank " + std::to_string(m) + " task " + std::to_string(i) + " (" +
+                      mine.tasks[i].label + ") differs in " + what + " from its class representative rank " +
+                      std::to_string(rep.rank))
+              .hint("simulate with full fidelity, or fix the program's symmetry_class");
+    }
+  }
+  return s;
+}
+
+}  // namespace trainplan::sim::detail

@@ -1,0 +1,266 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "program_builder.hpp"
+#include "test_support.hpp"
+#include "trainplan/core/random.hpp"
+#include "trainplan/simulator/collectives.hpp"
+#include "trainplan/simulator/simulate.hpp"
+
+using namespace trainplan;
+using plan::CollectiveKind;
+using plan::CommPurpose;
+using trainplan::testing::exact_options;
+using trainplan::testing::ProgramBuilder;
+using trainplan::testing::test_gpu;
+
+namespace {
+
+std::vector<int> iota_ranks(int n, int first = 0) {
+  std::vector<int> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// One collective of `kind` on ranks 0..n-1.
+sim::StepResult run_one(int n, CollectiveKind kind, double bytes, const sim::Topology& topo, sim::SimOptions opt,
+                        CommPurpose purpose = CommPurpose::dp) {
+  ProgramBuilder b(n);
+  const int g = b.group(iota_ranks(n), purpose);
+  b.collective(g, kind, bytes);
+  return sim::simulate_step(b.program(), topo, test_gpu(), opt);
+}
+
+sim::SimOptions with_dp(plan::DpAlgorithm a) {
+  auto o = exact_options();
+  o.dp_algorithm = a;
+  return o;
+}
+
+double total(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+
+}  // namespace
+
+TEST_CASE("simulator: ring all-reduce matches 2(n-1)/n * S/B + 2(n-1) latencies", "[simulator]") {
+  Rng rng(31);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int n = 2 + static_cast<int>(rng.below(15));
+    const double bytes = 1e6 * (1 + rng.below(1000));
+    const double bw = 1e10 * (1 + 30 * rng.uniform());
+    const double hop_lat = 1e-6 * rng.uniform();  // per link; a route is 2 links
+    auto topo = sim::make_switch_topology(n, bw, hop_lat);
+    auto r = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::ring));
+    const double want = 2.0 * (n - 1) / n * bytes / bw + 2.0 * (n - 1) * (2 * hop_lat);
+    INFO("n=" << n << " S=" << bytes << " B=" << bw);
+    CHECK(r.step_time_s == Approx(want).epsilon(1e-12));
+    for (int rank = 0; rank < n; ++rank) CHECK(r.bytes_sent[static_cast<size_t>(rank)] == Approx(2.0 * (n - 1) / n * bytes));
+    // nccl-tests bus bandwidth equals the link bandwidth when latency is negligible.
+    auto r0 = run_one(n, CollectiveKind::all_reduce, bytes, sim::make_switch_topology(n, bw, 0), with_dp(plan::DpAlgorithm::ring));
+    CHECK(bytes / r0.step_time_s * sim::bus_bandwidth_factor(CollectiveKind::all_reduce, n) == Approx(bw).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: ring reduce-scatter and all-gather take (n-1)/n * S/B + (n-1) latencies", "[simulator]") {
+  Rng rng(32);
+  for (CollectiveKind kind : {CollectiveKind::reduce_scatter, CollectiveKind::all_gather}) {
+    const int n = 3 + static_cast<int>(rng.below(10));
+    const double bytes = 3e8 * (1 + rng.uniform());
+    const double bw = 1e11 * (1 + rng.uniform());
+    const double hop_lat = 2e-6 * rng.uniform();
+    auto topo = sim::make_switch_topology(n, bw, hop_lat);
+    auto r = run_one(n, kind, bytes, topo, with_dp(plan::DpAlgorithm::ring));
+    CHECK(r.step_time_s == Approx((n - 1.0) / n * bytes / bw + (n - 1) * 2 * hop_lat).epsilon(1e-12));
+    auto r0 = run_one(n, kind, bytes, sim::make_switch_topology(n, bw, 0), with_dp(plan::DpAlgorithm::ring));
+    CHECK(bytes / r0.step_time_s * sim::bus_bandwidth_factor(kind, n) == Approx(bw).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: double binary trees are valid, balanced and complementary", "[simulator]") {
+  for (int n : {3, 7, 8, 15, 16, 31, 100}) {
+    auto trees = sim::double_binary_tree(n);
+    REQUIRE(trees.size() == 2);
+    std::vector<int> inner_count(static_cast<size_t>(n), 0);
+    for (const auto& parent : trees) {
+      int roots = 0, height = 0;
+      std::vector<int> children(static_cast<size_t>(n), 0);
+      for (int i = 0; i < n; ++i) {
+        if (parent[static_cast<size_t>(i)] < 0) ++roots;
+        else ++children[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+        int depth = 0;
+        for (int p = parent[static_cast<size_t>(i)]; p >= 0; p = parent[static_cast<size_t>(p)]) REQUIRE(++depth <= n);
+        height = std::max(height, depth);
+      }
+      CHECK(roots == 1);
+      CHECK(height == static_cast<int>(std::floor(std::log2(n))));  // balanced
+      for (int i = 0; i < n; ++i) {
+        CHECK(children[static_cast<size_t>(i)] <= 2);
+        if (children[static_cast<size_t>(i)] > 0) ++inner_count[static_cast<size_t>(i)];
+      }
+    }
+    if (((n + 1) & n) == 0) {  // n = 2^k - 1: every rank is a leaf in at least one tree
+      for (int c : inner_count) CHECK(c <= 1);
+    }
+  }
+}
+
+TEST_CASE("simulator: tree all-reduce time follows its busiest link", "[simulator]") {
+  // Both trees carry S/2 up (reduce) and down (broadcast), pipelined: a GPU's up link carries
+  // one flow per tree edge at that GPU, so the time is (S/2) * max degree sum / B + latency
+  // of 2 * height route hops.
+  Rng rng(33);
+  for (int n : {4, 7, 12}) {
+    const double bytes = 1e8 * (1 + rng.uniform());
+    const double bw = 1e11;
+    const double hop_lat = 1e-6;
+    auto trees = sim::double_binary_tree(n);
+    int max_degree = 0, height = 0;
+    for (int i = 0; i < n; ++i) {
+      int degree = 0;
+      for (const auto& parent : trees) {
+        if (parent[static_cast<size_t>(i)] >= 0) ++degree;
+        for (int j = 0; j < n; ++j) degree += parent[static_cast<size_t>(j)] == i ? 1 : 0;
+        int depth = 0;
+        for (int p = parent[static_cast<size_t>(i)]; p >= 0; p = parent[static_cast<size_t>(p)]) ++depth;
+        height = std::max(height, depth);
+      }
+      max_degree = std::max(max_degree, degree);
+    }
+    auto r = run_one(n, CollectiveKind::all_reduce, bytes, sim::make_switch_topology(n, bw, hop_lat),
+                     with_dp(plan::DpAlgorithm::tree));
+    CHECK(r.step_time_s == Approx(bytes / 2 * max_degree / bw + 2 * height * 2 * hop_lat).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: automatic algorithm picks tree for small messages and ring for large", "[simulator]") {
+  const int n = 32;
+  const double bw = 5e10, hop_lat = 5e-6;
+  auto topo = sim::make_switch_topology(n, bw, hop_lat);
+  auto opt = exact_options();  // other_algorithm = automatic
+  auto ring_time = [&](double s) { return 2.0 * (n - 1) / n * s / bw + 2.0 * (n - 1) * 2 * hop_lat; };
+  auto small = run_one(n, CollectiveKind::all_reduce, 64e3, topo, opt, CommPurpose::tp);
+  CHECK(small.step_time_s < 0.5 * ring_time(64e3));  // 2*height*L instead of 2(n-1)*L
+  auto large = run_one(n, CollectiveKind::all_reduce, 1e9, topo, opt, CommPurpose::tp);
+  CHECK(large.step_time_s == Approx(ring_time(1e9)).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: hierarchical all-reduce matches its three phases", "[simulator]") {
+  Rng rng(34);
+  sim::TwoLevelSpec spec;
+  spec.nodes = 2 + static_cast<int>(rng.below(4));
+  spec.gpus_per_node = 2 + static_cast<int>(rng.below(7));
+  spec.intra_bandwidth_bytes_per_s = 3e11;
+  spec.intra_latency_s = 1e-6;
+  spec.nic_bandwidth_bytes_per_s = 5e10;
+  spec.nic_latency_s = 4e-6;
+  auto topo = sim::make_two_level_topology(spec);
+  const int N = spec.nodes, k = spec.gpus_per_node, n = N * k;
+  const double bytes = 1e9 * (1 + rng.uniform());
+  auto r = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::hierarchical));
+  const double intra_lat = 2 * spec.intra_latency_s, inter_lat = 2 * spec.intra_latency_s + 2 * spec.nic_latency_s;
+  const double intra = (k - 1.0) / k * bytes / spec.intra_bandwidth_bytes_per_s + (k - 1) * intra_lat;
+  // k inter-node rings (one per local index) share each node's NIC.
+  const double inter_rate = std::min(spec.intra_bandwidth_bytes_per_s, spec.nic_bandwidth_bytes_per_s / k);
+  const double inter = 2.0 * (N - 1) / N * (bytes / k) / inter_rate + 2 * (N - 1) * inter_lat;
+  INFO("N=" << N << " k=" << k);
+  CHECK(r.step_time_s == Approx(2 * intra + inter).epsilon(1e-12));
+  // The flat ring over the same GPUs: one flow per NIC, 2(n-1) steps.
+  auto ring = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::ring));
+  const double ring_rate = std::min(spec.intra_bandwidth_bytes_per_s, spec.nic_bandwidth_bytes_per_s);
+  CHECK(ring.step_time_s == Approx(2.0 * (n - 1) / n * bytes / ring_rate + 2 * (n - 1) * inter_lat).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: parameter server, all-to-all and broadcast closed forms", "[simulator]") {
+  const int n = 6;
+  const double bytes = 6e8, bw = 1e11, hop_lat = 1e-6;
+  auto topo = sim::make_switch_topology(n, bw, hop_lat);
+  const double route_lat = 2 * hop_lat;
+  // Push and pull: every GPU sends n-1 shards of S/n over its one up link.
+  auto ps = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::parameter_server));
+  CHECK(ps.step_time_s == Approx(2 * ((n - 1.0) / n * bytes / bw + route_lat)).epsilon(1e-12));
+  auto a2a = run_one(n, CollectiveKind::all_to_all, bytes, topo, exact_options(), CommPurpose::none);
+  CHECK(a2a.step_time_s == Approx((n - 1.0) / n * bytes / bw + route_lat).epsilon(1e-12));
+  auto bc = run_one(n, CollectiveKind::broadcast, bytes, topo, exact_options(), CommPurpose::none);
+  CHECK(bc.step_time_s == Approx(bytes / bw + (n - 1) * route_lat).epsilon(1e-12));
+  CHECK(bc.bytes_sent[static_cast<size_t>(n - 1)] == 0);  // the chain ends there
+  CHECK(bc.bytes_received[0] == 0);                       // the root
+}
+
+TEST_CASE("simulator: concurrent collectives contend for a shared NIC", "[simulator]") {
+  // 2 nodes x 2 GPUs; groups {0,2} and {1,3} both cross the NICs.
+  sim::TwoLevelSpec spec;
+  spec.nodes = 2;
+  spec.gpus_per_node = 2;
+  spec.intra_bandwidth_bytes_per_s = 3e11;
+  spec.nic_bandwidth_bytes_per_s = 2.5e10;
+  auto topo = sim::make_two_level_topology(spec);
+  const double bytes = 5e8;
+  auto build = [&](bool both) {
+    ProgramBuilder b(4);
+    const int ga = b.group({0, 2}, CommPurpose::dp);
+    const int gb = b.group({1, 3}, CommPurpose::dp);
+    b.collective(ga, CollectiveKind::all_reduce, bytes);
+    if (both) b.collective(gb, CollectiveKind::all_reduce, bytes);
+    return b.program();
+  };
+  auto alone = sim::simulate_step(build(false), topo, test_gpu(), exact_options());
+  auto together = sim::simulate_step(build(true), topo, test_gpu(), exact_options());
+  CHECK(alone.step_time_s == Approx(bytes / spec.nic_bandwidth_bytes_per_s).epsilon(1e-12));
+  CHECK(together.step_time_s == Approx(2 * bytes / spec.nic_bandwidth_bytes_per_s).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: ZeRO-3 moves 1.5x the bytes of plain data parallelism", "[simulator]") {
+  Rng rng(35);
+  sim::TwoLevelSpec spec;
+  spec.nodes = 3;
+  spec.gpus_per_node = 4;
+  spec.intra_bandwidth_bytes_per_s = 3e11;
+  spec.nic_bandwidth_bytes_per_s = 5e10;
+  auto topo = sim::make_two_level_topology(spec);
+  const int n = 12;
+  const double params_bytes = 1e8 * (1 + rng.uniform());
+  for (auto algo : {plan::DpAlgorithm::ring, plan::DpAlgorithm::hierarchical}) {
+    ProgramBuilder dp(n), z3(n);
+    dp.collective(dp.group(iota_ranks(n), CommPurpose::dp), CollectiveKind::all_reduce, params_bytes);
+    const int g = z3.group(iota_ranks(n), CommPurpose::zero_param);
+    auto fwd = z3.collective(g, CollectiveKind::all_gather, params_bytes, {}, trainplan::testing::kComm, CommPurpose::zero_param);
+    auto bwd = z3.collective(g, CollectiveKind::all_gather, params_bytes, {}, trainplan::testing::kComm, CommPurpose::zero_param);
+    z3.collective(g, CollectiveKind::reduce_scatter, params_bytes, {}, trainplan::testing::kComm, CommPurpose::zero_grad);
+    auto a = sim::simulate_step(dp.program(), topo, test_gpu(), with_dp(algo));
+    auto b = sim::simulate_step(z3.program(), topo, test_gpu(), with_dp(algo));
+    INFO(plan::dp_algorithm_name(algo));
+    CHECK(total(b.bytes_sent) / total(a.bytes_sent) == Approx(1.5).epsilon(1e-12));
+    CHECK(b.bytes_sent_by_purpose[static_cast<size_t>(CommPurpose::zero_param)] ==
+          Approx(2 * b.bytes_sent_by_purpose[static_cast<size_t>(CommPurpose::zero_grad)]));
+  }
+}
+
+TEST_CASE("simulator: every byte sent is received", "[simulator]") {
+  Rng rng(36);
+  auto topo = sim::make_two_level_topology({2, 4, 3e11, 1e-6, 5e10, 5e-6});
+  ProgramBuilder b(8);
+  const int dp = b.group({0, 1, 2, 3, 4, 5, 6, 7}, CommPurpose::dp);
+  const int tp = b.group({0, 1, 2, 3}, CommPurpose::tp);
+  std::vector<double> sent_p2p(8, 0), recv_p2p(8, 0);
+  for (int i = 0; i < 20; ++i) {
+    const int src = static_cast<int>(rng.below(8));
+    const int dst = (src + 1 + static_cast<int>(rng.below(7))) % 8;
+    const double bytes = 1e6 * (1 + rng.below(100));
+    const int64_t id = b.fresh_comm_id();
+    b.send(src, dst, bytes, id);
+    b.recv(dst, src, bytes, id);
+  }
+  b.collective(tp, CollectiveKind::all_reduce, 3e7);
+  b.collective(dp, CollectiveKind::all_to_all, 8e7);
+  b.collective(dp, CollectiveKind::reduce_scatter, 5e7);
+  for (auto algo : {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical,
+                    plan::DpAlgorithm::parameter_server}) {
+    auto r = sim::simulate_step(b.program(), topo, test_gpu(), with_dp(algo));
+    CHECK(total(r.bytes_sent) > 0);
+    CHECK(total(r.bytes_sent) == Approx(total(r.bytes_received)).epsilon(1e-12));
+    double by_purpose = 0;
+    for (double v : r.bytes_sent_by_purpose) by_purpose += v;
+    CHECK(by_purpose == Approx(total(r.bytes_sent)).epsilon(1e-12));
+  }
+}

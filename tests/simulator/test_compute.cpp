@@ -1,0 +1,129 @@
+#include <cmath>
+#include <string>
+
+#include "test_support.hpp"
+#include "trainplan/core/json.hpp"
+#include "trainplan/core/random.hpp"
+#include "trainplan/models/model.hpp"
+#include "trainplan/simulator/compute_model.hpp"
+
+using namespace trainplan;
+using models::OpKind;
+
+namespace {
+
+// A100-SXM4-40GB datasheet figures (reference-hardware.md §2.1).
+hw::GpuSpec a100() {
+  hw::GpuSpec g;
+  g.name = "A100-SXM4-40GB";
+  g.memory_bandwidth_bytes_per_s = 1555e9;
+  g.peak_flops = {{Precision::bf16, 312e12}, {Precision::fp16, 312e12}, {Precision::fp32, 19.5e12}};
+  return g;
+}
+
+plan::Task op(OpKind kind, double flops, double mem_bytes, int64_t m = 0, int64_t n = 0, int64_t k = 0) {
+  plan::Task t;
+  t.kind = plan::TaskKind::compute;
+  t.op_kind = static_cast<int>(kind);
+  t.flops = flops;
+  t.mem_bytes = mem_bytes;
+  t.gemm_m = m, t.gemm_n = n, t.gemm_k = k;
+  return t;
+}
+
+constexpr double kLaunch = 2e-6;
+
+}  // namespace
+
+TEST_CASE("simulator: large GEMMs run at the measured MAMF fraction of peak", "[simulator]") {
+  sim::ComputeModel model(a100(), Precision::bf16);
+  // 8192 x 12288 x 12288 GEMM: 3 * 64 * 96 tiles (many full waves), K ramp 12288/(12288+64).
+  const int64_t m = 8192, n = 12288, k = 12288;
+  const double flops = 2.0 * m * n * k;
+  const double tiles = 64.0 * 96.0;
+  const double waves = std::ceil(tiles / 108);
+  const double eff = 271.2 / 312.0 * (tiles / (waves * 108)) * (k / (k + 64.0));
+  CHECK(model.duration_s(op(OpKind::linear, flops, 2.0 * (m * k + k * n + m * n), m, n, k)) ==
+        Approx(flops / (312e12 * eff) + kLaunch).epsilon(1e-12));
+  // Without a shape the GEMM is at the MAMF fraction exactly.
+  CHECK(model.compute_efficiency(static_cast<int>(OpKind::linear), 0, 0, 0) == Approx(271.2 / 312.0));
+}
+
+TEST_CASE("simulator: a partial last wave lowers GEMM efficiency", "[simulator]") {
+  sim::ComputeModel model(a100(), Precision::bf16);
+  const int kind = static_cast<int>(OpKind::linear);
+  const double full_wave = model.compute_efficiency(kind, 128, 128 * 108, 4096);       // 108 tiles: 1 wave
+  const double one_more = model.compute_efficiency(kind, 128, 128 * 109, 4096);        // 109 tiles: 2 waves
+  CHECK(one_more / full_wave == Approx(109.0 / 216.0).epsilon(1e-12));
+  // Short K loops pay the ramp: K=64 runs at half the efficiency of K -> infinity.
+  CHECK(model.compute_efficiency(kind, 128, 128 * 108, 64) / full_wave == Approx(0.5 / (4096.0 / 4160.0)).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: memory-bound ops run at 80% of HBM bandwidth (roofline)", "[simulator]") {
+  sim::ComputeModel model(a100(), Precision::bf16);
+  Rng rng(61);
+  const double bytes = 1e8 * (1 + rng.uniform());
+  // layernorm: few FLOPs per byte, on CUDA cores.
+  CHECK(model.duration_s(op(OpKind::layernorm, 5 * bytes / 2, bytes)) == Approx(bytes / (1555e9 * 0.8) + kLaunch).epsilon(1e-12));
+  // A skinny GEMM (M = 1) is memory-bound too: the weight read dominates.
+  const int64_t n = 12288, k = 12288;
+  const double w_bytes = 2.0 * n * k;
+  CHECK(model.duration_s(op(OpKind::linear, 2.0 * n * k, w_bytes, 1, n, k)) == Approx(w_bytes / (1555e9 * 0.8) + kLaunch).epsilon(1e-12));
+  // The optimizer step (no op kind) is memory-bound.
+  plan::Task adam = op(OpKind::linear, 1e9, 16e9);
+  adam.op_kind = -1;
+  adam.phase = plan::Phase::optimizer;
+  CHECK(model.duration_s(adam) == Approx(16e9 / (1555e9 * 0.8) + kLaunch).epsilon(1e-12));
+  // A merged task pays one launch per op.
+  plan::Task merged = op(OpKind::layernorm, 0, bytes);
+  merged.ops = {1, 2, 3, 4};
+  CHECK(model.duration_s(merged) == Approx(bytes / (1555e9 * 0.8) + 4 * kLaunch).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: calibration entries override the defaults", "[simulator]") {
+  const std::string text = R"({
+    "schema_version": 1, "gpu": "A100-SXM4-40GB", "precision": "bf16", "source": "test",
+    "entries": [
+      {"op_kind": "linear", "m": 4096, "n": 4096, "k": 4096, "compute_efficiency": 0.70},
+      {"op_kind": "linear", "m": 5000, "n": 5000, "k": 5000, "compute_efficiency": 0.80},
+      {"op_kind": "linear", "m": 1024, "n": 1024, "k": 1024, "duration_s": "20us"},
+      {"op_kind": "attention", "compute_efficiency": 0.5},
+      {"op_kind": "layernorm", "memory_efficiency": 0.6},
+      {"op_kind": "any", "memory_efficiency": 0.7}]})";
+  auto table = sim::CalibrationTable::from_json(json::parse_text(text, "cal.json"), "cal.json");
+  CHECK(table.entries().size() == 6);
+  sim::ComputeModel model(a100(), Precision::bf16, {}, &table);
+  const int linear = static_cast<int>(OpKind::linear);
+  // 4096 and 5000 share the bucket (2^12 .. 2^13): averaged.
+  CHECK(model.compute_efficiency(linear, 4500, 6000, 8000) == Approx(0.75));
+  CHECK(model.compute_efficiency(linear, 1500, 1100, 2000) == Approx(2.0 * 1024 * 1024 * 1024 / 20e-6 / 312e12));
+  CHECK(model.compute_efficiency(static_cast<int>(OpKind::attention), 512, 512, 128) == Approx(0.5));
+  CHECK(model.memory_efficiency(static_cast<int>(OpKind::layernorm)) == Approx(0.6));
+  CHECK(model.memory_efficiency(static_cast<int>(OpKind::residual)) == Approx(0.7));  // "any"
+  // Other shapes fall back to the default model.
+  sim::ComputeModel plain(a100(), Precision::bf16);
+  CHECK(model.compute_efficiency(linear, 100, 100, 100) == Approx(plain.compute_efficiency(linear, 100, 100, 100)));
+  // Round trip.
+  auto again = sim::CalibrationTable::from_json(table.to_json(), "again");
+  CHECK(json::dump(again.to_json()) == json::dump(table.to_json()));
+}
+
+TEST_CASE("simulator: bad calibration tables and GPUs are rejected", "[simulator]") {
+  auto parse = [](const std::string& entries) {
+    return sim::CalibrationTable::from_json(
+        json::parse_text(R"({"schema_version": 1, "entries": [)" + entries + "]}", "cal.json"), "cal.json");
+  };
+  REQUIRE_ERROR_CONTAINS(parse(R"({"op_kind": "linaer", "compute_efficiency": 0.5})"), "did you mean \"linear\"");
+  REQUIRE_ERROR_CONTAINS(parse(R"({"op_kind": "linear", "compute_efficiency": 1.5})"), "/entries/0");
+  REQUIRE_ERROR_CONTAINS(parse(R"({"op_kind": "linear", "duration_s": 1e-3})"), "needs the GEMM shape");
+  REQUIRE_ERROR_CONTAINS(parse(R"({"op_kind": "linear", "compute_efficiency": 0.5, "memory_efficiency": 0.5})"),
+                         "exactly one");
+  REQUIRE_ERROR_CONTAINS(parse(R"({"op_kind": "linear", "compute_efficency": 0.5})"), "compute_efficency");
+  sim::CalibrationTable other;
+  other.gpu = "H100-SXM5-80GB";
+  REQUIRE_ERROR_CONTAINS(sim::ComputeModel(a100(), Precision::bf16, {}, &other), "calibration table is for GPU H100");
+  hw::GpuSpec v100 = a100();
+  v100.name = "V100-SXM2-16GB";
+  v100.peak_flops.erase(Precision::bf16);
+  REQUIRE_ERROR_CONTAINS(sim::ComputeModel(v100, Precision::bf16), "no peak FLOP/s for bf16");
+}
