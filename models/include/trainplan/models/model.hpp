@@ -20,6 +20,22 @@
 //
 // All per-op numbers are per sample (one sequence of seq_len tokens, or one image) at
 // tensor-parallel degree 1; the plan library divides them by tp as tp_split says.
+//
+// Conventions (models/README.md has the full list):
+//  - FLOPs: a matmul (m x k)(k x n) is 2mnk forward and 4mnk backward (input + weight
+//    gradients; 2mnk when the input is the batch, which needs no gradient). Attention scores
+//    QK^T and AV are 2 s^2 h each forward (full s^2 also for causal models), backward twice
+//    that. Embedding lookups are 0 FLOPs. Elementwise ops count a few FLOPs per element (table
+//    in the README); biases are not counted in a linear's FLOPs.
+//  - Saved activations follow Korthikanti et al. 2022 (arXiv 2205.05198): a GPT layer with
+//    dropout keeps sh(34 + 5as/h) bytes per sample in 16 bits, sh(10 + 24/t + 5as/(ht)) under
+//    tensor parallelism t. Every saved tensor is counted once, on one op, so that each op's
+//    saved set is homogeneous in (saved_tp_sharded, dropped_by_selective_recompute); see
+//    Op::saved_elems for the attribution.
+//  - Units: 0 = input (embeddings / patch embedding / ResNet stem / first MLP layer),
+//    1..L = blocks, last = output (final norm, head, loss). An op reads only ops of its own
+//    unit and the output op of the previous unit (Unit::output_op), so any contiguous range
+//    of units can run as a pipeline stage that receives Unit::output_elems per sample.
 #pragma once
 
 #include <cstdint>
@@ -29,15 +45,28 @@
 #include <vector>
 
 #include "trainplan/core/json.hpp"
+#include "trainplan/core/precision.hpp"
 
 namespace trainplan::models {
 
+/// gpt: decoder, pre-LayerNorm, learned positions (GPT-2/3, Megatron GPT, MPT).
+/// llama: decoder, pre-RMSNorm, rotary positions, SwiGLU, grouped-query attention (Llama,
+/// Mistral). bert: encoder, post-LayerNorm, masked-LM head. vit: encoder, pre-LayerNorm,
+/// class-token classifier. resnet: bottleneck ResNet. mlp: ReLU multilayer perceptron.
 enum class Family { gpt, llama, bert, vit, resnet, mlp };
 std::string_view family_name(Family f);
+std::vector<std::string> family_names();
 
 enum class Norm { layernorm, rmsnorm };
+/// gelu: the exact erf form for every family (GPT-2's tanh approximation differs by < 1e-3
+/// and counts the same FLOPs).
+/// swiglu: silu(gate) * up, with gate and up from one fused linear (see OpKind::activation).
 enum class Activation { gelu, swiglu, relu };
+/// none also covers ALiBi (a bias on the attention scores: no parameters, FLOPs not counted).
 enum class PositionEmbedding { learned, rotary, none };
+std::string_view norm_name(Norm n);
+std::string_view activation_name(Activation a);
+std::string_view position_name(PositionEmbedding p);
 
 struct ModelSpec {
   std::string name;          // "gpt3-175b"
@@ -47,6 +76,9 @@ struct ModelSpec {
   int64_t layers = 0;
   int64_t hidden = 0;
   int64_t heads = 0;
+  // kv_heads and ffn_hidden may be left 0 in a spec built in code: build_graph derives them
+  // (heads; 4*hidden unless swiglu). Parsed specs hold the derived values, so code that
+  // changes heads or hidden of a parsed spec sets them back to 0 to derive them again.
   int64_t kv_heads = 0;      // = heads unless grouped-query attention
   int64_t ffn_hidden = 0;    // 4*hidden for GPT; 11008 for Llama 2 7B
   int64_t vocab = 0;
@@ -70,11 +102,57 @@ struct ModelSpec {
   std::vector<int64_t> mlp_widths;
   /// Published parameter count, when known (for checks).
   std::optional<double> published_params;
+  /// Relative tolerance of the check against published_params: 0.005 unless the published
+  /// figure is a rounded label (e.g. GPT-3 "2.7B"), explained in `notes`.
+  double published_params_tolerance = 0.005;
   std::string source;        // where the hyperparameters come from
+  std::string notes;         // deviations from the source, simplifications
   std::string file;          // file it was read from
+  std::string pointer;       // JSON pointer of the model's object in `file` ("" = root)
+  // Numerics the executor needs (no effect on FLOPs or sizes):
+  double norm_eps = 1e-5;    // layernorm / rmsnorm epsilon
+  double rope_theta = 10000; // rotary base (Llama 2: 1e4, Llama 3: 5e5)
+  double dropout_p = 0.1;    // probability of every dropout layer when `dropout`
+
+  /// hidden / heads for transformers, 0 otherwise.
+  int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  bool is_transformer() const {
+    return family == Family::gpt || family == Family::llama || family == Family::bert ||
+           family == Family::vit;
+  }
+  /// Decoders (gpt, llama) use causal attention and next-token loss.
+  bool is_decoder() const { return family == Family::gpt || family == Family::llama; }
 };
 
 /// What an operator does. Matmul-like kinds are compute-bound, the rest memory-bound.
+/// What exactly each kind computes, with the Op fields it uses ("x" = inputs[0]):
+///  embedding   out[i] = W[ids[i]], W = weight_shape {rows, h}; ids from batch_input
+///              (tokens, positions 0..s-1, or token_types). No FLOPs.
+///  patch_embed pixels {C, H, W} cut into non-overlapping patch_size^2 patches, each
+///              flattened (c, py, px) and projected: {N, C P P} x {C P P, h} + bias, then a
+///              learned class token (h parameters) is prepended as row 0: out {N + 1, h}.
+///  layernorm   (x - mean) / sqrt(var + norm_eps) * gamma + beta over the last dim
+///              (has_bias: beta present); rmsnorm: x / sqrt(mean(x^2) + norm_eps) * gamma.
+///  linear      y = x W (+ b): x {m, k}, W {k, n}, b {n}. With tied_weight_op >= 0 the
+///              weight is the transpose of that op's {n, k} weight (tied LM head).
+///  attention   x = fused QKV {s, (heads + 2 kv_heads) head_dim}, columns [Q | K | V], head
+///              i's Q at columns [i d, (i+1) d), kv head j's K at heads*d + j*d; query head i
+///              uses kv head i / (heads / kv_heads). Rotary (when `rotary`) on Q and K in
+///              the half-split form (dims j and j + d/2 of a head rotate together by
+///              position * rope_theta^(-2j/d), as in GPT-NeoX and Hugging Face Llama);
+///              softmax(Q K^T / sqrt(d)) with a causal mask when `causal`, dropout_p on the
+///              probabilities, times V: out {s, heads d}, heads concatenated.
+///  activation  gelu / relu elementwise; swiglu: x {s, 2f} = [gate | up], out silu(gate)*up.
+///  residual    inputs[0] + inputs[1].
+///  dropout     zero with probability dropout_p, scale the rest by 1 / (1 - p).
+///  conv2d      x {Cin, H, W}, W {Cout, Cin, kernel, kernel}, stride, padding (+ bias).
+///  batchnorm   per channel over the batch and H, W; gamma and beta (running statistics are
+///              buffers, not parameters).
+///  pool        pool_mode: max / avg over kernel x kernel windows with stride and padding;
+///              global_avg over H, W ({C, H, W} -> {C}); first_token ({s, h} -> {h}).
+///  loss        cross-entropy of logits x {rows, classes} against batch labels (decoders:
+///              the next token; bert: the token itself, masked-LM over every position),
+///              mean over rows: out {1}.
 enum class OpKind {
   embedding,       // token (+ position, + type) lookup
   patch_embed,     // vit patch projection (a matmul)
@@ -103,6 +181,21 @@ enum class TpSplit {
 };
 std::string_view tp_split_name(TpSplit s);
 
+/// A tensor an op reads from the training batch rather than from another op.
+enum class BatchInput {
+  none,
+  tokens,       // int token ids {s}
+  positions,    // 0, 1, ..., rows-1 (learned position embeddings; no data needed)
+  token_types,  // int segment ids {s} (bert)
+  pixels,       // image {channels, image_size, image_size}
+  features,     // mlp input vector {mlp_widths[0]}
+  labels,       // loss targets: next tokens {s} (decoders), tokens {s} (bert), class {1}
+};
+std::string_view batch_input_name(BatchInput b);
+
+enum class PoolMode { max, avg, global_avg, first_token };
+std::string_view pool_mode_name(PoolMode p);
+
 struct Op {
   int id = 0;
   std::string name;        // "block3.attn.qkv"
@@ -114,6 +207,17 @@ struct Op {
   double flops_bwd = 0;    // input + weight gradients
   double params = 0;       // parameter count owned by this op (0 if tied to another op)
   /// Elements saved for backward, in the training precision (16-bit under mixed precision).
+  /// Each saved tensor is counted once, on one op, chosen so that an op's saved set is
+  /// homogeneous in the two flags below. Usually an op counts the inputs its backward needs;
+  /// the exceptions (Korthikanti et al. 2022 accounting):
+  ///  - the attention op counts only its internals (softmax output, dropout output); its
+  ///    inputs Q, K, V are counted on the attention output projection (attn.proj), next to
+  ///    the projection's own input: both are divided by t under tensor parallelism and kept
+  ///    by selective recomputation;
+  ///  - the loss counts the softmax of the logits (rows x classes);
+  ///  - conv nets: a ReLU counts 0 because the next conv (or pool) counts the same tensor,
+  ///    and a downsample conv counts 0 because conv1 of its block counts the same input.
+  /// Token ids, labels and positions are not counted.
   double saved_elems = 0;
   /// Bytes of 1-byte masks saved for backward (dropout masks).
   double saved_mask_bytes = 0;
@@ -133,6 +237,44 @@ struct Op {
   std::vector<int64_t> out_shape;
   /// Weight shape (e.g. {in, out}); empty when the op has no weights.
   std::vector<int64_t> weight_shape;
+
+  // ---- What the executor needs to run the op (OpKind documents each kind) ----------------
+  /// Producer op ids, in argument order. Empty when the op reads only the batch.
+  std::vector<int> inputs;
+  /// A batch tensor read in addition to `inputs` (ids for embeddings, labels for the loss).
+  BatchInput batch_input = BatchInput::none;
+  /// linear / conv2d / patch_embed: a bias {n} / {Cout} / {h}; layernorm / batchnorm: beta.
+  bool has_bias = false;
+  /// Op whose weight this op uses, or -1. The LM head of a tied model points at the token
+  /// embedding (unit 0) and owns no weight (params == 0, or V for BERT's decoder bias); its
+  /// weight is the transpose of the embedding's {V, h} table. The executor keeps one tensor when both ops are on one
+  /// rank, adding both gradients; when unit 0 and the last unit are on different pipeline
+  /// stages, both stages hold a copy initialised alike and all-reduce (sum) the two
+  /// gradients between the first and last stage before the optimizer step (Megatron's
+  /// embedding group), so the copies stay equal.
+  int tied_weight_op = -1;
+  /// attention: heads, kv heads (grouped-query when < heads), head size; causal mask;
+  /// rotary embedding of Q and K with base rope_theta.
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  bool causal = false;
+  bool rotary = false;
+  double rope_theta = 0;
+  /// dropout, and attention-probability dropout inside attention (0 = none).
+  double dropout_p = 0;
+  /// layernorm / rmsnorm / batchnorm epsilon.
+  double norm_eps = 0;
+  /// activation op: which function.
+  Activation activation = Activation::gelu;
+  /// conv2d / pool window (square), stride, zero padding; patch_embed: kernel = stride =
+  /// patch size.
+  int64_t kernel = 0, stride = 1, padding = 0;
+  PoolMode pool_mode = PoolMode::max;
+
+  /// saved_elems in `p`'s element size plus the mask bytes: bytes kept for backward per sample.
+  double saved_bytes(Precision p) const { return saved_elems * bytes_per_element(p) + saved_mask_bytes; }
+  bool is_matmul() const {
+    return kind == OpKind::linear || kind == OpKind::patch_embed || kind == OpKind::conv2d;
+  }
 };
 
 /// A layer unit: the ops of one pipeline-assignable piece of the model.
@@ -146,6 +288,12 @@ struct Unit {
   /// Elements of the activation this unit sends to the next (per sample): the pipeline
   /// send size.
   double output_elems = 0;
+  /// The op whose output is sent to the next unit (the last op of the unit).
+  int output_op = -1;
+  /// Sums over the unit's ops (per sample, tp = 1).
+  double saved_elems = 0;
+  double saved_mask_bytes = 0;
+  double saved_bytes(Precision p) const { return saved_elems * bytes_per_element(p) + saved_mask_bytes; }
 };
 
 class ModelGraph {
@@ -164,6 +312,13 @@ class ModelGraph {
   const std::vector<std::pair<int, int>>& edges() const;
   /// Ops in a topological order of the graph (Boost.Graph topological_sort).
   std::vector<int> topological_order() const;
+  const Op& op(int id) const;
+  const Unit& unit(int index) const;
+  /// Ops reading `id`'s output (graph out-edges), ascending; the executor frees an
+  /// activation after its last consumer.
+  std::vector<int> consumers(int id) const;
+  /// The first op with this name; Error if none.
+  const Op& op_named(const std::string& name) const;
 
   double total_params() const;
   /// Tokens per sample (seq_len for transformers, 1 for image models and MLPs where a
@@ -175,6 +330,8 @@ class ModelGraph {
   double training_flops_per_token() const { return training_flops_per_sample() / tokens_per_sample(); }
   /// Number of repeated blocks (units minus input and output units).
   int num_blocks() const;
+  /// Activation bytes kept for backward per sample (no recomputation, tp = 1).
+  double saved_bytes_per_sample(Precision p) const;
 
  private:
   struct Impl;
@@ -185,21 +342,45 @@ class ModelGraph {
 /// inconsistent (e.g. hidden not divisible by heads).
 ModelGraph build_graph(const ModelSpec& spec);
 
-/// Parses a model JSON object in the catalog format (see models/catalog/README in the
-/// folder's README.md); `file` is used in errors.
-ModelSpec parse_model_spec(const json::Reader& reader);
+/// Checks a spec's quantities and consistency (what build_graph checks first): positive
+/// sizes, hidden divisible by heads, heads by kv_heads, image by patch size... Errors name
+/// spec.file and spec.pointer + "/<field>".
+void validate_spec(const ModelSpec& spec);
 
-/// Imports a Hugging Face config.json (model_type gpt2, llama, mistral, bert).
+/// Parses a model JSON object in the catalog format (models/README.md); the reader's file
+/// and pointer are used in errors and kept in spec.file / spec.pointer. Unknown fields are
+/// errors.
+ModelSpec parse_model_spec(const json::Reader& reader);
+/// Same, starting from `defaults` (the file's "defaults" object, at "/defaults" of the same
+/// file: errors in it point there) for the fields the object does not give.
+ModelSpec parse_model_spec(const json::Reader& reader, const json::Json& defaults);
+
+/// Parses one catalog file's text (an object {"description", "defaults", "models": [...]}, an
+/// array of model objects, or one model object); `file` names it in errors.
+std::vector<ModelSpec> parse_model_file(std::string_view text, const std::string& file);
+
+/// Imports a Hugging Face config.json (model_type gpt2, llama, mistral, bert). The model is
+/// named after the config's folder ("llama-2-7b/config.json" -> "llama-2-7b"), or the file
+/// name without ".json". Unknown keys are ignored (HF configs carry many); missing required
+/// keys, unsupported model_type or activation, and inconsistent shapes are Errors naming the
+/// file and key. Mistral's sliding window is ignored: FLOPs assume full causal attention.
 ModelSpec import_hf_config(const std::string& path);
+/// `name` is the model name; `file` (default: name) is used in errors.
 ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name);
+ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name, const std::string& file);
 
 class ModelCatalog {
  public:
+  /// The catalog compiled into the binary (models/catalog/*.json).
   static const ModelCatalog& builtin();
+  /// A catalog from (file name, text) pairs. Errors: bad JSON or fields (with file and
+  /// pointer), a name defined twice.
   static ModelCatalog from_texts(const std::vector<std::pair<std::string, std::string>>& files);
   const ModelSpec& spec(const std::string& name) const;  // Error with suggestion if unknown
   bool has(const std::string& name) const;
+  /// Names in catalog order (files alphabetically, entries in file order).
   std::vector<std::string> names() const;
+  const std::vector<ModelSpec>& specs() const { return specs_; }
 
  private:
   std::vector<ModelSpec> specs_;

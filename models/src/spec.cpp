@@ -1,0 +1,377 @@
+// ModelSpec: family defaults, the catalog JSON format (one table of fields), validation.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "internal.hpp"
+#include "trainplan/core/error.hpp"
+#include "trainplan/core/strings.hpp"
+#include "trainplan/core/units.hpp"
+
+namespace trainplan::models {
+namespace detail {
+
+ModelSpec family_defaults(Family family) {
+  ModelSpec s;
+  s.family = family;
+  switch (family) {
+    case Family::gpt:
+      break;  // the struct's defaults: layernorm, gelu, learned, tied, bias, dropout
+    case Family::llama:
+      s.norm = Norm::rmsnorm;
+      s.activation = Activation::swiglu;
+      s.position = PositionEmbedding::rotary;
+      s.tied_embeddings = false;
+      s.bias = false;
+      s.dropout = false;
+      break;
+    case Family::bert:
+      s.type_vocab = 2;
+      s.norm_eps = 1e-12;
+      break;
+    case Family::vit:
+      s.tied_embeddings = false;
+      s.dropout = false;
+      s.norm_eps = 1e-6;
+      break;
+    case Family::resnet:
+      s.activation = Activation::relu;
+      s.position = PositionEmbedding::none;
+      s.tied_embeddings = false;
+      s.bias = false;
+      s.dropout = false;
+      s.image_size = 224;
+      s.num_classes = 1000;
+      break;
+    case Family::mlp:
+      s.activation = Activation::relu;
+      s.position = PositionEmbedding::none;
+      s.tied_embeddings = false;
+      s.dropout = false;
+      break;
+  }
+  return s;
+}
+
+FieldPointer catalog_field_pointer(const ModelSpec& spec) {
+  std::string base = spec.pointer;
+  return [base](std::string_view field) { return base + "/" + std::string(field); };
+}
+
+ModelSpec finalize_spec(ModelSpec s) {
+  if (s.display_name.empty()) s.display_name = s.name;
+  if (s.is_transformer()) {
+    if (s.kv_heads == 0) s.kv_heads = s.heads;
+    if (s.ffn_hidden == 0 && s.activation != Activation::swiglu) s.ffn_hidden = 4 * s.hidden;
+  }
+  if (s.family == Family::vit && s.seq_len == 0 && s.patch_size > 0) {
+    int64_t side = s.image_size / s.patch_size;
+    s.seq_len = side * side + 1;
+  }
+  return s;
+}
+
+namespace {
+
+std::string family_list(Family f) {
+  switch (f) {
+    case Family::gpt:
+    case Family::bert: return "layers, hidden, heads, vocab and seq_len";
+    case Family::llama: return "layers, hidden, heads, ffn_hidden, vocab and seq_len";
+    case Family::vit: return "layers, hidden, heads, image_size, patch_size and num_classes";
+    case Family::resnet: return "resnet_blocks";
+    case Family::mlp: return "mlp_widths";
+  }
+  return "";
+}
+
+// Errors of validate_spec_at: the file, the field's pointer, the message and a hint.
+struct Checker {
+  const ModelSpec& spec;
+  const FieldPointer& pointer_of;
+
+  [[noreturn]] void fail(std::string_view field, const std::string& message, const std::string& hint) const {
+    throw Error(message).at(spec.file, pointer_of(field)).hint(hint);
+  }
+  void positive(std::string_view field, int64_t value) const {
+    if (value < 1)
+      fail(field, fmt::format("{} must be a positive integer, got {}", field, value),
+           fmt::format("a {} model needs {}", family_name(spec.family), family_list(spec.family)));
+  }
+};
+
+// The divisors of n closest to `near` (for hints such as "use 16 or 24 heads").
+std::string nearby_divisors(int64_t n, int64_t near) {
+  int64_t below = 0, above = 0;
+  for (int64_t d = near; d >= 1; --d)
+    if (n % d == 0) { below = d; break; }
+  for (int64_t d = near; d <= n; ++d)
+    if (n % d == 0) { above = d; break; }
+  if (below == above || above == 0) return std::to_string(below);
+  return fmt::format("{} or {}", below, above);
+}
+
+}  // namespace
+
+void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
+  Checker c{s, pointer_of};
+  if (s.name.empty()) c.fail("name", "the model has no name", "give it a \"name\", e.g. \"my-gpt-1b\"");
+  if (s.published_params && !(*s.published_params > 0))
+    c.fail("published_params", fmt::format("published_params must be positive, got {}", *s.published_params),
+           "give the published parameter count, e.g. 6.74e9 or \"6.74B\", or leave it out");
+  if (!(s.published_params_tolerance > 0 && s.published_params_tolerance < 1))
+    c.fail("published_params_tolerance", fmt::format("must be in (0, 1), got {}", s.published_params_tolerance),
+           "a relative tolerance such as 0.005 (0.5%)");
+  if (s.is_transformer()) {
+    c.positive("layers", s.layers);
+    c.positive("hidden", s.hidden);
+    c.positive("heads", s.heads);
+    if (s.hidden % s.heads != 0)
+      c.fail("heads", fmt::format("hidden {} is not divisible by heads {}", s.hidden, s.heads),
+             fmt::format("hidden = heads x head size; with hidden {} use e.g. {} heads", s.hidden,
+                         nearby_divisors(s.hidden, s.heads)));
+    c.positive("kv_heads", s.kv_heads);
+    if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
+      c.fail("kv_heads", fmt::format("heads {} is not a multiple of kv_heads {}", s.heads, s.kv_heads),
+             fmt::format("grouped-query attention shares each kv head among heads / kv_heads query heads; "
+                         "use e.g. {} kv heads (or leave kv_heads out for full multi-head attention)",
+                         nearby_divisors(s.heads, std::min(s.kv_heads, s.heads))));
+    c.positive("ffn_hidden", s.ffn_hidden);
+    if (s.position == PositionEmbedding::rotary && s.head_dim() % 2 != 0)
+      c.fail("heads", fmt::format("rotary embeddings need an even head size, got hidden/heads = {}", s.head_dim()),
+             "choose heads so that hidden / heads is even");
+    if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
+    if (!(s.dropout_p >= 0 && s.dropout_p < 1))
+      c.fail("dropout_p", fmt::format("dropout_p must be in [0, 1), got {}", s.dropout_p), "typically 0.1");
+    if (s.position == PositionEmbedding::rotary && !(s.rope_theta > 0))
+      c.fail("rope_theta", fmt::format("rope_theta must be positive, got {}", s.rope_theta), "10000 for Llama 2, 500000 for Llama 3");
+  }
+  switch (s.family) {
+    case Family::gpt:
+    case Family::llama:
+    case Family::bert:
+      c.positive("vocab", s.vocab);
+      if (s.vocab < 2) c.fail("vocab", fmt::format("vocab must be at least 2, got {}", s.vocab), "the tokenizer's vocabulary size, e.g. 50257");
+      c.positive("seq_len", s.seq_len);
+      if (s.type_vocab < 0) c.fail("type_vocab", fmt::format("type_vocab must not be negative, got {}", s.type_vocab), "2 for BERT, 0 for none");
+      break;
+    case Family::vit: {
+      c.positive("image_size", s.image_size);
+      c.positive("patch_size", s.patch_size);
+      c.positive("channels", s.channels);
+      c.positive("num_classes", s.num_classes);
+      if (s.image_size % s.patch_size != 0)
+        c.fail("patch_size", fmt::format("image_size {} is not divisible by patch_size {}", s.image_size, s.patch_size),
+               "patches tile the image without overlap; e.g. 224 with 16 or 14");
+      int64_t side = s.image_size / s.patch_size;
+      if (s.seq_len != side * side + 1)
+        c.fail("seq_len", fmt::format("seq_len {} does not match (image_size/patch_size)^2 + 1 = {}", s.seq_len, side * side + 1),
+               "leave seq_len out for vit models: it is derived");
+      break;
+    }
+    case Family::resnet:
+      if (s.resnet_blocks.empty())
+        c.fail("resnet_blocks", "resnet_blocks is empty", "bottleneck blocks per stage, e.g. [3, 4, 6, 3] for ResNet-50");
+      for (int64_t b : s.resnet_blocks)
+        if (b < 1) c.fail("resnet_blocks", fmt::format("every stage needs at least one block, got {}", b), "e.g. [3, 4, 6, 3]");
+      c.positive("resnet_width", s.resnet_width);
+      c.positive("channels", s.channels);
+      c.positive("num_classes", s.num_classes);
+      if (s.image_size < 32)
+        c.fail("image_size", fmt::format("image_size must be at least 32, got {}", s.image_size),
+               "the stem and stages halve the image five times; 224 is standard");
+      if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
+      break;
+    case Family::mlp:
+      if (s.activation == Activation::swiglu)
+        c.fail("activation", "an mlp's activation must be relu or gelu, got swiglu", "use \"relu\" or \"gelu\"");
+      if (s.mlp_widths.size() < 3)
+        c.fail("mlp_widths", fmt::format("mlp_widths needs at least 3 widths (input, hidden..., output), got {}", s.mlp_widths.size()),
+               "e.g. [784, 1024, 1024, 10]");
+      for (int64_t w : s.mlp_widths)
+        if (w < 1) c.fail("mlp_widths", fmt::format("every width must be a positive integer, got {}", w), "e.g. [784, 1024, 1024, 10]");
+      break;
+  }
+}
+
+namespace {
+
+// ---- The catalog format: one table of fields ------------------------------------------
+
+constexpr unsigned bit(Family f) { return 1u << static_cast<unsigned>(f); }
+constexpr unsigned kAll = bit(Family::gpt) | bit(Family::llama) | bit(Family::bert) | bit(Family::vit) |
+                          bit(Family::resnet) | bit(Family::mlp);
+constexpr unsigned kTransformers = bit(Family::gpt) | bit(Family::llama) | bit(Family::bert) | bit(Family::vit);
+constexpr unsigned kText = bit(Family::gpt) | bit(Family::llama) | bit(Family::bert);
+constexpr unsigned kImage = bit(Family::vit) | bit(Family::resnet);
+
+using FieldReader = void (*)(const json::Reader& r, ModelSpec& s);
+
+struct FieldDef {
+  std::string_view name;
+  unsigned families;
+  FieldReader read;
+};
+
+std::vector<int64_t> positive_ints(const json::Reader& r) {
+  std::vector<int64_t> out;
+  for (const auto& item : r.items()) out.push_back(item.as_positive_int());
+  return out;
+}
+
+const FieldDef kFields[] = {
+    {"display_name", kAll, [](const json::Reader& r, ModelSpec& s) { s.display_name = r.as_string(); }},
+    {"source", kAll, [](const json::Reader& r, ModelSpec& s) { s.source = r.as_string(); }},
+    {"notes", kAll, [](const json::Reader& r, ModelSpec& s) { s.notes = r.as_string(); }},
+    {"published_params", kAll,
+     [](const json::Reader& r, ModelSpec& s) {
+       double v = r.as_quantity(units::Dimension::count);
+       if (!(v > 0)) throw r.error(fmt::format("must be positive, got {}", v)).hint("e.g. 6.74e9 or \"6.74B\"");
+       s.published_params = v;
+     }},
+    {"published_params_tolerance", kAll,
+     [](const json::Reader& r, ModelSpec& s) { s.published_params_tolerance = r.as_quantity(units::Dimension::ratio); }},
+    {"layers", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.layers = r.as_positive_int(); }},
+    {"hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.hidden = r.as_positive_int(); }},
+    {"heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.heads = r.as_positive_int(); }},
+    {"kv_heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.kv_heads = r.as_positive_int(); }},
+    {"ffn_hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.ffn_hidden = r.as_positive_int(); }},
+    {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(); }},
+    {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(); }},
+    {"norm", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.norm = parse_norm(r.as_choice(norm_names())); }},
+    {"activation", kTransformers | bit(Family::mlp),
+     [](const json::Reader& r, ModelSpec& s) { s.activation = parse_activation(r.as_choice(activation_names())); }},
+    {"position", kText, [](const json::Reader& r, ModelSpec& s) { s.position = parse_position(r.as_choice(position_names())); }},
+    {"tied_embeddings", kText, [](const json::Reader& r, ModelSpec& s) { s.tied_embeddings = r.as_bool(); }},
+    {"bias", kTransformers | bit(Family::mlp), [](const json::Reader& r, ModelSpec& s) { s.bias = r.as_bool(); }},
+    {"dropout", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.dropout = r.as_bool(); }},
+    {"dropout_p", kTransformers,
+     [](const json::Reader& r, ModelSpec& s) {
+       s.dropout_p = r.as_nonnegative();
+       if (s.dropout_p >= 1) throw r.error(fmt::format("must be below 1, got {}", s.dropout_p)).hint("typically 0.1");
+     }},
+    {"norm_eps", kTransformers | bit(Family::resnet), [](const json::Reader& r, ModelSpec& s) { s.norm_eps = r.as_positive(); }},
+    {"rope_theta", bit(Family::gpt) | bit(Family::llama), [](const json::Reader& r, ModelSpec& s) { s.rope_theta = r.as_positive(); }},
+    {"type_vocab", bit(Family::bert), [](const json::Reader& r, ModelSpec& s) { s.type_vocab = r.as_nonnegative_int(); }},
+    {"image_size", kImage, [](const json::Reader& r, ModelSpec& s) { s.image_size = r.as_positive_int(); }},
+    {"patch_size", bit(Family::vit), [](const json::Reader& r, ModelSpec& s) { s.patch_size = r.as_positive_int(); }},
+    {"channels", kImage, [](const json::Reader& r, ModelSpec& s) { s.channels = r.as_positive_int(); }},
+    {"num_classes", kImage, [](const json::Reader& r, ModelSpec& s) { s.num_classes = r.as_positive_int(); }},
+    {"resnet_blocks", bit(Family::resnet),
+     [](const json::Reader& r, ModelSpec& s) {
+       s.resnet_blocks = positive_ints(r);
+       if (s.resnet_blocks.empty()) throw r.error("must not be empty").hint("blocks per stage, e.g. [3, 4, 6, 3] for ResNet-50");
+     }},
+    {"resnet_width", bit(Family::resnet), [](const json::Reader& r, ModelSpec& s) { s.resnet_width = r.as_positive_int(); }},
+    {"mlp_widths", bit(Family::mlp),
+     [](const json::Reader& r, ModelSpec& s) {
+       s.mlp_widths = positive_ints(r);
+       if (s.mlp_widths.size() < 3)
+         throw r.error(fmt::format("needs at least 3 widths (input, hidden..., output), got {}", s.mlp_widths.size()))
+             .hint("e.g. [784, 1024, 1024, 10]");
+     }},
+};
+
+// Applies every field present in object `r` to `s`; records the names set in `given`.
+void apply_fields(const json::Reader& r, ModelSpec& s, std::set<std::string, std::less<>>& given) {
+  for (const auto& f : kFields) {
+    auto value = r.optional_field(f.name);
+    if (!value) continue;
+    if (!(f.families & bit(s.family)))
+      throw value->error(fmt::format("field \"{}\" does not apply to {} models", f.name, family_name(s.family)))
+          .hint(f.name == "seq_len" && s.family == Family::vit
+                    ? "a vit's sequence length is derived: (image_size / patch_size)^2 + 1"
+                    : "remove it, or check \"family\"");
+    f.read(*value, s);
+    given.emplace(f.name);
+  }
+}
+
+void require(const json::Reader& r, const ModelSpec& s, const std::set<std::string, std::less<>>& given,
+             std::initializer_list<std::string_view> fields) {
+  for (auto f : fields)
+    if (!given.count(f))
+      throw r.error(fmt::format("missing required field \"{}\"", f))
+          .hint(fmt::format("a {} model needs {}", family_name(s.family), family_list(s.family)));
+}
+
+}  // namespace
+
+ModelSpec parse_with_defaults(const json::Reader& r, const json::Reader* defaults) {
+  if (!r.is_object())
+    throw r.error("a model must be an object").hint("write {\"name\": ..., \"family\": ..., \"layers\": ...}");
+  std::optional<Family> family;
+  if (defaults)
+    if (auto f = defaults->optional_field("family")) family = parse_family(f->as_choice(family_names()));
+  if (auto f = r.optional_field("family")) family = parse_family(f->as_choice(family_names()));
+  if (!family)
+    throw r.error("missing required field \"family\"").hint("one of: " + join(family_names(), ", "));
+  ModelSpec s = family_defaults(*family);
+  std::set<std::string, std::less<>> given;
+  if (defaults) {
+    if (defaults->has("name"))
+      throw defaults->field("name").error("\"name\" cannot be a default").hint("give each model its own name");
+    apply_fields(*defaults, s, given);
+    defaults->finish();
+  }
+  s.name = r.field("name").as_string();
+  if (s.name.empty()) throw r.field("name").error("must not be empty").hint("e.g. \"gpt3-175b\"");
+  apply_fields(r, s, given);
+  r.finish();
+  switch (s.family) {
+    case Family::gpt:
+    case Family::bert: require(r, s, given, {"layers", "hidden", "heads", "vocab", "seq_len"}); break;
+    case Family::llama: require(r, s, given, {"layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len"}); break;
+    case Family::vit: require(r, s, given, {"layers", "hidden", "heads", "image_size", "patch_size", "num_classes"}); break;
+    case Family::resnet: require(r, s, given, {"resnet_blocks"}); break;
+    case Family::mlp: require(r, s, given, {"mlp_widths"}); break;
+  }
+  if (s.is_transformer() && s.activation == Activation::swiglu && !given.count("ffn_hidden"))
+    throw r.error("missing required field \"ffn_hidden\"")
+        .hint("SwiGLU models have no standard ffn size; give it (e.g. 11008 for Llama 2 7B)");
+  s.file = r.file();
+  s.pointer = r.pointer();
+  s = finalize_spec(std::move(s));
+  validate_spec_at(s, catalog_field_pointer(s));
+  return s;
+}
+
+}  // namespace detail
+
+void validate_spec(const ModelSpec& spec) { detail::validate_spec_at(spec, detail::catalog_field_pointer(spec)); }
+
+ModelSpec parse_model_spec(const json::Reader& reader) { return detail::parse_with_defaults(reader, nullptr); }
+
+ModelSpec parse_model_spec(const json::Reader& reader, const json::Json& defaults) {
+  json::Reader d(defaults, reader.file(), "/defaults");
+  return detail::parse_with_defaults(reader, &d);
+}
+
+std::vector<ModelSpec> parse_model_file(std::string_view text, const std::string& file) {
+  json::Json doc = json::parse_text(text, file);
+  json::Reader root(doc, file);
+  std::vector<ModelSpec> out;
+  if (root.is_array()) {
+    for (const auto& item : root.items()) out.push_back(parse_model_spec(item));
+  } else if (root.is_object() && root.has("models")) {
+    (void)root.optional_field("description");
+    auto defaults = root.optional_field("defaults");
+    if (defaults && !defaults->is_object())
+      throw defaults->error("\"defaults\" must be an object").hint("fields shared by the file's models, e.g. {\"family\": \"gpt\"}");
+    std::optional<json::Reader> d;
+    if (defaults) d.emplace(defaults->value(), file, "/defaults");
+    for (const auto& item : root.field("models").items())
+      out.push_back(detail::parse_with_defaults(item, d ? &*d : nullptr));
+    root.finish();
+  } else if (root.is_object()) {
+    out.push_back(parse_model_spec(root));
+  } else {
+    throw root.error("must be a model object, an array of models, or {\"models\": [...]}")
+        .hint("see models/README.md for the catalog format");
+  }
+  return out;
+}
+
+}  // namespace trainplan::models
