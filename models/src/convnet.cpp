@@ -48,7 +48,7 @@ class ResNetBuilder {
       }
     }
     b_.begin_unit("head");
-    Op gap = make_elementwise("head.pool", OpKind::pool, TpSplit::none, {x.op}, {x.c}, {0, 0});
+    Op gap = make_elementwise("head.pool", OpKind::pool, TpSplit::none, {x.op}, {1, x.c}, {0, 0});
     gap.pool_mode = PoolMode::global_avg;
     const double in = elems({x.c, x.hw, x.hw});
     gap.flops_fwd = in;
@@ -153,7 +153,7 @@ ModelGraph build_mlp(const ModelSpec& spec) {
       set_saved(loss, static_cast<double>(w[i + 1]), 0, false);
       b.add(std::move(loss));
     } else {
-      Op act = make_activation(p + ".act", spec.activation, TpSplit::none, x, {w[i + 1]});
+      Op act = make_activation(p + ".act", spec.activation, TpSplit::none, x, {1, w[i + 1]});
       // ReLU's backward needs its output, which the next linear saves; gelu needs its input.
       set_saved(act, spec.activation == Activation::relu ? 0 : static_cast<double>(w[i + 1]), 0, false);
       x = b.add(std::move(act));

@@ -200,7 +200,7 @@ class TransformerBuilder {
     const int64_t s = dims_.s, h = dims_.h;
     if (spec_.family == Family::vit) {
       int n = norm("head.norm", x);
-      Op cls = make_elementwise("head.class_token", OpKind::pool, TpSplit::replicated, {n}, {h}, {0, 0});
+      Op cls = make_elementwise("head.class_token", OpKind::pool, TpSplit::replicated, {n}, {1, h}, {0, 0});
       cls.pool_mode = PoolMode::first_token;
       const int cls_id = b_.add(std::move(cls));
       Op fc = make_linear("head.classifier", TpSplit::replicated, cls_id, 1, h, spec_.num_classes, true);

@@ -32,7 +32,7 @@ void check_shapes(const ModelGraph& g) {
         } else {
           REQUIRE(in.size() == 1);
           CHECK(numel(in[0]) == static_cast<double>(op.m) * static_cast<double>(op.k));
-          CHECK(in[0].back() == op.k);
+          CHECK(in[0] == std::vector<int64_t>{op.m, op.k});
         }
         CHECK(op.out_shape == std::vector<int64_t>{op.m, op.n});
         CHECK(op.weight_shape == std::vector<int64_t>{op.k, op.n});
@@ -89,8 +89,8 @@ void check_shapes(const ModelGraph& g) {
         break;
       case OpKind::pool:
         REQUIRE(in.size() == 1);
-        if (op.pool_mode == PoolMode::global_avg) CHECK(op.out_shape == std::vector<int64_t>{in[0][0]});
-        if (op.pool_mode == PoolMode::first_token) CHECK(op.out_shape == std::vector<int64_t>{in[0][1]});
+        if (op.pool_mode == PoolMode::global_avg) CHECK(op.out_shape == std::vector<int64_t>{1, in[0][0]});
+        if (op.pool_mode == PoolMode::first_token) CHECK(op.out_shape == std::vector<int64_t>{1, in[0][1]});
         break;
       case OpKind::loss:
         REQUIRE(in.size() == 1);

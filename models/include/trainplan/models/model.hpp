@@ -149,7 +149,8 @@ struct ModelSpec {
 ///  batchnorm   per channel over the batch and H, W; gamma and beta (running statistics are
 ///              buffers, not parameters).
 ///  pool        pool_mode: max / avg over kernel x kernel windows with stride and padding;
-///              global_avg over H, W ({C, H, W} -> {C}); first_token ({s, h} -> {h}).
+///              global_avg over H, W ({C, H, W} -> {1, C}); first_token ({s, h} -> {1, h}):
+///              the {1, n} outputs feed a linear with m = 1.
 ///  loss        cross-entropy of logits x {rows, classes} against batch labels (decoders:
 ///              the next token; bert: the token itself, masked-LM over every position),
 ///              mean over rows: out {1}.
