@@ -84,6 +84,20 @@ std::string_view comm_purpose_name(CommPurpose p) {
   return "?";
 }
 
+std::string_view tensor_role_name(TensorRole r) {
+  switch (r) {
+    case TensorRole::none: return "none";
+    case TensorRole::output: return "output";
+    case TensorRole::input: return "input";
+    case TensorRole::grad_output: return "grad_output";
+    case TensorRole::grad_input: return "grad_input";
+    case TensorRole::params: return "params";
+    case TensorRole::grads: return "grads";
+    case TensorRole::loss_stats: return "loss_stats";
+  }
+  return "?";
+}
+
 std::string_view buffer_kind_name(BufferKind k) {
   switch (k) {
     case BufferKind::activations: return "activations";

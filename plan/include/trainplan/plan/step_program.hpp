@@ -46,6 +46,19 @@ enum class CommPurpose {
   ps,          // parameter server push / pull
   none,
 };
+/// Which tensor a communication task moves (with Task::op / unit / ops saying whose).
+enum class TensorRole {
+  none,
+  output,       // an op's forward output (tp all-reduce after a row-parallel linear; pp send of a unit's output)
+  input,        // an op's forward input (sequence-parallel all-gather before a column group)
+  grad_output,  // gradient w.r.t. an op's output (sequence-parallel all-gather before a row linear's backward)
+  grad_input,   // gradient w.r.t. an op's input (tp all-reduce after a column group's backward; pp send backward)
+  params,       // parameters of Task::ops (ZeRO all-gathers, parameter-server pull)
+  grads,        // gradients of Task::ops (dp buckets, ZeRO reduce-scatter, tied-embedding all-reduce)
+  loss_stats,   // vocab-parallel cross-entropy statistics (see below)
+};
+std::string_view tensor_role_name(TensorRole r);
+
 /// What a transient buffer holds.
 enum class BufferKind { activations, params, gradients, comm, workspace };
 enum class Granularity {
@@ -90,6 +103,15 @@ struct Task {
                            // send/recv: bytes transferred
   CommPurpose purpose = CommPurpose::none;
   int64_t comm_id = -1;
+  /// What moves. Communication tasks also set `op` (tp collectives: the op they belong to),
+  /// `unit` (pp send/recv: the unit whose output / input gradient moves) or `ops` (dp / ZeRO /
+  /// ps: the ops whose parameters or gradients are in the bucket, in bucket order).
+  /// A vocab-parallel cross-entropy with tp > 1 is one compute task (local logit max) followed
+  /// by two all-reduces with role loss_stats: the first of the max (s elements per sample),
+  /// after which each rank computes its local sum of exponentials and target logit; the second
+  /// of those two (2s elements), after which the loss is combined. Executors do that small
+  /// local work when each collective completes; the simulator treats it as free.
+  TensorRole role = TensorRole::none;
 
   // memory
   BufferKind buffer = BufferKind::activations;
