@@ -12,7 +12,10 @@
 //   hw::Catalog mine = hw::Catalog::builtin();
 //   mine.apply_price_file("prices-eu-west-1.json");          // user prices override
 //
-// Unknown names throw trainplan::Error with the closest known name as the hint.
+//   hw::Catalog cat2 = hw::load_catalog(opts.catalog_dir, opts.price_file);  // what the CLI uses
+//
+// Unknown names throw trainplan::Error with the closest known name as the hint. The file
+// format (fields, units, sources, price files) is documented in hwprofiles/README.md.
 #pragma once
 
 #include <map>
@@ -29,9 +32,19 @@ namespace trainplan::hw {
 struct Source {
   std::string id;           // "price_list_2026"
   std::string description;  // what the source is, enough to find it again
-  std::string date;         // ISO date ("2026-09-24") or year-month
+  std::string date;         // ISO date: "2026-09-24", "2026-09" or "2026" ("undated" for a
+                            // user price file without a date)
   bool verified = true;     // false: from memory / secondary, marked unverified in the data
 };
+
+/// Field groups an instance names a source for (InstanceType::sources keys), in display
+/// order: hardware, topology, pcie, network, efa, gpudirect_rdma, network_latency, storage,
+/// ebs, ec2_on_demand, sagemaker, sagemaker_uplift, spot, spot_discount, interruption.
+const std::vector<std::string>& instance_source_groups();
+/// Field groups of a GPU (GpuSpec::sources keys): memory, peaks, tdp, compute_capability.
+const std::vector<std::string>& gpu_source_groups();
+/// AWS Spot Advisor interruption-frequency buckets, lowest first.
+const std::vector<std::string>& interruption_buckets();
 
 struct GpuSpec {
   std::string name;                 // "A100-SXM4-40GB"
@@ -43,7 +56,12 @@ struct GpuSpec {
   /// peak). A precision missing here is not supported (T4 and V100 have no bf16).
   std::map<Precision, double> peak_flops;
   double tdp_w = 0;
-  std::string source;               // source id
+  std::string memory_type;          // "HBM2", "GDDR6" ...
+  std::string source;               // source id of the peaks (== sources.at("peaks"))
+  /// Field group (gpu_source_groups()) -> source id.
+  std::map<std::string, std::string> sources;
+  std::vector<std::string> notes;   // caveats shown by `trainplan catalog`
+  std::string file;                 // catalog file it came from
 
   bool supports(Precision p) const { return peak_flops.count(p) != 0; }
   /// Peak for `p`; throws Error if unsupported.
@@ -79,9 +97,12 @@ struct IntraNodeTopology {
   int sockets = 1;
   /// Socket-to-socket (UPI / Infinity Fabric) bandwidth per direction.
   double inter_socket_bandwidth_bytes_per_s = 0;
-  /// One-hop latencies.
+  /// One-hop latencies: a direct NVLink, GPU<->NVSwitch, one PCIe link, socket<->socket.
   double nvlink_latency_s = 0;
   double pcie_latency_s = 0;
+  double inter_socket_latency_s = 0;
+  /// PCIe generation of the GPU host link (3, 4, 5), for display.
+  int pcie_generation = 0;
 };
 
 struct NetworkSpec {
@@ -95,6 +116,12 @@ struct NetworkSpec {
   /// Node-to-node one-way latency (NIC + fabric).
   double latency_s = 0;
   std::string fabric;  // "EFA v1", "ENA", "InfiniBand HDR" ...
+  /// True when AWS sells the size as "up to N Gbps": bandwidth_bytes_per_s is then the
+  /// baseline (sustained) figure, and short bursts can go faster.
+  bool burstable = false;
+
+  /// Bandwidth of one NIC device, per direction (bandwidth / nics).
+  double nic_bandwidth_bytes_per_s() const { return nics > 0 ? bandwidth_bytes_per_s / nics : 0.0; }
 };
 
 struct StorageSpec {
@@ -102,7 +129,7 @@ struct StorageSpec {
   int nvme_devices = 0;
   double nvme_read_bandwidth_bytes_per_s = 0;   // aggregate
   double nvme_write_bandwidth_bytes_per_s = 0;  // aggregate
-  double ebs_bandwidth_bytes_per_s = 0;
+  double ebs_bandwidth_bytes_per_s = 0;       // 0: unknown (not given)
 };
 
 /// Prices in USD per instance-hour for the catalog region (us-east-1 unless a user price file
@@ -112,7 +139,16 @@ struct Prices {
   std::optional<double> sagemaker_on_demand;
   /// True when sagemaker_on_demand was derived from EC2 × an uplift factor (see source).
   bool sagemaker_estimated = false;
+  /// SageMaker/EC2 price ratio used where no SageMaker price is known (family figure).
+  std::optional<double> sagemaker_uplift;
+  /// Spot price used by the cost model: the midpoint of spot_min..spot_max where samples
+  /// exist, else EC2 × (1 - spot_discount) with spot_estimated = true.
   std::optional<double> spot;
+  std::optional<double> spot_min;     // lowest sampled spot price over availability zones
+  std::optional<double> spot_max;     // highest sampled spot price
+  bool spot_estimated = false;
+  /// Fraction saved by spot vs on-demand observed for the family (0.64 = 64% cheaper).
+  std::optional<double> spot_discount;
   /// AWS Spot Advisor bucket: "<5%", "5-10%", "10-15%", "15-20%", ">20%" (monthly rate).
   std::string interruption_bucket;
   std::string region;
@@ -131,7 +167,11 @@ struct InstanceType {
   Prices prices;
   bool aws = true;        // false for generic clusters (DGX) that have no AWS prices
   std::string description;
-  /// Field group ("hardware", "network", "topology", "storage", "prices", ...) -> source id.
+  std::string cpu;        // host CPUs, e.g. "2x Intel Xeon Platinum 8275CL"
+  std::vector<std::string> notes;  // caveats (stale prices, missing listings) for display
+  /// Field group (instance_source_groups(): "hardware", "topology", "network", "ec2_on_demand",
+  /// ...) -> source id; "a+b" names two sources. Groups without a value are absent; an
+  /// estimated price names the source of its factor (sagemaker_uplift, spot_discount).
   std::map<std::string, std::string> sources;
   std::string file;       // catalog file it came from
 };
@@ -157,12 +197,20 @@ class Catalog {
   const std::map<std::string, Source>& sources() const { return sources_; }
 
   /// Overrides prices from a user file:
-  ///   {"region": "eu-west-1", "source": "our EDP quote 2026-10",
+  ///   {"region": "eu-west-1", "source": "our EDP quote 2026-10", "date": "2026-10-01",
   ///    "prices": {"p4d.24xlarge": {"ec2_on_demand": 19.5, "spot": 7.1,
   ///                                "sagemaker_on_demand": 25.0, "interruption_bucket": "5-10%"}}}
+  /// Prices are USD per instance-hour. Only the listed instances change (their region becomes
+  /// the file's, or the entry's own "region"). A new EC2 price also re-derives the estimated
+  /// SageMaker and spot prices of that instance. The file becomes a source with id
+  /// "user:<name>" dated by "date" (default: "undated").
   /// Unknown instances or fields are errors naming the file and pointer.
   void apply_price_file(const std::string& path);
   void apply_price_json(const json::Json& doc, const std::string& name);
+
+  /// The instance named `name`, or nullptr.
+  const InstanceType* find_instance(const std::string& name) const;
+  const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
  private:
   std::map<std::string, GpuSpec> gpus_;
@@ -170,5 +218,19 @@ class Catalog {
   std::vector<std::string> instance_order_;
   std::map<std::string, Source> sources_;
 };
+
+/// The catalog a command should use: the built-in one, or every *.json under `dir` when
+/// `dir` is not empty; then the user price file `price_file` when not empty.
+Catalog load_catalog(const std::string& dir, const std::string& price_file);
+
+/// Machine-readable descriptions (SI units, unit in the key), for `trainplan catalog --json`.
+json::Json to_json(const Source& source);
+json::Json to_json(const GpuSpec& gpu);
+json::Json to_json(const InstanceType& instance);
+
+/// Checks the internal consistency of an instance type (GPU count vs topology matrix,
+/// sockets, PCIe switches, NICs, prices). Throws Error without a location; the catalog
+/// loader adds file and pointer. Cluster::build calls it too.
+void check_instance(const InstanceType& instance);
 
 }  // namespace trainplan::hw

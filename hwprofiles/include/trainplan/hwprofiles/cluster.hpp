@@ -11,9 +11,14 @@
 //   c.route(0, 8);                   // node 0 -> node 1 over the NICs and the fabric
 //
 // GPUs never forward traffic for others: a route may start and end at a GPU but not pass
-// through one (CUDA peer-to-peer and NCCL p2p behave this way). Among the paths allowed, the
-// route is the one with the widest bottleneck, then the fewest hops, then the lowest link
-// ids (deterministic).
+// through one (CUDA peer-to-peer and NCCL p2p behave this way). A route between two GPUs of
+// one node stays inside that node; between nodes it crosses the fabric once. Among the paths
+// allowed, the route is the one with the widest bottleneck, then the fewest hops, then the
+// lexicographically lowest sequence of link ids (deterministic).
+//
+// Ids: vertices and links are numbered node by node (node k's block is the same as node 0's,
+// shifted), each physical link's two directions are consecutive ids (forward = lower device
+// first), and the fabric vertex is the last vertex.
 #pragma once
 
 #include <memory>
@@ -35,6 +40,10 @@ struct Vertex {
   int node = 0;         // instance index; the fabric has node -1
   int local_index = 0;  // index among vertices of this kind in its node
   std::string name;     // "n0.gpu3", "n1.nic0", "fabric"
+  /// NIC vertices: network devices bonded into this vertex. When an instance has more NICs
+  /// than GPUs (p5: 32 EFA for 8 GPUs), the NICs local to one GPU are one vertex, since NCCL
+  /// stripes that GPU's traffic over all of them (multi-rail). 0 for other kinds.
+  int devices = 0;
 };
 
 struct Link {

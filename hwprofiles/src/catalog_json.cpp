@@ -1,0 +1,116 @@
+// Machine-readable catalog entries: SI units with the unit in the key, missing values null.
+#include "trainplan/hwprofiles/catalog.hpp"
+
+namespace trainplan::hw {
+namespace {
+
+json::Json optional_number(const std::optional<double>& v) { return v ? json::Json(*v) : json::Json(nullptr); }
+
+json::Json string_map(const std::map<std::string, std::string>& m, const std::vector<std::string>& order) {
+  json::Json out = json::Json::object();
+  for (const auto& key : order)
+    if (auto it = m.find(key); it != m.end()) out[key] = it->second;
+  return out;
+}
+
+}  // namespace
+
+json::Json to_json(const Source& s) {
+  json::Json j;
+  j["id"] = s.id;
+  j["description"] = s.description;
+  j["date"] = s.date;
+  j["verified"] = s.verified;
+  return j;
+}
+
+json::Json to_json(const GpuSpec& g) {
+  json::Json j;
+  j["name"] = g.name;
+  j["arch"] = g.arch;
+  j["compute_capability"] = g.compute_capability;
+  j["memory_bytes"] = g.memory_bytes;
+  j["memory_type"] = g.memory_type;
+  j["memory_bandwidth_bytes_per_s"] = g.memory_bandwidth_bytes_per_s;
+  json::Json peaks = json::Json::object();
+  for (const auto& [p, flops] : g.peak_flops) peaks[std::string(precision_name(p))] = flops;
+  j["peak_flops_per_s"] = peaks;
+  j["tdp_w"] = g.tdp_w;
+  j["sources"] = string_map(g.sources, gpu_source_groups());
+  j["notes"] = g.notes;
+  return j;
+}
+
+json::Json to_json(const InstanceType& inst) {
+  json::Json j;
+  j["name"] = inst.name;
+  j["family"] = inst.family;
+  j["aws"] = inst.aws;
+  j["description"] = inst.description;
+  j["gpu"] = inst.gpu;
+  j["gpu_count"] = inst.gpu_count;
+  j["vcpus"] = inst.vcpus;
+  j["host_memory_bytes"] = inst.host_memory_bytes;
+  j["cpu"] = inst.cpu;
+
+  const IntraNodeTopology& t = inst.topology;
+  json::Json topo;
+  topo["kind"] = std::string(intra_node_kind_name(t.kind));
+  if (t.kind == IntraNodeKind::nvlink_mesh) {
+    topo["nvlink_lanes"] = t.nvlink_lanes;
+    topo["nvlink_lane_bandwidth_bytes_per_s"] = t.nvlink_lane_bandwidth_bytes_per_s;
+  }
+  if (t.kind == IntraNodeKind::nvswitch) topo["nvswitch_bandwidth_bytes_per_s"] = t.nvswitch_bandwidth_bytes_per_s;
+  if (t.kind == IntraNodeKind::nvlink_mesh || t.kind == IntraNodeKind::nvswitch) topo["nvlink_latency_s"] = t.nvlink_latency_s;
+  topo["pcie_generation"] = t.pcie_generation;
+  topo["pcie_bandwidth_bytes_per_s"] = t.pcie_bandwidth_bytes_per_s;
+  topo["pcie_latency_s"] = t.pcie_latency_s;
+  topo["gpus_per_pcie_switch"] = t.gpus_per_pcie_switch;
+  topo["pcie_switch_uplink_bytes_per_s"] = t.pcie_switch_uplink_bytes_per_s;
+  topo["sockets"] = t.sockets;
+  topo["inter_socket_bandwidth_bytes_per_s"] = t.inter_socket_bandwidth_bytes_per_s;
+  topo["inter_socket_latency_s"] = t.inter_socket_latency_s;
+  j["topology"] = topo;
+
+  const NetworkSpec& n = inst.network;
+  json::Json net;
+  net["bandwidth_bytes_per_s"] = n.bandwidth_bytes_per_s;
+  net["burstable"] = n.burstable;
+  net["nics"] = n.nics;
+  net["efa"] = n.efa;
+  net["gpudirect_rdma"] = n.gpudirect_rdma;
+  net["latency_s"] = n.latency_s;
+  net["fabric"] = n.fabric;
+  j["network"] = net;
+
+  const StorageSpec& s = inst.storage;
+  json::Json st;
+  st["local_nvme_bytes"] = s.local_nvme_bytes;
+  st["nvme_devices"] = s.nvme_devices;
+  st["nvme_read_bandwidth_bytes_per_s"] = s.nvme_read_bandwidth_bytes_per_s;
+  st["nvme_write_bandwidth_bytes_per_s"] = s.nvme_write_bandwidth_bytes_per_s;
+  st["ebs_bandwidth_bytes_per_s"] = s.ebs_bandwidth_bytes_per_s;
+  j["storage"] = st;
+
+  const Prices& p = inst.prices;
+  json::Json pr;
+  pr["region"] = p.region;
+  pr["ec2_on_demand_usd_per_hour"] = optional_number(p.ec2_on_demand);
+  pr["sagemaker_on_demand_usd_per_hour"] = optional_number(p.sagemaker_on_demand);
+  pr["sagemaker_estimated"] = p.sagemaker_estimated;
+  pr["sagemaker_uplift"] = optional_number(p.sagemaker_uplift);
+  pr["spot_usd_per_hour"] = optional_number(p.spot);
+  pr["spot_min_usd_per_hour"] = optional_number(p.spot_min);
+  pr["spot_max_usd_per_hour"] = optional_number(p.spot_max);
+  pr["spot_estimated"] = p.spot_estimated;
+  pr["spot_discount"] = optional_number(p.spot_discount);
+  pr["interruption_bucket"] = p.interruption_bucket.empty() ? json::Json(nullptr) : json::Json(p.interruption_bucket);
+  j["prices"] = pr;
+
+  j["sources"] = string_map(inst.sources, instance_source_groups());
+  j["notes"] = inst.notes;
+  j["file"] = inst.file;
+  return j;
+}
+
+}  // namespace trainplan::hw

@@ -1,0 +1,566 @@
+#include "catalog_parse.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "trainplan/core/strings.hpp"
+#include "trainplan/core/units.hpp"
+
+namespace trainplan::hw::detail {
+namespace {
+
+using json::Reader;
+using units::Dimension;
+
+// ---- small readers -------------------------------------------------------------------------
+
+double positive_quantity(const Reader& r, Dimension dim) {
+  double v = r.as_quantity(dim);
+  if (!(v > 0.0))
+    throw r.error(fmt::format("must be positive, got {}", r.value().dump()))
+        .hint("use a value greater than zero");
+  return v;
+}
+
+// A reference to a source id, checked once every file has been read.
+struct SourceRef {
+  std::string id;
+  std::string file;
+  std::string pointer;
+};
+
+// ---- layered objects: an instance's fields fall back to its family's "defaults" ----------
+
+// One object of the "defaults" tree. Child readers are cached so that fields marked as read
+// while loading one instance stay marked for the final unknown-field check.
+struct DefaultsNode {
+  Reader reader;
+  std::map<std::string, std::unique_ptr<DefaultsNode>, std::less<>> children;
+
+  explicit DefaultsNode(Reader r) : reader(std::move(r)) {}
+  DefaultsNode* child(std::string_view key) {
+    auto it = children.find(key);
+    if (it != children.end()) return it->second.get();
+    auto f = reader.optional_field(key);
+    if (!f) return nullptr;
+    if (!f->is_object()) (void)f->entries();  // throws "must be an object"
+    auto node = std::make_unique<DefaultsNode>(*f);
+    DefaultsNode* out = node.get();
+    children.emplace(std::string(key), std::move(node));
+    return out;
+  }
+  // Checks every object in the tree for fields no instance read.
+  void finish() const {
+    reader.finish();
+    for (const auto& [key, node] : children) node->finish();
+  }
+};
+
+const json::Json& empty_object() {
+  static const json::Json kEmpty = json::Json::object();
+  return kEmpty;
+}
+
+class Layered {
+ public:
+  Layered(Reader top, DefaultsNode* base) : top_(std::move(top)), base_(base) {}
+
+  const Reader& top() const { return top_; }
+
+  /// The field from the instance, else from the defaults; nullopt if neither has it.
+  std::optional<Reader> get(std::string_view key) const {
+    if (top_.has(key)) {
+      if (base_ && base_->reader.is_object()) base_->reader.ignore(key);
+      return top_.optional_field(key);
+    }
+    if (base_ && base_->reader.has(key)) return base_->reader.optional_field(key);
+    top_.ignore(key);
+    return std::nullopt;
+  }
+  /// True when the instance itself (not the defaults) gives `key`.
+  bool from_top(std::string_view key) const { return top_.has(key); }
+
+  Reader require(std::string_view key) const {
+    auto r = get(key);
+    if (!r)
+      throw Error(fmt::format("missing required field \"{}\"", key))
+          .at(top_.file(), top_.pointer().empty() ? "/" : top_.pointer())
+          .hint(fmt::format("add \"{}\" to this object or to the family's \"defaults\"", key));
+    return *r;
+  }
+
+  /// A nested object (topology, network ...), layered the same way.
+  Layered sub(std::string_view key) const {
+    DefaultsNode* base_child = base_ ? base_->child(key) : nullptr;
+    if (top_.has(key)) {
+      Reader r = *top_.optional_field(key);
+      if (!r.is_object()) (void)r.entries();  // throws "must be an object" at the right place
+      return Layered(r, base_child);
+    }
+    top_.ignore(key);
+    return Layered(Reader(empty_object(), top_.file(), top_.pointer() + "/" + std::string(key)), base_child);
+  }
+
+  std::string string_or(std::string_view key, const std::string& fallback) const {
+    auto r = get(key);
+    return r ? r->as_string() : fallback;
+  }
+  bool bool_or(std::string_view key, bool fallback) const {
+    auto r = get(key);
+    return r ? r->as_bool() : fallback;
+  }
+
+  /// Errors when the instance itself gives `key` although it does not apply (`why`).
+  void reject_if_top(std::string_view key, const std::string& why) const {
+    if (!top_.has(key)) return;
+    throw Error(fmt::format("\"{}\" does not apply here: {}", key, why))
+        .at(top_.file(), top_.pointer() + "/" + std::string(key))
+        .hint("remove it");
+  }
+
+  void finish() const { top_.finish(); }
+
+ private:
+  Reader top_;
+  DefaultsNode* base_;
+};
+
+// ---- sources -------------------------------------------------------------------------------
+
+Source parse_source(const std::string& id, const Reader& r) {
+  Source s;
+  s.id = id;
+  s.description = r.field("description").as_string();
+  if (s.description.empty())
+    throw r.field("description").error("must not be empty").hint("say what the source is, enough to find it again");
+  Reader date = r.field("date");
+  s.date = date.as_string();
+  if (!is_iso_date(s.date))
+    throw date.error(fmt::format("\"{}\" is not a date", s.date))
+        .hint("write an ISO date: \"2026-09-24\", \"2026-09\" or \"2026\"");
+  s.verified = r.bool_or("verified", true);
+  r.finish();
+  return s;
+}
+
+void add_source_refs(const Reader& r, std::vector<SourceRef>& refs) {
+  std::string ref = r.as_string();
+  auto ids = split_source_ids(ref);
+  if (ids.empty()) throw r.error("must name a source id").hint("use an id from the \"sources\" table (sources.json)");
+  for (auto& id : ids) refs.push_back({id, r.file(), r.pointer()});
+}
+
+// ---- GPUs ----------------------------------------------------------------------------------
+
+GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRef>& refs) {
+  GpuSpec g;
+  g.name = name;
+  g.file = r.file();
+  g.arch = r.field("arch").as_string();
+  g.compute_capability = r.field("compute_capability").as_string();
+  g.memory_bytes = positive_quantity(r.field("memory"), Dimension::bytes);
+  g.memory_type = r.field("memory_type").as_string();
+  g.memory_bandwidth_bytes_per_s = positive_quantity(r.field("memory_bandwidth"), Dimension::bandwidth);
+  Reader peak = r.field("peak");
+  for (auto& [key, value] : peak.entries()) {
+    auto p = parse_precision(key);
+    if (!p)
+      throw Error(fmt::format("unknown precision \"{}\"", key))
+          .at(value.file(), value.pointer())
+          .hint(suggestion(key, precision_names()));
+    g.peak_flops[*p] = positive_quantity(value, Dimension::flops_rate);
+  }
+  if (g.peak_flops.empty()) throw peak.error("must give at least one precision").hint("e.g. {\"fp16\": \"65TFLOPS\"}");
+  g.tdp_w = r.field("tdp_w").as_positive();
+  Reader sources = r.field("sources");
+  for (auto& [group, value] : sources.entries()) {
+    const auto& groups = gpu_source_groups();
+    if (std::find(groups.begin(), groups.end(), group) == groups.end())
+      throw Error(fmt::format("unknown source group \"{}\"", group))
+          .at(value.file(), value.pointer())
+          .hint(suggestion(group, groups));
+    add_source_refs(value, refs);
+    g.sources[group] = value.as_string();
+  }
+  for (const auto& group : gpu_source_groups())
+    if (!g.sources.count(group))
+      throw sources.error(fmt::format("no source for \"{}\"", group))
+          .hint("every field group needs a source id: " + join(gpu_source_groups(), ", "));
+  g.source = g.sources.at("peaks");
+  if (auto notes = r.optional_field("notes"))
+    for (auto& n : notes->items()) g.notes.push_back(n.as_string());
+  r.finish();
+  return g;
+}
+
+// ---- instances -----------------------------------------------------------------------------
+
+IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
+  IntraNodeTopology topo;
+  static const std::vector<std::string> kKinds = {"single", "pcie", "nvlink_mesh", "nvswitch"};
+  std::string kind = t.require("kind").as_choice(kKinds);
+  topo.kind = kind == "single" ? IntraNodeKind::single
+            : kind == "pcie"   ? IntraNodeKind::pcie
+            : kind == "nvlink_mesh" ? IntraNodeKind::nvlink_mesh
+                                    : IntraNodeKind::nvswitch;
+  const bool mesh = topo.kind == IntraNodeKind::nvlink_mesh;
+  const bool nvswitch = topo.kind == IntraNodeKind::nvswitch;
+  if (mesh) {
+    Reader lanes = t.require("nvlink_lanes");
+    auto rows = lanes.items();
+    if (static_cast<int>(rows.size()) != gpu_count)
+      throw lanes.error(fmt::format("must have {} rows (one per GPU), got {}", gpu_count, rows.size()))
+          .hint("nvlink_lanes[i][j] = NVLink lanes between GPU i and GPU j");
+    for (auto& row : rows) {
+      auto cells = row.items();
+      if (static_cast<int>(cells.size()) != gpu_count)
+        throw row.error(fmt::format("must have {} columns (one per GPU), got {}", gpu_count, cells.size()))
+            .hint("nvlink_lanes[i][j] = NVLink lanes between GPU i and GPU j");
+      std::vector<int> out;
+      for (auto& c : cells) out.push_back(static_cast<int>(c.as_nonnegative_int()));
+      topo.nvlink_lanes.push_back(std::move(out));
+    }
+    topo.nvlink_lane_bandwidth_bytes_per_s = positive_quantity(t.require("nvlink_lane_bandwidth"), Dimension::bandwidth);
+  } else {
+    t.reject_if_top("nvlink_lanes", "only for kind \"nvlink_mesh\"");
+    t.reject_if_top("nvlink_lane_bandwidth", "only for kind \"nvlink_mesh\"");
+  }
+  if (nvswitch)
+    topo.nvswitch_bandwidth_bytes_per_s = positive_quantity(t.require("nvswitch_bandwidth"), Dimension::bandwidth);
+  else
+    t.reject_if_top("nvswitch_bandwidth", "only for kind \"nvswitch\"");
+  if (mesh || nvswitch)
+    topo.nvlink_latency_s = t.require("nvlink_latency").as_quantity(Dimension::duration);
+  else
+    t.reject_if_top("nvlink_latency", "only for NVLink topologies");
+  if (auto gen = t.get("pcie_generation")) topo.pcie_generation = static_cast<int>(gen->as_positive_int());
+  topo.pcie_bandwidth_bytes_per_s = positive_quantity(t.require("pcie_bandwidth"), Dimension::bandwidth);
+  topo.pcie_latency_s = t.require("pcie_latency").as_quantity(Dimension::duration);
+  if (auto per = t.get("gpus_per_pcie_switch")) topo.gpus_per_pcie_switch = static_cast<int>(per->as_nonnegative_int());
+  if (topo.gpus_per_pcie_switch > 0)
+    topo.pcie_switch_uplink_bytes_per_s = positive_quantity(t.require("pcie_switch_uplink"), Dimension::bandwidth);
+  else
+    t.reject_if_top("pcie_switch_uplink", "the instance has no PCIe switches (gpus_per_pcie_switch is 0)");
+  if (auto s = t.get("sockets")) topo.sockets = static_cast<int>(s->as_positive_int());
+  if (topo.sockets > 1) {
+    topo.inter_socket_bandwidth_bytes_per_s = positive_quantity(t.require("inter_socket_bandwidth"), Dimension::bandwidth);
+    topo.inter_socket_latency_s = t.require("inter_socket_latency").as_quantity(Dimension::duration);
+  } else {
+    t.reject_if_top("inter_socket_bandwidth", "the instance has one socket");
+    t.reject_if_top("inter_socket_latency", "the instance has one socket");
+  }
+  t.finish();
+  return topo;
+}
+
+NetworkSpec parse_network(const Layered& n) {
+  NetworkSpec net;
+  net.bandwidth_bytes_per_s = positive_quantity(n.require("bandwidth"), Dimension::bandwidth);
+  if (auto nics = n.get("nics")) net.nics = static_cast<int>(nics->as_positive_int());
+  net.efa = n.bool_or("efa", false);
+  net.gpudirect_rdma = n.bool_or("gpudirect_rdma", false);
+  net.latency_s = positive_quantity(n.require("latency"), Dimension::duration);
+  net.fabric = n.require("fabric").as_string();
+  net.burstable = n.bool_or("burstable", false);
+  n.finish();
+  return net;
+}
+
+StorageSpec parse_storage(const Layered& s) {
+  StorageSpec st;
+  if (auto v = s.get("local_nvme")) st.local_nvme_bytes = v->as_quantity(Dimension::bytes);
+  if (st.local_nvme_bytes > 0) {
+    st.nvme_devices = static_cast<int>(s.require("nvme_devices").as_positive_int());
+  } else {
+    s.reject_if_top("nvme_devices", "the instance has no local NVMe (local_nvme is 0 or missing)");
+  }
+  if (auto v = s.get("nvme_read_bandwidth")) st.nvme_read_bandwidth_bytes_per_s = positive_quantity(*v, Dimension::bandwidth);
+  if (auto v = s.get("nvme_write_bandwidth")) st.nvme_write_bandwidth_bytes_per_s = positive_quantity(*v, Dimension::bandwidth);
+  if (auto v = s.get("ebs_bandwidth")) st.ebs_bandwidth_bytes_per_s = positive_quantity(*v, Dimension::bandwidth);
+  s.finish();
+  return st;
+}
+
+Prices parse_prices(const Layered& p, bool aws) {
+  Prices pr;
+  auto usd = [&](std::string_view key) -> std::optional<double> {
+    auto v = p.get(key);
+    if (!v) return std::nullopt;
+    if (!aws)
+      throw v->error("a generic (non-AWS) cluster has no AWS prices")
+          .hint("remove it, or give prices in a user price file (--prices)");
+    return v->as_positive();
+  };
+  pr.ec2_on_demand = usd("ec2_on_demand");
+  pr.sagemaker_on_demand = usd("sagemaker_on_demand");
+  if (auto v = p.get("sagemaker_uplift")) {
+    pr.sagemaker_uplift = v->as_positive();
+    if (*pr.sagemaker_uplift < 1.0 || *pr.sagemaker_uplift > 3.0)
+      throw v->error(fmt::format("must be a SageMaker/EC2 price ratio between 1 and 3, got {}", *pr.sagemaker_uplift))
+          .hint("ratios seen are 1.15-1.40");
+  }
+  pr.spot_min = usd("spot_min");
+  pr.spot_max = usd("spot_max");
+  if (pr.spot_min.has_value() != pr.spot_max.has_value())
+    throw p.top().error("spot_min and spot_max go together").hint("give both (the lowest and highest sampled spot price)");
+  if (pr.spot_min && *pr.spot_min > *pr.spot_max)
+    throw p.require("spot_min").error(fmt::format("is above spot_max ({} > {})", *pr.spot_min, *pr.spot_max))
+        .hint("spot_min is the lowest sample, spot_max the highest");
+  if (auto v = p.get("spot_discount")) {
+    double d = v->as_quantity(Dimension::ratio);
+    if (!(d > 0.0 && d < 1.0))
+      throw v->error(fmt::format("must be a fraction between 0 and 1 (exclusive), got {}", v->value().dump()))
+          .hint("write e.g. \"64%\" or 0.64 for spot prices 64% below on-demand");
+    pr.spot_discount = d;
+  }
+  if (auto v = p.get("interruption_bucket")) pr.interruption_bucket = v->as_choice(interruption_buckets());
+  pr.region = p.string_or("region", aws ? "us-east-1" : "");
+  p.finish();
+  return pr;
+}
+
+// Which source groups have a value, so that a source is required (true) or must not be given
+// by the instance itself (false).
+std::map<std::string, bool> groups_with_values(const InstanceType& inst, const Prices& raw) {
+  return {
+      {"hardware", true},
+      {"topology", true},
+      {"pcie", true},
+      {"network", true},
+      {"efa", true},
+      {"gpudirect_rdma", inst.network.gpudirect_rdma},
+      {"network_latency", true},
+      {"storage", true},
+      {"ebs", inst.storage.ebs_bandwidth_bytes_per_s > 0},
+      {"ec2_on_demand", raw.ec2_on_demand.has_value()},
+      {"sagemaker", raw.sagemaker_on_demand.has_value()},
+      {"sagemaker_uplift", raw.sagemaker_uplift.has_value()},
+      {"spot", raw.spot_min.has_value()},
+      {"spot_discount", raw.spot_discount.has_value()},
+      {"interruption", !raw.interruption_bucket.empty()},
+  };
+}
+
+InstanceType parse_instance(const Layered& L, std::vector<SourceRef>& refs) {
+  InstanceType inst;
+  const Reader& top = L.top();
+  inst.file = top.file();
+  inst.name = top.field("name").as_string();
+  if (inst.name.empty()) throw top.field("name").error("must not be empty");
+  inst.family = L.require("family").as_string();
+  inst.aws = L.bool_or("aws", true);
+  if (inst.aws && inst.name.rfind(inst.family + ".", 0) != 0)
+    throw L.require("family").error(fmt::format("AWS instance \"{}\" is not in family \"{}\"", inst.name, inst.family))
+        .hint("an AWS instance name is <family>.<size>, e.g. p4d.24xlarge in family p4d");
+  inst.description = L.string_or("description", "");
+  inst.cpu = L.string_or("cpu", "");
+  inst.gpu = L.require("gpu").as_string();
+  inst.gpu_count = static_cast<int>(L.require("gpu_count").as_positive_int());
+  inst.vcpus = static_cast<int>(L.require("vcpus").as_positive_int());
+  inst.host_memory_bytes = positive_quantity(L.require("host_memory"), Dimension::bytes);
+  inst.topology = parse_topology(L.sub("topology"), inst.gpu_count);
+  inst.network = parse_network(L.sub("network"));
+  inst.storage = parse_storage(L.sub("storage"));
+  inst.prices = parse_prices(L.sub("prices"), inst.aws);
+
+  // Sources: group -> id; defaults may name groups an instance has no value for (those are
+  // dropped), the instance itself may not.
+  Layered src = L.sub("sources");
+  const auto with_values = groups_with_values(inst, inst.prices);
+  for (const auto& group : instance_source_groups()) {
+    auto r = src.get(group);
+    bool has_value = with_values.at(group);
+    if (!r) {
+      if (has_value)
+        throw src.top().error(fmt::format("no source for \"{}\"", group))
+            .hint("name the source id of this field group here or in the family's \"defaults\"");
+      continue;
+    }
+    if (!has_value) {
+      if (src.from_top(group) && group != "gpudirect_rdma")
+        throw r->error(fmt::format("names a source for \"{}\" but the instance has no such value", group))
+            .hint("remove it, or add the value it is the source of");
+      if (group != "gpudirect_rdma") continue;
+    }
+    add_source_refs(*r, refs);
+    inst.sources[group] = r->as_string();
+  }
+  src.finish();
+  L.finish();
+  return inst;
+}
+
+// Reads the notes of a family's defaults and of the instance (both optional), in that order.
+std::vector<std::string> read_notes(const Reader& top, DefaultsNode* defaults) {
+  std::vector<std::string> out;
+  if (defaults && defaults->reader.has("notes"))
+    for (auto& n : defaults->reader.optional_field("notes")->items()) out.push_back(n.as_string());
+  if (top.has("notes"))
+    for (auto& n : top.optional_field("notes")->items()) out.push_back(n.as_string());
+  return out;
+}
+
+struct FileParts {
+  std::string name;
+  json::Json doc;
+};
+
+}  // namespace
+
+std::vector<std::string> split_source_ids(const std::string& ref) { return split(ref, '+'); }
+
+// Dates are ISO: "2026", "2026-09" or "2026-09-24".
+bool is_iso_date(const std::string& s) {
+  auto digits = [&](size_t from, size_t n) {
+    for (size_t i = from; i < from + n; ++i)
+      if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+    return true;
+  };
+  if (s.size() == 4) return digits(0, 4);
+  if (s.size() == 7) return digits(0, 4) && s[4] == '-' && digits(5, 2);
+  if (s.size() == 10) return digits(0, 4) && s[4] == '-' && digits(5, 2) && s[7] == '-' && digits(8, 2);
+  return false;
+}
+
+
+void derive_prices(InstanceType& inst) {
+  Prices& p = inst.prices;
+  if (!p.sagemaker_on_demand || p.sagemaker_estimated) {
+    p.sagemaker_on_demand.reset();
+    p.sagemaker_estimated = false;
+    inst.sources.erase("sagemaker");
+    if (p.ec2_on_demand && p.sagemaker_uplift) {
+      p.sagemaker_on_demand = *p.ec2_on_demand * *p.sagemaker_uplift;
+      p.sagemaker_estimated = true;
+      if (inst.sources.count("sagemaker_uplift")) inst.sources["sagemaker"] = inst.sources.at("sagemaker_uplift");
+    }
+  }
+  if (!p.spot || p.spot_estimated) {
+    p.spot.reset();
+    p.spot_estimated = false;
+    if (p.spot_min && p.spot_max) {
+      p.spot = 0.5 * (*p.spot_min + *p.spot_max);
+    } else if (p.ec2_on_demand && p.spot_discount) {
+      inst.sources.erase("spot");
+      p.spot = *p.ec2_on_demand * (1.0 - *p.spot_discount);
+      p.spot_estimated = true;
+      if (inst.sources.count("spot_discount")) inst.sources["spot"] = inst.sources.at("spot_discount");
+    } else {
+      inst.sources.erase("spot");
+    }
+  }
+}
+
+ParsedCatalog parse_catalog(const std::vector<std::pair<std::string, std::string>>& files) {
+  ParsedCatalog out;
+  std::vector<SourceRef> refs;
+
+  // Parse every file first; order instance files by their "order" (then name).
+  std::vector<FileParts> parts;
+  for (const auto& [name, text] : files) parts.push_back({name, json::parse_text(text, name)});
+  std::vector<std::pair<double, size_t>> order;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Reader r(parts[i].doc, parts[i].name);
+    if (!r.is_object()) (void)r.entries();  // "must be an object"
+    order.emplace_back(r.number_or("order", 1000.0), i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return parts[a.second].name < parts[b.second].name;
+  });
+
+  // Phase 1: sources and GPUs from every file.
+  std::map<std::string, std::string> source_file, gpu_file;
+  for (auto& fp : parts) {
+    Reader r(fp.doc, fp.name);
+    if (auto s = r.optional_field("sources")) {
+      for (auto& [id, value] : s->entries()) {
+        if (out.sources.count(id))
+          throw value.error(fmt::format("source \"{}\" is defined twice (also in {})", id, source_file[id]))
+              .hint("source ids must be unique across the catalog");
+        out.sources[id] = parse_source(id, value);
+        source_file[id] = fp.name;
+      }
+    }
+    if (auto g = r.optional_field("gpus")) {
+      for (auto& [name, value] : g->entries()) {
+        if (out.gpus.count(name))
+          throw value.error(fmt::format("GPU \"{}\" is defined twice (also in {})", name, gpu_file[name]))
+              .hint("GPU names must be unique across the catalog");
+        out.gpus[name] = parse_gpu(name, value, refs);
+        gpu_file[name] = fp.name;
+      }
+    }
+  }
+
+  // Phase 2: instances, in family order.
+  std::vector<std::string> gpu_names;
+  for (const auto& [name, g] : out.gpus) gpu_names.push_back(name);
+  std::map<std::string, std::string> instance_file;
+  for (const auto& [rank, index] : order) {
+    auto& fp = parts[index];
+    Reader r(fp.doc, fp.name);
+    r.ignore("comment");
+    r.ignore("order");
+    r.ignore("sources");
+    r.ignore("gpus");
+    std::unique_ptr<DefaultsNode> defaults;
+    if (auto d = r.optional_field("defaults")) {
+      if (!d->is_object()) (void)d->entries();
+      defaults = std::make_unique<DefaultsNode>(*d);
+      defaults->reader.ignore("notes");
+    }
+    if (auto list = r.optional_field("instances")) {
+      for (auto& item : list->items()) {
+        if (!item.is_object()) (void)item.entries();
+        item.ignore("notes");
+        InstanceType inst = parse_instance(Layered(item, defaults.get()), refs);
+        inst.notes = read_notes(item, defaults.get());
+        if (!out.gpus.count(inst.gpu)) {
+          Reader gpu_reader = item.has("gpu") ? *item.optional_field("gpu") : *defaults->reader.optional_field("gpu");
+          throw gpu_reader.error(fmt::format("unknown GPU \"{}\"", inst.gpu)).hint(suggestion(inst.gpu, gpu_names));
+        }
+        if (out.instances.count(inst.name))
+          throw item.field("name").error(fmt::format("instance \"{}\" is defined twice (also in {})", inst.name,
+                                                     instance_file[inst.name]))
+              .hint("instance names must be unique across the catalog");
+        try {
+          check_instance(inst);
+        } catch (Error& e) {
+          e.at(fp.name, item.pointer() + e.pointer());
+          throw;
+        }
+        derive_prices(inst);
+        instance_file[inst.name] = fp.name;
+        out.instance_order.push_back(inst.name);
+        out.instances[inst.name] = std::move(inst);
+      }
+    } else if (defaults) {
+      throw r.error("\"defaults\" without \"instances\"").hint("defaults apply to the instances of the same file");
+    }
+    if (defaults) defaults->finish();
+    r.finish();
+  }
+
+  // Every referenced source exists and is dated.
+  std::vector<std::string> ids;
+  for (const auto& [id, s] : out.sources) ids.push_back(id);
+  for (const auto& ref : refs) {
+    auto it = out.sources.find(ref.id);
+    if (it == out.sources.end())
+      throw Error(fmt::format("unknown source id \"{}\"", ref.id))
+          .at(ref.file, ref.pointer)
+          .hint(suggestion(ref.id, ids) + " (sources are defined in the \"sources\" table, sources.json)");
+    if (it->second.date.empty())
+      throw Error(fmt::format("source \"{}\" has no date", ref.id)).at(ref.file, ref.pointer)
+          .hint("give the source a \"date\"");
+  }
+  return out;
+}
+
+}  // namespace trainplan::hw::detail

@@ -1,0 +1,326 @@
+// The built-in hardware catalog against its independent oracle, ../shared/hwdata/instances.json
+// (the research data the catalog was transcribed from), and against published peaks.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "test_support.hpp"
+#include "trainplan/core/strings.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
+
+using namespace trainplan;
+using trainplan::testing::shared_path;
+using trainplan::testing::source_path;
+
+namespace {
+
+const nlohmann::json& shared_hwdata() {
+  static const nlohmann::json kData = [] {
+    std::ifstream in(shared_path("hwdata/instances.json"));
+    REQUIRE(in.good());
+    return nlohmann::json::parse(in);
+  }();
+  return kData;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+TEST_CASE("hwprofiles: every size of the four brief families is present with its GPUs", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  struct Expect {
+    const char* name;
+    const char* gpu;
+    int count;
+  };
+  const Expect expected[] = {
+      {"g4dn.xlarge", "T4", 1},      {"g4dn.2xlarge", "T4", 1},   {"g4dn.4xlarge", "T4", 1},
+      {"g4dn.8xlarge", "T4", 1},     {"g4dn.12xlarge", "T4", 4},  {"g4dn.16xlarge", "T4", 1},
+      {"g4dn.metal", "T4", 8},       {"p3.2xlarge", "V100-SXM2-16GB", 1}, {"p3.8xlarge", "V100-SXM2-16GB", 4},
+      {"p3.16xlarge", "V100-SXM2-16GB", 8}, {"p3dn.24xlarge", "V100-SXM2-32GB", 8},
+      {"p4d.24xlarge", "A100-SXM4-40GB", 8},
+  };
+  for (const auto& e : expected) {
+    INFO(e.name);
+    const auto& inst = cat.instance(e.name);
+    CHECK(inst.gpu == e.gpu);
+    CHECK(inst.gpu_count == e.count);
+    CHECK(inst.aws);
+  }
+  for (const char* newer : {"p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "g5.48xlarge",
+                            "g6.12xlarge", "g6e.48xlarge", "dgx-a100-80gb", "dgx-h100"})
+    CHECK(cat.has_instance(newer));
+}
+
+TEST_CASE("hwprofiles: instances match ../shared/hwdata (GPUs, vCPU, RAM, EFA, prices)", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  const auto& data = shared_hwdata();
+  int checked = 0;
+  for (const auto& row : data.at("instances")) {
+    const std::string name = row.at("instance");
+    INFO(name);
+    REQUIRE(cat.has_instance(name));
+    const auto& inst = cat.instance(name);
+    CHECK(inst.gpu == row.at("gpu").get<std::string>());
+    CHECK(inst.gpu_count == row.at("gpu_count").get<int>());
+    CHECK(inst.vcpus == row.at("vcpus").get<int>());
+    CHECK(inst.host_memory_bytes == Approx(row.at("host_ram_gib").get<double>() * kGiB));
+    // EFA: a boolean or a description such as "EFA v1, 4x100 Gbps".
+    const auto& efa = row.at("efa");
+    CHECK(inst.network.efa == (efa.is_boolean() ? efa.get<bool>() : true));
+    // Plain Gbps figures are copied; "up to N" sizes carry a lower baseline and are marked.
+    const auto& gbps = row.at("network_gbps");
+    if (gbps.is_string()) {
+      const std::string s = gbps.get<std::string>();
+      if (s.rfind("up to", 0) == 0) {
+        CHECK(inst.network.burstable);
+        CHECK(inst.network.bandwidth_bytes_per_s < std::stod(s.substr(6)) * 1e9 / 8);
+      } else {
+        CHECK(inst.network.bandwidth_bytes_per_s == Approx(std::stod(s) * 1e9 / 8));
+      }
+    }
+    const auto& price = row.at("price_usd_per_hr_us_east_1");
+    const auto& current = price.at("ec2_on_demand_current");
+    const auto& previous = price.at("ec2_on_demand_previous");
+    if (!current.is_null()) {
+      REQUIRE(inst.prices.ec2_on_demand);
+      CHECK(*inst.prices.ec2_on_demand == Approx(current.get<double>()));
+      CHECK(inst.sources.at("ec2_on_demand").find("price_list_2026") != std::string::npos);
+    } else if (!previous.is_null()) {  // p3dn: only the older snapshot lists it
+      REQUIRE(inst.prices.ec2_on_demand);
+      CHECK(*inst.prices.ec2_on_demand == Approx(previous.get<double>()));
+      CHECK(inst.sources.at("ec2_on_demand") == "skypilot_v7");
+    } else {
+      CHECK_FALSE(inst.prices.ec2_on_demand);  // p5e: Capacity Blocks only
+    }
+    const auto& sm = price.at("sagemaker_training_on_demand");
+    if (!sm.is_null()) {
+      REQUIRE(inst.prices.sagemaker_on_demand);
+      CHECK(*inst.prices.sagemaker_on_demand == Approx(sm.get<double>()));
+      CHECK_FALSE(inst.prices.sagemaker_estimated);
+    } else if (inst.prices.sagemaker_on_demand) {
+      CHECK(inst.prices.sagemaker_estimated);
+    }
+    const auto& spot = price.at("ec2_spot_samples");
+    if (!spot.is_null()) {
+      // The us-east-1 samples, else the first region's (p5e).
+      std::vector<double> samples;
+      for (auto it = spot.begin(); it != spot.end(); ++it)
+        if (it.key() != "source" && samples.empty()) samples = it.value().get<std::vector<double>>();
+      if (spot.contains("us-east-1")) samples = spot.at("us-east-1").get<std::vector<double>>();
+      REQUIRE(inst.prices.spot_min);
+      CHECK(*inst.prices.spot_min == Approx(samples.front()));
+      CHECK(*inst.prices.spot_max == Approx(samples.back()));
+      CHECK(*inst.prices.spot == Approx(0.5 * (samples.front() + samples.back())));
+      CHECK_FALSE(inst.prices.spot_estimated);
+    } else if (inst.prices.spot) {
+      CHECK(inst.prices.spot_estimated);
+    }
+    // Spot Advisor buckets per GPU instance were not found: none is invented.
+    CHECK(inst.prices.interruption_bucket.empty());
+    ++checked;
+  }
+  CHECK(checked == 40);
+}
+
+TEST_CASE("hwprofiles: GPU peaks and memory match ../shared/hwdata", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  const auto& gpus = shared_hwdata().at("gpus");
+  for (auto it = gpus.begin(); it != gpus.end(); ++it) {
+    INFO(it.key());
+    // Resolve "same_as": the base entry, overridden by the variant's fields.
+    nlohmann::json row = it.value();
+    if (row.contains("same_as")) {
+      nlohmann::json base = gpus.at(row.at("same_as").get<std::string>());
+      base.update(row);
+      row = base;
+    }
+    const auto& g = cat.gpu(it.key());
+    CHECK(g.memory_bytes == Approx(row.at("mem_gb").get<double>() * kGiB));
+    CHECK(g.memory_bandwidth_bytes_per_s == Approx(row.at("mem_bw_GBps").get<double>() * 1e9));
+    const std::pair<const char*, Precision> columns[] = {{"fp32_tflops", Precision::fp32},
+                                                         {"tf32_tflops", Precision::tf32},
+                                                         {"fp16_tensor_tflops_dense", Precision::fp16},
+                                                         {"bf16_tensor_tflops_dense", Precision::bf16},
+                                                         {"fp8_tflops_dense", Precision::fp8}};
+    for (const auto& [column, precision] : columns) {
+      INFO(column);
+      const auto& v = row.at(column);
+      CHECK(g.supports(precision) == !v.is_null());
+      if (!v.is_null()) CHECK(g.peak_flops_per_s(precision) == Approx(v.get<double>() * 1e12));
+    }
+    CHECK(g.tdp_w == Approx(row.at("tdp_w").get<double>()));
+  }
+}
+
+TEST_CASE("hwprofiles: published dense peaks (A100 312, H100 989, V100 125, T4 65 TFLOP/s)", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  CHECK(cat.gpu("A100-SXM4-40GB").peak_flops_per_s(Precision::bf16) == Approx(312e12));
+  CHECK(cat.gpu("A100-SXM4-80GB").peak_flops_per_s(Precision::bf16) == Approx(312e12));
+  CHECK(cat.gpu("H100-SXM5-80GB").peak_flops_per_s(Precision::bf16) == Approx(989e12));
+  CHECK(cat.gpu("V100-SXM2-16GB").peak_flops_per_s(Precision::fp16) == Approx(125e12));
+  CHECK(cat.gpu("T4").peak_flops_per_s(Precision::fp16) == Approx(65e12));
+}
+
+TEST_CASE("hwprofiles: T4 and V100 train in fp16 (no bf16), Ampere and later in bf16", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  for (const char* name : {"T4", "V100-SXM2-16GB", "V100-SXM2-32GB"}) {
+    INFO(name);
+    const auto& g = cat.gpu(name);
+    CHECK(g.supports(Precision::fp16));
+    CHECK_FALSE(g.supports(Precision::bf16));
+    CHECK(g.preferred_half_precision() == Precision::fp16);
+    REQUIRE_ERROR_CONTAINS(g.peak_flops_per_s(Precision::bf16), "does not support bf16");
+  }
+  for (const char* name : {"A10G", "L4", "L40S", "A100-SXM4-40GB", "H100-SXM5-80GB", "H200-SXM-141GB"})
+    CHECK(cat.gpu(name).preferred_half_precision() == Precision::bf16);
+}
+
+TEST_CASE("hwprofiles: every source id resolves and has a date; memory-only facts are unverified",
+          "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  std::set<std::string> used;
+  auto check_ref = [&](const std::string& ref) {
+    for (const auto& id : split(ref, '+')) {
+      INFO(id);
+      used.insert(id);
+      const hw::Source& s = cat.source(id);
+      CHECK_FALSE(s.date.empty());
+      CHECK_FALSE(s.description.empty());
+    }
+  };
+  for (const auto& name : cat.instance_names()) {
+    INFO(name);
+    const auto& inst = cat.instance(name);
+    for (const char* group : {"hardware", "topology", "pcie", "network", "efa", "network_latency", "storage"})
+      CHECK(inst.sources.count(group) == 1);
+    if (inst.prices.ec2_on_demand) CHECK(inst.sources.count("ec2_on_demand") == 1);
+    if (inst.prices.sagemaker_on_demand) CHECK(inst.sources.count("sagemaker") == 1);
+    if (inst.prices.spot) CHECK(inst.sources.count("spot") == 1);
+    for (const auto& [group, ref] : inst.sources) check_ref(ref);
+  }
+  for (const auto& name : cat.gpu_names())
+    for (const auto& [group, ref] : cat.gpu(name).sources) check_ref(ref);
+  // No dead entries in the sources table.
+  for (const auto& [id, source] : cat.sources()) {
+    INFO("unused source " << id);
+    CHECK(used.count(id) == 1);
+  }
+  // Hosts with two sockets cite the inter-socket estimate.
+  for (const auto& name : cat.instance_names()) {
+    INFO(name);
+    const auto& inst = cat.instance(name);
+    CHECK((inst.sources.at("pcie").find("estimate_inter_socket") != std::string::npos) == (inst.topology.sockets > 1));
+  }
+  // The shared data's "memory (unverified)" and our own estimates stay unverified.
+  for (const char* id : {"memory", "catalog_memory", "dgx1v_topology", "estimate_pcie", "estimate_latency",
+                         "sagemaker_third_party", "sagemaker_uplift", "spot_discount", "a10g_compute_unverified"})
+    CHECK_FALSE(cat.source(id).verified);
+  CHECK(cat.source("p4d_blog").verified);
+  CHECK(cat.source("p4d_blog").date == "2020-11-03");
+  // Estimated prices name the source of their factor, not a price list.
+  const auto& p3dn = cat.instance("p3dn.24xlarge");
+  CHECK(p3dn.sources.at("sagemaker") == "sagemaker_uplift");
+  CHECK(cat.instance("g5.8xlarge").sources.at("spot") == "spot_discount");
+}
+
+TEST_CASE("hwprofiles: estimated prices follow EC2 x uplift and EC2 x (1 - discount)", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  const auto& p3dn = cat.instance("p3dn.24xlarge").prices;
+  CHECK(p3dn.sagemaker_estimated);
+  CHECK(*p3dn.sagemaker_on_demand == Approx(31.212 * 1.15));
+  CHECK(*p3dn.spot == Approx(0.5 * (3.2632 + 3.8094)));
+  const auto& g5 = cat.instance("g5.8xlarge").prices;
+  CHECK(g5.spot_estimated);
+  CHECK(*g5.spot == Approx(2.448 * (1.0 - 0.58)));
+  CHECK(*g5.sagemaker_on_demand == Approx(2.448 * 1.4));
+  // Measured ratios the uplift factors come from (../shared/hwdata pricing notes).
+  CHECK(3.825 / 3.06 == Approx(1.25));
+  CHECK(*cat.instance("g4dn.xlarge").prices.sagemaker_on_demand / *cat.instance("g4dn.xlarge").prices.ec2_on_demand ==
+        Approx(1.399).epsilon(0.001));
+  // p5e: no on-demand listing, so neither EC2 nor an estimated SageMaker price, and it says why.
+  const auto& p5e = cat.instance("p5e.48xlarge");
+  CHECK_FALSE(p5e.prices.ec2_on_demand);
+  CHECK_FALSE(p5e.prices.sagemaker_on_demand);
+  bool explained = false;
+  for (const auto& n : p5e.notes) explained = explained || n.find("Capacity Blocks") != std::string::npos;
+  CHECK(explained);
+}
+
+TEST_CASE("hwprofiles: topology facts of the catalog (lanes, NVSwitch, sockets, EFA)", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  const auto& p3 = cat.instance("p3.16xlarge").topology;
+  CHECK(p3.kind == hw::IntraNodeKind::nvlink_mesh);
+  CHECK(p3.nvlink_lane_bandwidth_bytes_per_s == Approx(25e9));
+  CHECK(p3.sockets == 2);
+  // p3.8xlarge is GPUs 0-3 of the p3.16xlarge mesh.
+  const auto& p38 = cat.instance("p3.8xlarge").topology;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) CHECK(p38.nvlink_lanes[i][j] == p3.nvlink_lanes[i][j]);
+  CHECK(cat.instance("p3dn.24xlarge").topology.nvlink_lanes == p3.nvlink_lanes);
+  CHECK(cat.instance("p4d.24xlarge").topology.nvswitch_bandwidth_bytes_per_s == Approx(12 * 25e9));
+  CHECK(cat.instance("p5.48xlarge").topology.nvswitch_bandwidth_bytes_per_s == Approx(18 * 25e9));
+  for (const char* name : {"g4dn.12xlarge", "g5.12xlarge", "g6.48xlarge", "g6e.24xlarge", "g4dn.metal"})
+    CHECK(cat.instance(name).topology.kind == hw::IntraNodeKind::pcie);
+  const auto& p4d = cat.instance("p4d.24xlarge").network;
+  CHECK(p4d.nics == 4);
+  CHECK(p4d.nic_bandwidth_bytes_per_s() == Approx(100e9 / 8));
+  CHECK(p4d.gpudirect_rdma);
+  CHECK(cat.instance("p5.48xlarge").network.nics == 32);
+  CHECK(cat.instance("p5en.48xlarge").network.nic_bandwidth_bytes_per_s() == Approx(200e9 / 8));
+  const auto& p3dn = cat.instance("p3dn.24xlarge").network;
+  CHECK(p3dn.nics == 1);
+  CHECK(p3dn.efa);
+  CHECK_FALSE(p3dn.gpudirect_rdma);
+}
+
+TEST_CASE("hwprofiles: generic DGX clusters match the validation systems", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  const auto& a100 = cat.instance("dgx-a100-80gb");
+  CHECK_FALSE(a100.aws);
+  CHECK(a100.gpu == "A100-SXM4-80GB");
+  CHECK(a100.network.nics == 8);
+  CHECK(a100.network.nic_bandwidth_bytes_per_s() == Approx(200e9 / 8));  // HDR 200 Gb/s per GPU
+  CHECK_FALSE(a100.prices.ec2_on_demand);
+  CHECK_FALSE(a100.prices.spot);
+  const auto& h100 = cat.instance("dgx-h100");
+  CHECK(h100.network.nic_bandwidth_bytes_per_s() == Approx(400e9 / 8));  // NDR 400 Gb/s per GPU
+  CHECK(h100.host_memory_bytes == Approx(2e12));
+  CHECK(h100.network.gpudirect_rdma);
+}
+
+TEST_CASE("hwprofiles: load_dir of the catalog folder equals the built-in catalog", "[hwprofiles][catalog]") {
+  const auto& builtin = hw::Catalog::builtin();
+  hw::Catalog from_dir = hw::Catalog::load_dir(source_path("hwprofiles/catalog"));
+  REQUIRE(from_dir.instance_names() == builtin.instance_names());
+  for (const auto& name : builtin.instance_names()) {
+    auto a = hw::to_json(builtin.instance(name));
+    auto b = hw::to_json(from_dir.instance(name));
+    a.erase("file");
+    b.erase("file");
+    CHECK(json::dump(a) == json::dump(b));
+  }
+  CHECK(hw::load_catalog("", "").instance_names() == builtin.instance_names());
+  REQUIRE_ERROR_CONTAINS(hw::Catalog::load_dir(source_path("hwprofiles/no-such-dir")), "is not a directory");
+}
+
+TEST_CASE("hwprofiles: unknown names suggest the closest one", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  REQUIRE_ERROR_CONTAINS(cat.instance("p4d.24xlage"), "did you mean \"p4d.24xlarge\"");
+  REQUIRE_ERROR_CONTAINS(cat.gpu("A100-SXM4-40G"), "did you mean \"A100-SXM4-40GB\"");
+  REQUIRE_ERROR_CONTAINS(cat.source("price_list_2025"), "did you mean \"price_list_2026\"");
+  CHECK(cat.find_instance("nope") == nullptr);
+}
+
+TEST_CASE("hwprofiles: instance JSON uses SI units and is deterministic", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  auto j = hw::to_json(cat.instance("p4d.24xlarge"));
+  CHECK(j["network"]["bandwidth_bytes_per_s"].get<double>() == Approx(50e9));
+  CHECK(j["topology"]["nvswitch_bandwidth_bytes_per_s"].get<double>() == Approx(300e9));
+  CHECK(j["prices"]["interruption_bucket"].is_null());
+  CHECK(json::dump(j) == json::dump(hw::to_json(cat.instance("p4d.24xlarge"))));
+  CHECK(hw::to_json(cat.gpu("T4"))["peak_flops_per_s"].contains("bf16") == false);
+}
