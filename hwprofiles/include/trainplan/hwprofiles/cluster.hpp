@@ -13,8 +13,9 @@
 // GPUs never forward traffic for others: a route may start and end at a GPU but not pass
 // through one (CUDA peer-to-peer and NCCL p2p behave this way). A route between two GPUs of
 // one node stays inside that node; between nodes it crosses the fabric once. Among the paths
-// allowed, the route is the one with the widest bottleneck, then the fewest hops, then the
-// lexicographically lowest sequence of link ids (deterministic).
+// allowed, the route is the one with the widest bottleneck, then the fewest hops, then (between
+// nodes) the one through the NICs that serve its two GPUs (rail-aligned, as NCCL picks NICs),
+// then the lexicographically lowest sequence of link ids (deterministic).
 //
 // Ids: vertices and links are numbered node by node (node k's block is the same as node 0's,
 // shifted), each physical link's two directions are consecutive ids (forward = lower device
@@ -86,8 +87,9 @@ class Cluster {
   const std::vector<Vertex>& vertices() const;
   const std::vector<Link>& links() const;
 
-  /// Route between two GPUs (global indices); cached, thread-safe. a == b gives an empty route
-  /// with infinite bandwidth.
+  /// Route between two GPUs (global indices); cached, thread-safe (the reference stays valid
+  /// as long as the Cluster). a == b gives an empty route with infinite bandwidth. Throws
+  /// Error for an index out of range.
   const Route& route(int gpu_a, int gpu_b) const;
 
   /// An order of `gpus` for a ring collective that maximizes the slowest ring link (ties: the
