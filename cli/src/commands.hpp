@@ -19,5 +19,6 @@ void add_catalog_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_job_command(CLI::App& app);
 
 }  // namespace trainplan::cli

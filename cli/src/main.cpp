@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   add_model_command(app);
   add_plan_command(app);
   add_check_command(app);
+  add_job_command(app);
 
   try {
     app.parse(argc, argv);

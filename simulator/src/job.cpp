@@ -76,6 +76,14 @@ std::vector<double> JobSpec::segments_s() const {
   return segments;
 }
 
+std::vector<double> JobSpec::segments_with_checkpoint_s() const {
+  auto segments = segments_s();
+  const double c = checkpoint.write_s();
+  for (size_t i = 0; i < segments.size(); ++i)
+    if (i + 1 < segments.size() || final_checkpoint) segments[i] += c;
+  return segments;
+}
+
 double JobSpec::checkpoint_total_s() const {
   const auto n = static_cast<double>(segments_s().size());
   const double writes = final_checkpoint ? n : n - 1;

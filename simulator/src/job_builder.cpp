@@ -56,7 +56,7 @@ double s3_bandwidth_per_node(const hw::InstanceType& inst, const LifecycleFacts&
     throw Error(fmt::format("instance type {} has no network bandwidth in the catalog", inst.name))
         .at(inst.file)
         .hint("S3 throughput is derived from it; add network.bandwidth");
-  return inst.network.bandwidth_bytes_per_s * f.s3_network_efficiency;
+  return std::min(inst.network.bandwidth_bytes_per_s * f.s3_network_efficiency, f.s3_max_instance_bytes_per_s);
 }
 
 double fsx_bytes(const JobOptions& o, const LifecycleFacts& f) {

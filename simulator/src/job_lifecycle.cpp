@@ -40,6 +40,7 @@ const std::vector<FactSlot>& fact_slots() {
       {"container_pull_bandwidth", Dimension::bandwidth, &LifecycleFacts::container_pull_bytes_per_s},
       {"framework_init", Dimension::duration, &LifecycleFacts::framework_init_s},
       {"s3_network_efficiency", Dimension::ratio, &LifecycleFacts::s3_network_efficiency},
+      {"s3_max_instance_bandwidth", Dimension::bandwidth, &LifecycleFacts::s3_max_instance_bytes_per_s},
       {"fastfile_mount", Dimension::duration, &LifecycleFacts::fastfile_mount_s},
       {"ebs_gp3_baseline_bandwidth", Dimension::bandwidth, &LifecycleFacts::ebs_gp3_baseline_bytes_per_s},
       {"ebs_gp3_max_bandwidth", Dimension::bandwidth, &LifecycleFacts::ebs_gp3_max_bytes_per_s},

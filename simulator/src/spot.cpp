@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "spot_stats.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/simulator/job_lifecycle.hpp"
@@ -207,19 +208,6 @@ double expected_segment_time_s(double segment_s, double rate_per_s, double resta
   return (1.0 / rate_per_s + restart_s) * std::expm1(rate_per_s * segment_s);
 }
 
-namespace {
-
-// Lengths (work + checkpoint) of the job's segments.
-std::vector<double> segment_lengths(const JobSpec& job) {
-  auto work = job.segments_s();
-  const double c = job.checkpoint.write_s();
-  for (size_t i = 0; i < work.size(); ++i)
-    if (i + 1 < work.size() || job.final_checkpoint) work[i] += c;
-  return work;
-}
-
-}  // namespace
-
 ClosedForm closed_form(const JobSpec& job, const InterruptionModel& model) {
   if (model.kind() == InterruptionModel::Kind::trace)
     throw Error("no closed form for trace replay").hint("fit the trace (--fit-trace) for an exponential model");
@@ -228,7 +216,7 @@ ClosedForm closed_form(const JobSpec& job, const InterruptionModel& model) {
   cf.rate_per_s = job_interruption_rate_per_s(job, model);
   cf.mean_restart_s = mean_restart_s(job, model);
   double t = job.startup.total_s();
-  for (double s : segment_lengths(job)) {
+  for (double s : job.segments_with_checkpoint_s()) {
     t += expected_segment_time_s(s, cf.rate_per_s, cf.mean_restart_s);
     if (cf.rate_per_s > 0) cf.expected_interruptions += std::expm1(cf.rate_per_s * s);
   }
@@ -343,7 +331,7 @@ IntervalStudy study_checkpoint_interval(const JobSpec& job, const InterruptionMo
   }
   const double sd = n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1)) : 0;
   s.young_minus_best_s = mean;
-  s.young_minus_best_ci95_s = 1.959963984540054 * sd / std::sqrt(static_cast<double>(std::max<size_t>(n, 1)));
+  s.young_minus_best_ci95_s = detail::kZ95 * sd / std::sqrt(static_cast<double>(std::max<size_t>(n, 1)));
   s.young_within_ci = s.young_minus_best_s - s.young_minus_best_ci95_s <= 0;
   s.chosen_interval_s = s.young_s;
   return s;

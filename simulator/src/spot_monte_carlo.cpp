@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "spot_stats.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/thread_pool.hpp"
 #include "trainplan/core/units.hpp"
@@ -212,12 +213,7 @@ RunOutcome simulate_run(const RunSetup& s, Rng rng) {
   return ledger.finish();
 }
 
-double quantile_sorted(const std::vector<double>& sorted, double q) {
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const auto i = static_cast<size_t>(std::floor(pos));
-  const size_t j = std::min(i + 1, sorted.size() - 1);
-  return sorted[i] + (pos - static_cast<double>(i)) * (sorted[j] - sorted[i]);
-}
+using detail::quantile_sorted;
 
 }  // namespace
 
@@ -230,7 +226,7 @@ MonteCarloStats summarize_samples(std::vector<double> samples) {
   double ss = 0;
   for (double x : samples) ss += (x - d.mean) * (x - d.mean);
   d.stddev = samples.size() > 1 ? std::sqrt(ss / (n - 1)) : 0;
-  d.ci95 = 1.959963984540054 * d.stddev / std::sqrt(n);
+  d.ci95 = detail::kZ95 * d.stddev / std::sqrt(n);
   d.p50 = quantile_sorted(samples, 0.50);
   d.p90 = quantile_sorted(samples, 0.90);
   d.p99 = quantile_sorted(samples, 0.99);
@@ -257,11 +253,7 @@ MonteCarloResult run_monte_carlo(const JobSpec& job, const InterruptionModel& mo
   s.od_nodes = job.nodes - s.spot_nodes;
   s.hw_rate = job.total_gpus() * job.hardware_failure_rate_per_gpu_per_s;
   s.restart_billed_s = job.restart.billed_s() + job.checkpoint.read_s(job.nodes);
-  {
-    auto work = job.segments_s();
-    const double c = job.checkpoint.write_s();
-    for (size_t i = 0; i < work.size(); ++i) s.segment_s.push_back(work[i] + (i + 1 < work.size() || job.final_checkpoint ? c : 0.0));
-  }
+  s.segment_s = job.segments_with_checkpoint_s();
   std::optional<TraceCursor> cursor;
   if (model.kind() == InterruptionModel::Kind::trace && s.spot_nodes > 0) {
     const SpotTrace& trace = *model.trace();
@@ -287,7 +279,7 @@ MonteCarloResult run_monte_carlo(const JobSpec& job, const InterruptionModel& mo
 
   std::vector<RunOutcome> outcomes(options.runs);
   const Rng base(options.seed);
-  ThreadPool pool(std::max<size_t>(1, options.threads));
+  ThreadPool pool(options.threads);
   pool.parallel_for(options.runs, [&](size_t i) { outcomes[i] = simulate_run(s, base.fork(i)); });
 
   MonteCarloResult r;

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <numeric>
 
+#include "spot_stats.hpp"
 #include "trainplan/core/error.hpp"
 
 namespace trainplan::sim {
 namespace {
 
-constexpr double kZ95 = 1.959963984540054;
+using detail::kZ95;
+using detail::quantile_sorted;
 
 // Byar's approximation of the exact Poisson 95% interval for `events` observed over `exposure`
 // (accurate to a few per cent from 1 event up).
@@ -26,16 +28,6 @@ std::pair<double, double> poisson_rate_ci(int64_t events, double exposure) {
   const double d1 = d + 1.0;
   const double high = d1 * std::pow(1.0 - 1.0 / (9.0 * d1) + kZ95 / (3.0 * std::sqrt(d1)), 3);
   return {low / exposure, high / exposure};
-}
-
-// Linear interpolation between order statistics of sorted data (type 7).
-double quantile_sorted(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const auto i = static_cast<size_t>(std::floor(pos));
-  const size_t j = std::min(i + 1, sorted.size() - 1);
-  const double frac = pos - static_cast<double>(i);
-  return sorted[i] + frac * (sorted[j] - sorted[i]);
 }
 
 void finish_rates(TraceFit& f) {

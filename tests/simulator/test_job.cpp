@@ -159,7 +159,7 @@ TEST_CASE("simulator: inconsistent jobs are refused with a hint", "[simulator][j
   REQUIRE_ERROR_CONTAINS(j.check(), "step time must be positive");
 }
 
-TEST_CASE("simulator: every lifecycle fact has a known source and kind; buckets convert by -ln(1-f)/30d", "[simulator][job]") {
+TEST_CASE("simulator: every lifecycle fact has a known source and kind, and buckets convert by -ln(1-f)/30d", "[simulator][job]") {
   const auto& f = sim::LifecycleFacts::builtin();
   const std::set<std::string> kinds = {"documented", "measured", "fitted", "convention", "estimate"};
   REQUIRE(f.facts.size() >= 15);

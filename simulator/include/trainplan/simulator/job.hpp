@@ -118,6 +118,9 @@ struct JobSpec {
   double work_s() const;
   /// Seconds of work in each checkpoint segment, in order (the last may be shorter).
   std::vector<double> segments_s() const;
+  /// Each segment plus the checkpoint that ends it (none after the last without
+  /// final_checkpoint): what an interruption can destroy.
+  std::vector<double> segments_with_checkpoint_s() const;
   /// Seconds lost to checkpoint writes in an uninterrupted run.
   double checkpoint_total_s() const;
   /// Seconds from an interruption until work resumes, excluding the wait for capacity:

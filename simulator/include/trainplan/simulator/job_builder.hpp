@@ -3,6 +3,8 @@
 // Fills a JobSpec from a plan: steps from the work (tokens, or samples × epochs), checkpoint
 // sizes from the plan's memory model (weights + optimizer state per rank), storage and network
 // bandwidths and prices from the hardware catalog, startup times from lifecycle.json.
+// S3 throughput per instance = min(network bandwidth × s3_network_efficiency,
+// s3_max_instance_bandwidth), for reads and writes alike.
 //
 //   plan::Plan p = plan::read_plan_file("plan.json");
 //   plan::PlanContext ctx = plan::resolve(p, catalog, "plan.json");

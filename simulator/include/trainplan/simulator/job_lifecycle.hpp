@@ -63,6 +63,7 @@ struct LifecycleFacts {
   double fastfile_mount_s = 0;
   // Storage.
   double s3_network_efficiency = 0;  // S3 throughput / instance network bandwidth
+  double s3_max_instance_bytes_per_s = 0;  // cap on one instance's S3 throughput
   double ebs_gp3_baseline_bytes_per_s = 0;
   double ebs_gp3_max_bytes_per_s = 0;
   double fsx_min_bytes = 0;

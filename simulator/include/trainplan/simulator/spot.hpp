@@ -147,7 +147,7 @@ double closed_form_optimal_interval_s(const JobSpec& job, const InterruptionMode
 struct MonteCarloOptions {
   size_t runs = 1000;
   uint64_t seed = 1;
-  size_t threads = 1;                    // results do not depend on it
+  size_t threads = 1;                    // 0 = all cores; results do not depend on it
   std::optional<double> deadline_s;      // P(completion > deadline)
   std::optional<double> max_wait_s;      // SageMaker MaxWaitTimeInSeconds
   std::optional<double> max_run_s;       // SageMaker MaxRuntimeInSeconds (billed time)
