@@ -422,7 +422,7 @@ void add_job_command(CLI::App& app) {
   cmd->add_option("--max-wait", a->max_wait, "SageMaker MaxWaitTimeInSeconds (e.g. 20d): report P(exceeded)");
   cmd->add_option("--max-run", a->max_run, "SageMaker MaxRuntimeInSeconds (billed run time)");
   cmd->add_option("--trace", a->trace, "Replay this spot capacity trace (format: simulator/README.md)");
-  cmd->add_option("--fit-trace", a->fit_traces, "Fit the spot model to this trace (repeatable; pooled when several)");
+  cmd->add_option("--fit-trace", a->fit_traces, "Fit the spot model to this trace (repeatable; pooled when several)")->allow_extra_args(false);
   cmd->add_option("--needed", a->needed, "Instances the job needs when fitting a trace (0: all the trace requested)");
   cmd->add_flag("--no-hardware-failures", a->no_hardware_failures, "Leave out hardware/host failures (Llama 3 rate)");
   cmd->add_option("--write-plan", a->write_plan, "Write the plan with the chosen checkpoint interval to this file");
