@@ -20,12 +20,12 @@ void run(const std::string& path) {
   plan::PlanContext ctx = plan::resolve(p, catalog, path);
   plan::validate(p, ctx, path);
   const auto& spec = ctx.model_spec;
-  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s, ZeRO-%d, %s, %s schedule, %s recomputation%s\n", path.c_str(),
+  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s, ZeRO-%d, %s, %s schedule, recomputation: %s%s\n", path.c_str(),
               spec.name.c_str(), p.instance_count, p.instance_type.c_str(), ctx.cluster.num_gpus(), p.dp, p.tp, p.pp,
               p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
               std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str(),
               p.sequence_parallel ? ", sequence parallel" : "");
-  std::printf("batch: %lld sequences = %lld micro-batches of %lld on each of %d data-parallel ranks\n\n",
+  std::printf("batch: %lld samples = %lld micro-batch(es) of %lld on each of %d data-parallel ranks\n\n",
               static_cast<long long>(p.global_batch), static_cast<long long>(p.num_micro_batches),
               static_cast<long long>(p.micro_batch), p.dp);
 

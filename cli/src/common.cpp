@@ -13,8 +13,7 @@ const hw::Catalog& user_catalog() {
   static std::unique_ptr<hw::Catalog> catalog;
   if (!catalog) {
     const auto& g = global_options();
-    catalog = std::make_unique<hw::Catalog>(g.catalog_dir.empty() ? hw::Catalog::builtin() : hw::Catalog::load_dir(g.catalog_dir));
-    if (!g.price_file.empty()) catalog->apply_price_file(g.price_file);
+    catalog = std::make_unique<hw::Catalog>(hw::load_catalog(g.catalog_dir, g.price_file));
   }
   return *catalog;
 }

@@ -105,6 +105,10 @@ struct Cluster::Impl {
   // Routes between other nodes, translated from the templates on first use.
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<uint64_t, Route> cache;
+  // Best ring order of a node's GPU subset (local indices, whether the ring stays in one
+  // node), shared by every ring_order() call: searches ask for the same subsets many times.
+  mutable std::mutex ring_mutex;
+  mutable std::map<std::pair<std::vector<int>, bool>, std::vector<int>> ring_memo;
 
   Impl() = default;
   Impl(const Impl& o)
@@ -416,12 +420,21 @@ std::vector<int> Cluster::ring_order(const std::vector<int>& gpus) const {
   for (int gpu : sorted) by_node[gpu / g].push_back(gpu % g);
   LocalCosts costs{g, &impl_->intra};
   const bool one_node = by_node.size() == 1;
-  std::map<std::vector<int>, std::vector<int>> memo;  // identical nodes share their order
   std::vector<int> out;
   for (const auto& [node, locals] : by_node) {
-    auto it = memo.find(locals);
-    if (it == memo.end()) it = memo.emplace(locals, best_local_order(locals, costs, one_node)).first;
-    for (int local : it->second) out.push_back(node * g + local);
+    const auto key = std::make_pair(locals, one_node);
+    std::vector<int> order;
+    {
+      std::lock_guard lock(impl_->ring_mutex);
+      auto it = impl_->ring_memo.find(key);
+      if (it != impl_->ring_memo.end()) order = it->second;
+    }
+    if (order.empty()) {
+      order = best_local_order(locals, costs, one_node);
+      std::lock_guard lock(impl_->ring_mutex);
+      impl_->ring_memo.emplace(key, order);
+    }
+    for (int local : order) out.push_back(node * g + local);
   }
   return out;
 }

@@ -280,8 +280,12 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const RingNet tp_net = p.tp > 1 ? net(0, tp_groups) : RingNet{};
   const RingNet dp_net = p.dp > 1 ? net(1, dp_groups) : RingNet{};
   const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
+  // Unit costs depend on the layout only through the tp groups' bandwidth; tp groups inside
+  // one node never share links with each other, so there the layout does not matter.
+  const bool tp_in_node = p.tp <= ctx.cluster.gpus_per_node();
   const std::vector<UnitCost>& unit_costs =
-      cache->units({cl, &graph, p.dp, p.tp, p.pp, p.micro_batch, p.sequence_parallel, static_cast<int>(prec)},
+      cache->units({cl, &graph, tp_in_node ? 0 : p.dp, p.tp, tp_in_node ? 0 : p.pp, p.micro_batch, p.sequence_parallel,
+                    static_cast<int>(prec)},
                    [&] { return compute_unit_costs(p, ctx, tp_net, prec, eff); });
 
   // Per pipeline rank: compute and tp communication per micro-batch.

@@ -160,8 +160,7 @@ SearchResult search(const SearchRequest& req, const hw::Catalog& catalog) {
 
   // ---- prune_memory -----------------------------------------------------------------------
   t0 = Clock::now();
-  std::vector<uint8_t> fits(skeletons.size(), 0);
-  std::vector<double> peak_bytes(skeletons.size(), 0.0);
+  std::vector<plan::MemoryBreakdown> memory(skeletons.size());
   {
     Progress bar("memory", skeletons.size());
     pool.parallel_for(
@@ -169,15 +168,13 @@ SearchResult search(const SearchRequest& req, const hw::Catalog& catalog) {
         [&](size_t i) {
           const Context& c = contexts[skeletons[i].context];
           plan::Plan p = make_plan(c, skeletons[i]);
-          auto m = plan::peak_memory(p, *c.ctx);
-          peak_bytes[i] = m.total_bytes();
-          fits[i] = m.fits() ? 1 : 0;
+          memory[i] = plan::peak_memory(p, *c.ctx);
         },
         req.cancel, [&](size_t d) { bar.update(d); });
   }
   std::vector<size_t> survivors;
   for (size_t i = 0; i < skeletons.size(); ++i) {
-    if (fits[i]) survivors.push_back(i);
+    if (memory[i].fits()) survivors.push_back(i);
     else ++result.dropped["does not fit in GPU memory"];
   }
   // The closest attempt per instance type, for messages when nothing fits.
@@ -187,8 +184,9 @@ SearchResult search(const SearchRequest& req, const hw::Catalog& catalog) {
       const Context& c = contexts[skeletons[i].context];
       const double cap = c.ctx->gpu->memory_bytes;
       auto it = best.find(c.base.instance_type);
-      if (it == best.end() || peak_bytes[i] / cap < it->second.needed_bytes / it->second.capacity_bytes)
-        best[c.base.instance_type] = {c.base.instance_type, peak_bytes[i], cap, make_plan(c, skeletons[i])};
+      const double need = memory[i].total_bytes();
+      if (it == best.end() || need / cap < it->second.needed_bytes / it->second.capacity_bytes)
+        best[c.base.instance_type] = {c.base.instance_type, need, cap, make_plan(c, skeletons[i])};
     }
     for (auto& [k, v] : best) result.closest.push_back(v);
   }
@@ -208,7 +206,7 @@ SearchResult search(const SearchRequest& req, const hw::Catalog& catalog) {
           Candidate cand;
           cand.plan = make_plan(c, s);
           cand.step = estimate_step(cand.plan, *c.ctx, req.analytical, cache.get());
-          cand.memory = plan::peak_memory(cand.plan, *c.ctx);
+          cand.memory = memory[survivors[k]];
           const double tokens_per_step = static_cast<double>(global_batch) * c.ctx->graph.tokens_per_sample();
           cand.steps = std::ceil(req.tokens / tokens_per_step);
           cand.time_to_train_s = cand.steps * cand.step.step_time_s;
