@@ -72,7 +72,9 @@ void run(const std::string& path) {
     std::printf("\n");
   }
   if (!all_fit)
-    throw Error(fmt::format("the plan does not fit in GPU memory ({} usable per GPU)", units::format_bytes(plan::peak_memory(p, ctx).capacity_bytes)))
+    throw Error(fmt::format("the plan does not fit in GPU memory: it needs {} on its fullest GPU, {} is usable",
+                            units::format_bytes(plan::peak_memory(p, ctx).total_bytes()),
+                            units::format_bytes(plan::peak_memory(p, ctx).capacity_bytes)))
         .at(path)
         .hint("raise zero_stage, use recomputation, a smaller micro_batch, more tp/pp, or a GPU with more memory");
 }

@@ -1,11 +1,13 @@
 // trainplan: plan, simulate, run and cost distributed deep-learning training.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 
 #include "commands.hpp"
 #include "trainplan/core/error.hpp"
+#include "trainplan/core/strings.hpp"
 
 namespace trainplan::cli {
 
@@ -48,6 +50,14 @@ int main(int argc, char** argv) {
   add_job_command(app);
 
   try {
+    // A mistyped command would otherwise read as a stray argument.
+    if (argc > 1 && argv[1][0] != '-') {
+      std::vector<std::string> names;
+      for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      if (std::find(names.begin(), names.end(), argv[1]) == names.end())
+        throw trainplan::Error(fmt::format("unknown command \"{}\"", argv[1]))
+            .hint(trainplan::suggestion(argv[1], names) + " (`trainplan --help` lists the commands)");
+    }
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

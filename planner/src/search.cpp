@@ -80,7 +80,8 @@ plan::Plan make_plan(const Context& c, const Skeleton& s) {
 SearchResult search(const SearchRequest& req, const hw::Catalog& catalog) {
   SearchResult result;
   if (!(req.tokens > 0)) throw Error("the training work must be positive").hint("give --tokens, e.g. --tokens 300e9");
-  if (req.max_gpus < 1) throw Error(fmt::format("--max-gpus must be at least 1, got {}", req.max_gpus));
+  if (req.max_gpus < 1)
+    throw Error(fmt::format("--max-gpus must be at least 1, got {}", req.max_gpus)).hint("give the largest cluster to consider, e.g. --max-gpus 256");
   models::ModelSpec spec = models::resolve_model(req.model);
   if (req.seq_len > 0) spec.seq_len = req.seq_len;
   const int64_t global_batch = req.global_batch > 0 ? req.global_batch : default_global_batch(spec);

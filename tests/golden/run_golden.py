@@ -21,7 +21,7 @@ def normalize(text):
 
 
 def main():
-    binary, golden = sys.argv[1], sys.argv[2]
+    binary, golden = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     update = "--update" in sys.argv[3:]
     only = [a for a in sys.argv[3:] if not a.startswith("--")]
     cases_dir = os.path.join(golden, "cases")
