@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs one benchmark binary for real and keeps its JSON result with the date and machine:
+#   benches/run.sh planner [extra google-benchmark flags]
+# writes benches/results/<lib>-<YYYY-MM-DD>.json. Build first (./setup.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lib=$1; shift
+bin=build/benches/trainplan_bench_${lib}
+[[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
+date=$(date +%F)
+out=benches/results/${lib}-${date}.json
+cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+"$bin" --benchmark_out="$out" --benchmark_out_format=json \
+  --benchmark_context=cpu_model="$cpu" \
+  --benchmark_context=cores="$(nproc)" \
+  --benchmark_context=load_average_at_start="$(cut -d' ' -f1-3 /proc/loadavg)" \
+  --benchmark_context=git_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  "$@"
+echo "wrote $out"
