@@ -138,7 +138,7 @@ json::Json chrome_trace(const Timeline& t) {
     }
     std::string name = e.label.empty() ? std::string(task_kind_name(e.kind)) : e.label;
     std::string cat(task_kind_name(e.kind));
-    if (e.purpose != CommPurpose::none) cat += "," + std::string(comm_purpose_name(e.purpose));
+    if (e.purpose != CommPurpose::none) cat.append(",").append(comm_purpose_name(e.purpose));
     json::Json args = {{"task", e.task}, {"phase", std::string(phase_name(e.phase))}};
     if (e.bytes > 0) args["bytes"] = e.bytes;
     if (e.flops > 0) args["flops"] = e.flops;

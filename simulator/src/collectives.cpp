@@ -96,6 +96,18 @@ bool hierarchical_applies(const std::vector<int>& gpus, const Topology& topology
   return true;
 }
 
+// Channels of a ring over `gpus`: the members per node when the group spans several nodes
+// with the same number (>= 2) on each and each node's members are contiguous in the ring;
+// otherwise 1.
+int ring_channels(const std::vector<int>& ring, const Topology& topology) {
+  if (!hierarchical_applies(ring, topology)) return 1;
+  int changes = 0;
+  for (size_t i = 1; i < ring.size(); ++i) changes += topology.node_of(ring[i]) != topology.node_of(ring[i - 1]) ? 1 : 0;
+  const auto nodes = split_by_node(ring, topology);
+  if (changes != static_cast<int>(nodes.size()) - 1) return 1;
+  return static_cast<int>(nodes[0].size());
+}
+
 // Per-kind phase builders over all copies. `each` is called once per copy and phase index.
 template <typename Fn>
 void add_phase(CommPattern& p, const Topology& topology, double factor, int steps,
@@ -231,9 +243,22 @@ CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm request
 
   switch (p.algorithm) {
     case CollectiveAlgorithm::ring: {
-      const double factor = reduce_like ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
+      // A ring spanning nodes runs as k channels (k = members per node), each entering and
+      // leaving every node through a different member, as NCCL's multi-ring layout does, so
+      // the traffic spreads over all the node's NICs; each channel carries S/k.
+      const int channels = ring_channels(groups[0], topology);
+      const double factor = (reduce_like ? 2.0 * (nn - 1) / nn : (nn - 1) / nn) / channels;
       const int steps = reduce_like ? 2 * (n - 1) : n - 1;
-      add_phase(p, topology, factor, steps, groups, ring_edges);
+      add_phase(p, topology, factor, steps, groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
+        if (channels == 1) return ring_edges(b, g);
+        const auto nodes = split_by_node(g, topology);
+        for (int c = 0; c < channels; ++c) {
+          std::vector<int> ring;
+          for (const auto& node : nodes)
+            for (size_t i = 0; i < node.size(); ++i) ring.push_back(node[(i + static_cast<size_t>(c)) % node.size()]);
+          ring_edges(b, ring);
+        }
+      });
       return p;
     }
     case CollectiveAlgorithm::tree: {

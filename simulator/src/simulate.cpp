@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <unordered_map>
 
 #include "breakdown.hpp"
 #include "comm_index.hpp"
@@ -24,7 +25,7 @@ namespace {
 
 using detail::CommIndex;
 using detail::is_comm;
-using detail::TaskRef;
+using detail::CommItem;
 
 enum EventType : int32_t {
   kComputeDone = 0,  // a = task, b = version of the rank's running compute
@@ -87,6 +88,7 @@ class StepSimulator {
     int32_t member_off = 0;
     int32_t pattern = -1;
     double size_bytes = 0;
+    double active_s = kNever;  // when every member had arrived and data started moving
     plan::CommPurpose purpose = plan::CommPurpose::none;
   };
 
@@ -98,18 +100,23 @@ class StepSimulator {
 
   // setup
   void validate_program() const;
+  void validate_task(int rank, int index, const plan::Task& t) const;
   void flatten();
-  void build_instances(const CommIndex& index);
-  int pattern_for_collective(const plan::Task& t, const std::vector<int>& groups);
+  int pattern_for_collective(const detail::CommItem& t, const std::vector<int>& groups);
+  int new_instance(const detail::CommItem& first, int32_t expected);
+  void build_instances_full(const CommIndex& index);
+  void build_instances_symmetric(const CommIndex& index);
   int pattern_for_p2p(const std::vector<FlowEnds>& pairs);
   const std::vector<int>& ring_of_group(int group, bool chain_from_root);
   int intern(std::vector<int64_t> key, CommPattern pattern);
+  const std::vector<int>& renamed_copies(int group, int s, int rep);
+  const std::vector<FlowEnds>& renamed_pairs(int peer, bool send, int s, int rep);
 
   // run
   void start_task(int t);
   void notify_stream(int t) {
-    const int n = stream_next_[static_cast<size_t>(t)];
-    if (n >= 0 && --pending_[static_cast<size_t>(n)] == 0) ready_.push_back(n);
+    const int n = ts_[static_cast<size_t>(t)].stream_next;
+    if (n >= 0 && --ts_[static_cast<size_t>(n)].pending == 0) ready_.push_back(n);
   }
   void finish(int t);
   void begin_next_compute(int s);
@@ -143,12 +150,21 @@ class StepSimulator {
   std::vector<int> sim_of_rank_;      // rank -> simulated index (-1 if replicated)
   std::vector<int32_t> task_base_;    // simulated index -> first global task
   std::vector<const plan::Task*> tasks_;
-  std::vector<int32_t> owner_;        // global task -> simulated index
-  std::vector<int32_t> pending_;
-  std::vector<int32_t> stream_next_;
+  // What the run loop needs of a task, in one cache line.
+  struct TaskState {
+    double value = 0;          // compute: seconds at its rank's speed; alloc/free: +/- bytes
+    double start_s = kNever;
+    double end_s = kNever;
+    int32_t owner = 0;         // simulated rank index
+    int32_t pending = 0;       // unfinished deps + (previous task of the stream not started)
+    int32_t stream_next = -1;
+    int32_t instance = -1;     // communication instance
+    plan::TaskKind kind = plan::TaskKind::compute;
+  };
+  std::vector<TaskState> ts_;
   std::vector<int32_t> dep_off_, dep_list_;
-  std::vector<double> start_s_, end_s_, active_s_;
-  std::vector<int32_t> instance_of_;
+  std::vector<double> flops_;                   // per simulated rank
+  std::vector<detail::CommItem> comm_items_;    // full fidelity: gathered by flatten()
   std::vector<int32_t> compute_queue_;
   std::vector<RankState> ranks_;
   std::vector<int32_t> ready_;
@@ -156,7 +172,19 @@ class StepSimulator {
   std::vector<Instance> instances_;
   std::vector<int32_t> members_;
   std::deque<CommPattern> patterns_;  // stable addresses: coflows point at their LinkUses
-  std::map<std::vector<int64_t>, int> pattern_ids_;
+  struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& v) const {
+      uint64_t h = 0x9e3779b97f4a7c15ULL;
+      for (int64_t x : v) h = (h ^ static_cast<uint64_t>(x)) * 0x100000001b3ULL + (h >> 29);
+      return static_cast<size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<int64_t>, int, KeyHash> pattern_ids_;
+  std::unordered_map<uint64_t, int> single_group_patterns_;  // (group, kind, algorithm) -> pattern
+  std::unordered_map<uint64_t, int> single_pair_patterns_;   // (src gpu, dst gpu) -> pattern
+  std::map<std::vector<int>, int> group_by_members_;          // sorted ranks -> group id
+  std::unordered_map<uint64_t, std::vector<int>> renamed_groups_;      // (group, class) -> groups
+  std::unordered_map<uint64_t, std::vector<FlowEnds>> renamed_pairs_;  // (peer, send, class) -> pairs
   std::vector<std::vector<int>> ring_cache_[2];  // [chain_from_root][group]
   std::vector<double> gpu_sent_, gpu_received_;
   std::array<double, kNumPurposes> sent_by_purpose_{};
@@ -176,20 +204,30 @@ void StepSimulator::validate_program() const {
       throw Error("rank " + std::to_string(r) + " runs on GPU " + std::to_string(rp.gpu) + " but the cluster has " +
                   std::to_string(topo_.num_gpus()) + " GPUs")
           .hint("the plan's world size must match the cluster");
-    for (size_t i = 0; i < rp.tasks.size(); ++i) {
-      const plan::Task& t = rp.tasks[i];
-      if (t.id != static_cast<int>(i)) throw task_error(r, static_cast<int>(i), t.label, "id is " + std::to_string(t.id));
-      if (t.stream < 0 || (!p_.streams.empty() && t.stream >= static_cast<int>(p_.streams.size())))
-        throw task_error(r, t.id, t.label, "unknown stream " + std::to_string(t.stream));
-      for (int d : t.deps)
-        if (d < 0 || d >= t.id)
-          throw task_error(r, t.id, t.label, "dependency " + std::to_string(d) + " is not an earlier task of the rank");
-      if ((t.kind == plan::TaskKind::send || t.kind == plan::TaskKind::recv) && (t.peer < 0 || t.peer >= world))
-        throw task_error(r, t.id, t.label, "unknown peer rank " + std::to_string(t.peer));
-      if (t.flops < 0 || t.mem_bytes < 0 || t.bytes < 0 || t.alloc_bytes < 0)
-        throw task_error(r, t.id, t.label, "negative flops or bytes");
+    if (opt_.fidelity == Fidelity::full && rp.tasks.empty() && r < static_cast<int>(p_.symmetry_class.size())) {
+      const int rep = p_.symmetry_class[static_cast<size_t>(r)];
+      if (rep >= 0 && rep < world && rep != r && !p_.ranks[static_cast<size_t>(rep)].tasks.empty())
+        throw Error("rank " + std::to_string(r) + " has no tasks but its class representative rank " + std::to_string(rep) +
+                    " has: a representatives-only program")
+            .hint("simulate it with symmetric fidelity, or lower every rank for full fidelity");
     }
   }
+}
+
+// Task-level checks, run by flatten() on the simulated ranks (in symmetric fidelity the other
+// ranks were checked equal to their representative).
+void StepSimulator::validate_task(int r, int i, const plan::Task& t) const {
+  if (t.id != i) throw task_error(r, i, t.label, "id is " + std::to_string(t.id));
+  if (t.stream < 0 || (!p_.streams.empty() && t.stream >= static_cast<int>(p_.streams.size())))
+    throw task_error(r, t.id, t.label, "unknown stream " + std::to_string(t.stream));
+  for (int d : t.deps)
+    if (d < 0 || d >= t.id)
+      throw task_error(r, t.id, t.label, "dependency " + std::to_string(d) + " is not an earlier task of the rank");
+  if ((t.kind == plan::TaskKind::send || t.kind == plan::TaskKind::recv) &&
+      (t.peer < 0 || t.peer >= static_cast<int>(p_.ranks.size())))
+    throw task_error(r, t.id, t.label, "unknown peer rank " + std::to_string(t.peer));
+  if (t.flops < 0 || t.mem_bytes < 0 || t.bytes < 0 || t.alloc_bytes < 0)
+    throw task_error(r, t.id, t.label, "negative flops or bytes");
 }
 
 void StepSimulator::flatten() {
@@ -202,13 +240,7 @@ void StepSimulator::flatten() {
     task_base_[s + 1] = task_base_[s] + static_cast<int32_t>(p_.ranks[static_cast<size_t>(sym_.reps[s])].tasks.size());
   const size_t n = static_cast<size_t>(task_base_[num_sim]);
   tasks_.resize(n);
-  owner_.resize(n);
-  pending_.assign(n, 0);
-  stream_next_.assign(n, -1);
-  start_s_.assign(n, kNever);
-  end_s_.assign(n, kNever);
-  active_s_.assign(n, kNever);
-  instance_of_.assign(n, -1);
+  ts_.assign(n, TaskState{});
   dep_off_.assign(n + 1, 0);
   ranks_.resize(num_sim);
 
@@ -218,8 +250,14 @@ void StepSimulator::flatten() {
     return std::max(0.1, Rng(opt_.straggler_seed).fork(static_cast<uint64_t>(gpu)).normal(1.0, opt_.straggler_stddev));
   };
 
+  // One pass over the simulated tasks: hot state, stream order, forward deps (flat), the
+  // number of dependents of each task, and (full fidelity) the communication items.
   std::vector<int32_t> last_on_stream;
+  std::vector<int32_t> deps_flat, deps_off(n + 1, 0);
   int32_t compute_total = 0;
+  const bool full = opt_.fidelity == Fidelity::full;
+  if (full) comm_items_.clear();
+  flops_.assign(num_sim, 0);
   for (size_t s = 0; s < num_sim; ++s) {
     const plan::RankProgram& rp = p_.ranks[static_cast<size_t>(sym_.reps[s])];
     RankState& rs = ranks_[s];
@@ -230,35 +268,100 @@ void StepSimulator::flatten() {
     const int32_t base = task_base_[s];
     last_on_stream.assign(p_.streams.empty() ? 64 : p_.streams.size(), -1);
     rs.queue_head = rs.queue_tail = compute_total;
-    for (const plan::Task& t : rp.tasks) {
-      const int32_t g = base + t.id;
-      tasks_[static_cast<size_t>(g)] = &t;
-      owner_[static_cast<size_t>(g)] = static_cast<int32_t>(s);
-      pending_[static_cast<size_t>(g)] = static_cast<int32_t>(t.deps.size());
+    for (size_t i = 0; i < rp.tasks.size(); ++i) {
+      const plan::Task& t = rp.tasks[i];
+      validate_task(rp.rank, static_cast<int>(i), t);
+      const auto g = static_cast<size_t>(base + t.id);
+      TaskState& st = ts_[g];
+      tasks_[g] = &t;
+      st.kind = t.kind;
+      st.owner = static_cast<int32_t>(s);
+      st.pending = static_cast<int32_t>(t.deps.size());
+      switch (t.kind) {
+        case plan::TaskKind::compute:
+          st.value = model_.duration_s(t) / rs.speed;
+          flops_[s] += t.flops;
+          ++compute_total;
+          break;
+        case plan::TaskKind::alloc: st.value = t.alloc_bytes; break;
+        case plan::TaskKind::free: st.value = -t.alloc_bytes; break;
+        default:
+          if (full) {
+            if (t.comm_id < 0)
+              throw task_error(rp.rank, t.id, t.label, "communication task without a comm_id");
+            comm_items_.push_back(CommItem::of(rp.rank, t));
+          }
+          break;
+      }
       if (static_cast<size_t>(t.stream) >= last_on_stream.size()) last_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
       int32_t& prev = last_on_stream[static_cast<size_t>(t.stream)];
       if (prev >= 0) {
-        stream_next_[static_cast<size_t>(prev)] = g;
-        ++pending_[static_cast<size_t>(g)];
+        ts_[static_cast<size_t>(prev)].stream_next = static_cast<int32_t>(g);
+        ++st.pending;
       }
-      prev = g;
-      if (t.kind == plan::TaskKind::compute) ++compute_total;
+      prev = static_cast<int32_t>(g);
+      deps_off[g] = static_cast<int32_t>(deps_flat.size());
+      for (int d : t.deps) {
+        deps_flat.push_back(base + d);
+        ++dep_off_[static_cast<size_t>(base + d) + 1];
+      }
     }
   }
+  deps_off[n] = static_cast<int32_t>(deps_flat.size());
   compute_queue_.assign(static_cast<size_t>(compute_total), -1);
-  // Dependents in CSR form (deps point backwards, so one counting pass suffices).
-  for (size_t g = 0; g < n; ++g)
-    for (int d : tasks_[g]->deps) ++dep_off_[static_cast<size_t>(task_base_[static_cast<size_t>(owner_[g])] + d) + 1];
+  // Dependents in CSR form, each list in increasing task order.
   for (size_t i = 0; i < n; ++i) dep_off_[i + 1] += dep_off_[i];
   dep_list_.assign(static_cast<size_t>(dep_off_[n]), 0);
   std::vector<int32_t> fill(dep_off_.begin(), dep_off_.end() - 1);
   for (size_t g = 0; g < n; ++g)
-    for (int d : tasks_[g]->deps) {
-      const size_t src = static_cast<size_t>(task_base_[static_cast<size_t>(owner_[g])] + d);
+    for (int32_t i = deps_off[g]; i < deps_off[g + 1]; ++i) {
+      const auto src = static_cast<size_t>(deps_flat[static_cast<size_t>(i)]);
       dep_list_[static_cast<size_t>(fill[src]++)] = static_cast<int32_t>(g);
     }
   gpu_sent_.assign(static_cast<size_t>(topo_.num_gpus()), 0);
   gpu_received_.assign(static_cast<size_t>(topo_.num_gpus()), 0);
+}
+
+// The groups that `group` of representative `rep` (simulated index s) becomes in the
+// programs of the class's header-only members.
+const std::vector<int>& StepSimulator::renamed_copies(int group, int s, int rep) {
+  auto [it, inserted] = renamed_groups_.try_emplace((static_cast<uint64_t>(group) << 32) | static_cast<uint32_t>(s));
+  if (!inserted) return it->second;
+  if (group_by_members_.empty())
+    for (const plan::Group& g : p_.groups) {
+      std::vector<int> key = g.ranks;
+      std::sort(key.begin(), key.end());
+      group_by_members_.emplace(std::move(key), g.id);
+    }
+  std::vector<int> key;
+  for (int member : sym_.members[static_cast<size_t>(s)]) {
+    if (!sym_.header_only[static_cast<size_t>(member)]) continue;
+    key.clear();
+    for (int r : p_.groups[static_cast<size_t>(group)].ranks) key.push_back(detail::rename(p_, rep, member, r));
+    std::sort(key.begin(), key.end());
+    auto g = group_by_members_.find(key);
+    if (g == group_by_members_.end())
+      throw Error("symmetric fidelity: rank " + std::to_string(member) + " (no tasks) would use a group that is not in "
+                  "the program's groups (group " + std::to_string(group) + " of rank " + std::to_string(rep) + " renamed)")
+          .hint("list every group in StepProgram::groups, or lower every rank");
+    it->second.push_back(g->second);
+  }
+  return it->second;
+}
+
+// The (src, dst) GPU pairs that a send to / recv from `peer` of representative `rep`
+// (simulated index s) becomes in the programs of the class's header-only members.
+const std::vector<FlowEnds>& StepSimulator::renamed_pairs(int peer, bool send, int s, int rep) {
+  const uint64_t key = (static_cast<uint64_t>(peer) << 33) | (static_cast<uint64_t>(send) << 32) | static_cast<uint32_t>(s);
+  auto [it, inserted] = renamed_pairs_.try_emplace(key);
+  if (!inserted) return it->second;
+  for (int member : sym_.members[static_cast<size_t>(s)]) {
+    if (!sym_.header_only[static_cast<size_t>(member)]) continue;
+    const int peer_gpu = p_.ranks[static_cast<size_t>(detail::rename(p_, rep, member, peer))].gpu;
+    const int own_gpu = p_.ranks[static_cast<size_t>(member)].gpu;
+    it->second.push_back(send ? FlowEnds{own_gpu, peer_gpu} : FlowEnds{peer_gpu, own_gpu});
+  }
+  return it->second;
 }
 
 int StepSimulator::intern(std::vector<int64_t> key, CommPattern pattern) {
@@ -284,18 +387,27 @@ const std::vector<int>& StepSimulator::ring_of_group(int group, bool chain_from_
   return ring;
 }
 
-int StepSimulator::pattern_for_collective(const plan::Task& t, const std::vector<int>& groups) {
+int StepSimulator::pattern_for_collective(const detail::CommItem& t, const std::vector<int>& groups) {
   const plan::Group& g0 = p_.groups[static_cast<size_t>(groups[0])];
   const plan::CommPurpose purpose = t.purpose != plan::CommPurpose::none ? t.purpose : g0.purpose;
   const bool chain = t.collective == plan::CollectiveKind::broadcast || t.collective == plan::CollectiveKind::reduce;
   auto build = [&](CollectiveAlgorithm a) {
+    const uint64_t fast = groups.size() == 1 ? (static_cast<uint64_t>(groups[0]) << 16) |
+                                                    (static_cast<uint64_t>(t.collective) << 8) | static_cast<uint64_t>(a)
+                                              : 0;
+    if (groups.size() == 1) {
+      auto f = single_group_patterns_.find(fast);
+      if (f != single_group_patterns_.end()) return f->second;
+    }
     std::vector<int64_t> key{0, static_cast<int64_t>(t.collective), static_cast<int64_t>(a)};
     for (int g : groups) key.push_back(g);
     auto it = pattern_ids_.find(key);
     if (it != pattern_ids_.end()) return it->second;
     std::vector<std::vector<int>> copies;
     for (int g : groups) copies.push_back(ring_of_group(g, chain));
-    return intern(std::move(key), build_pattern(t.collective, a, copies, topo_));
+    const int id = intern(std::move(key), build_pattern(t.collective, a, copies, topo_));
+    if (groups.size() == 1) single_group_patterns_.emplace(fast, id);
+    return id;
   };
   CollectiveAlgorithm a = algorithm_for(purpose, opt_);
   if (a != CollectiveAlgorithm::automatic) return build(a);
@@ -307,6 +419,14 @@ int StepSimulator::pattern_for_collective(const plan::Task& t, const std::vector
 }
 
 int StepSimulator::pattern_for_p2p(const std::vector<FlowEnds>& pairs) {
+  if (pairs.size() == 1) {
+    const uint64_t fast = (static_cast<uint64_t>(pairs[0].src_gpu) << 32) | static_cast<uint32_t>(pairs[0].dst_gpu);
+    auto f = single_pair_patterns_.find(fast);
+    if (f != single_pair_patterns_.end()) return f->second;
+    const int id = intern({1, static_cast<int64_t>(fast)}, build_p2p_pattern(pairs, topo_));
+    single_pair_patterns_.emplace(fast, id);
+    return id;
+  }
   std::vector<int64_t> key{1};
   for (const FlowEnds& f : pairs) key.push_back((static_cast<int64_t>(f.src_gpu) << 32) | f.dst_gpu);
   auto it = pattern_ids_.find(key);
@@ -317,113 +437,144 @@ int StepSimulator::pattern_for_p2p(const std::vector<FlowEnds>& pairs) {
 // One instance per set of simulated tasks that together run one communication. Full fidelity:
 // the tasks sharing a comm_id. Symmetric: the representatives' counterparts (same task index)
 // of the comm_id's tasks, and the data moved is that of every renamed copy (the comm_ids of
-// the class members at those task indices), so the network carries the whole cluster's load.
-void StepSimulator::build_instances(const CommIndex& index) {
-  const bool symmetric = opt_.fidelity == Fidelity::symmetric;
+// the class members at those task indices, or for header-only members the representative's
+// communication renamed), so the network carries the whole cluster's load.
+int StepSimulator::new_instance(const CommItem& first, int32_t expected) {
+  Instance inst;
+  inst.expected = expected;
+  inst.member_off = static_cast<int32_t>(members_.size());
+  inst.size_bytes = first.bytes;
+  inst.purpose = first.purpose;
+  if (first.kind == plan::TaskKind::collective && first.purpose == plan::CommPurpose::none)
+    inst.purpose = p_.groups[static_cast<size_t>(first.group)].purpose;
+  members_.resize(members_.size() + static_cast<size_t>(expected), -1);
+  instances_.push_back(inst);
+  return static_cast<int>(instances_.size()) - 1;
+}
+
+void StepSimulator::build_instances_full(const CommIndex& index) {
+  std::vector<int> groups(1);
+  std::vector<FlowEnds> pairs(1);
+  for (int slot = 0; slot < index.slots(); ++slot) {
+    const auto refs = index.refs(slot);
+    const CommItem& first = refs[0];
+    const int inst = new_instance(first, static_cast<int32_t>(refs.size()));
+    if (first.kind == plan::TaskKind::collective) {
+      groups[0] = first.group;
+      instances_[static_cast<size_t>(inst)].pattern = pattern_for_collective(first, groups);
+    } else {
+      const CommItem& send = first.kind == plan::TaskKind::send ? refs[0] : refs[1];
+      pairs[0] = {p_.ranks[static_cast<size_t>(send.rank)].gpu, p_.ranks[static_cast<size_t>(send.peer)].gpu};
+      instances_[static_cast<size_t>(inst)].pattern = pattern_for_p2p(pairs);
+    }
+    // Every rank is simulated, in rank order.
+    for (const CommItem& r : refs) ts_[static_cast<size_t>(task_base_[static_cast<size_t>(r.rank)] + r.task)].instance = inst;
+  }
+}
+
+void StepSimulator::build_instances_symmetric(const CommIndex& index) {
   std::vector<int32_t> mapped;
-  std::vector<int> copies;
   std::vector<int> groups;
   std::vector<FlowEnds> pairs;
   const size_t n = tasks_.size();
   for (size_t g = 0; g < n; ++g) {
+    if (!is_comm(ts_[g].kind) || ts_[g].instance >= 0) continue;
     const plan::Task& t = *tasks_[g];
-    if (!is_comm(t.kind)) continue;
-    const int slot = index.slot(t.comm_id);
+    const auto refs = index.refs(index.slot(t.comm_id));
     mapped.clear();
-    for (TaskRef r : index.refs(slot)) {
+    for (const CommItem& r : refs) {
       const int rep = sym_.rep_of[static_cast<size_t>(r.rank)];
       mapped.push_back(task_base_[static_cast<size_t>(sim_of_rank_[static_cast<size_t>(rep)])] + r.task);
     }
     std::sort(mapped.begin(), mapped.end());
     mapped.erase(std::unique(mapped.begin(), mapped.end()), mapped.end());
-    const int32_t key = mapped.front();
-    if (key != static_cast<int32_t>(g)) {
-      const int32_t inst = instance_of_[static_cast<size_t>(key)];
-      if (inst < 0 || instances_[static_cast<size_t>(inst)].expected != static_cast<int32_t>(mapped.size()))
-        throw task_error(ranks_[static_cast<size_t>(owner_[g])].rank, t.id, t.label,
-                         "symmetric fidelity: its communication does not map consistently onto the class "
-                         "representatives")
-            .hint("simulate with full fidelity, or fix the program's symmetry_class");
-      instance_of_[g] = inst;
-      continue;
-    }
-    Instance inst;
-    inst.expected = static_cast<int32_t>(mapped.size());
-    inst.member_off = static_cast<int32_t>(members_.size());
-    inst.size_bytes = t.bytes;
-    members_.resize(members_.size() + mapped.size(), -1);
-    // Copies: the comm slots of every class member at the members' task indices.
-    copies.clear();
-    if (symmetric) {
-      for (int32_t m : mapped) {
-        const int s = owner_[static_cast<size_t>(m)];
-        const int task = m - task_base_[static_cast<size_t>(s)];
-        for (int member : sym_.members[static_cast<size_t>(s)])
-          copies.push_back(index.slot(p_.ranks[static_cast<size_t>(member)].tasks[static_cast<size_t>(task)].comm_id));
+    if (mapped.front() != static_cast<int32_t>(g))
+      throw task_error(ranks_[static_cast<size_t>(ts_[g].owner)].rank, t.id, t.label,
+                       "symmetric fidelity: its communication does not map consistently onto the class "
+                       "representatives")
+          .hint("simulate with full fidelity, or fix the program's symmetry_class");
+    const int inst = new_instance(refs[0], static_cast<int32_t>(mapped.size()));
+    for (int32_t m : mapped) ts_[static_cast<size_t>(m)].instance = inst;
+
+    // Copies: what every class member runs at the members' task indices.
+    const bool collective = t.kind == plan::TaskKind::collective;
+    groups.clear();
+    pairs.clear();
+    auto add_slot = [&](int c) {
+      for (const CommItem& r : index.refs(c)) {
+        if (collective) {
+          groups.push_back(r.group);
+          return;
+        }
+        if (r.kind == plan::TaskKind::send)
+          pairs.push_back({p_.ranks[static_cast<size_t>(r.rank)].gpu, p_.ranks[static_cast<size_t>(r.peer)].gpu});
       }
-      std::sort(copies.begin(), copies.end());
-      copies.erase(std::unique(copies.begin(), copies.end()), copies.end());
-    } else {
-      copies.push_back(slot);
-    }
-    if (t.kind == plan::TaskKind::collective) {
-      groups.clear();
-      for (int c : copies) {
-        TaskRef r = index.refs(c)[0];
-        groups.push_back(p_.ranks[static_cast<size_t>(r.rank)].tasks[static_cast<size_t>(r.task)].group);
-      }
-      std::sort(groups.begin(), groups.end());
-      groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
-      inst.pattern = pattern_for_collective(t, groups);
-      inst.purpose = t.purpose != plan::CommPurpose::none ? t.purpose : p_.groups[static_cast<size_t>(t.group)].purpose;
-    } else {
-      pairs.clear();
-      for (int c : copies) {
-        for (TaskRef r : index.refs(c)) {
-          const plan::Task& x = p_.ranks[static_cast<size_t>(r.rank)].tasks[static_cast<size_t>(r.task)];
-          if (x.kind == plan::TaskKind::send)
-            pairs.push_back({p_.ranks[static_cast<size_t>(r.rank)].gpu, p_.ranks[static_cast<size_t>(x.peer)].gpu});
+    };
+    for (int32_t m : mapped) {
+      const int s = ts_[static_cast<size_t>(m)].owner;
+      const int task = m - task_base_[static_cast<size_t>(s)];
+      const int rep = sym_.reps[static_cast<size_t>(s)];
+      const plan::Task& rt = *tasks_[static_cast<size_t>(m)];
+      for (int member : sym_.members[static_cast<size_t>(s)])
+        if (!sym_.header_only[static_cast<size_t>(member)])
+          add_slot(index.slot(p_.ranks[static_cast<size_t>(member)].tasks[static_cast<size_t>(task)].comm_id));
+      if (sym_.any_header_only) {
+        // The header-only members' copies depend only on (group or peer, class): cached.
+        if (collective) {
+          const auto& renamed = renamed_copies(rt.group, s, rep);
+          groups.insert(groups.end(), renamed.begin(), renamed.end());
+        } else {
+          const auto& renamed = renamed_pairs(rt.peer, rt.kind == plan::TaskKind::send, s, rep);
+          pairs.insert(pairs.end(), renamed.begin(), renamed.end());
         }
       }
-      inst.pattern = pattern_for_p2p(pairs);
-      inst.purpose = t.purpose;
     }
-    instance_of_[g] = static_cast<int32_t>(instances_.size());
-    instances_.push_back(inst);
+    if (collective) {
+      std::sort(groups.begin(), groups.end());
+      groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+      instances_[static_cast<size_t>(inst)].pattern = pattern_for_collective(refs[0], groups);
+    } else {
+      std::sort(pairs.begin(), pairs.end(), [](const FlowEnds& a, const FlowEnds& b) {
+        return a.src_gpu < b.src_gpu || (a.src_gpu == b.src_gpu && a.dst_gpu < b.dst_gpu);
+      });
+      pairs.erase(std::unique(pairs.begin(), pairs.end(),
+                              [](const FlowEnds& a, const FlowEnds& b) { return a.src_gpu == b.src_gpu && a.dst_gpu == b.dst_gpu; }),
+                  pairs.end());
+      instances_[static_cast<size_t>(inst)].pattern = pattern_for_p2p(pairs);
+    }
   }
 }
 
 // ---- run -----------------------------------------------------------------------------------
 
 void StepSimulator::finish(int t) {
-  end_s_[static_cast<size_t>(t)] = now_;
+  ts_[static_cast<size_t>(t)].end_s = now_;
   for (int32_t i = dep_off_[static_cast<size_t>(t)]; i < dep_off_[static_cast<size_t>(t) + 1]; ++i) {
     const int32_t d = dep_list_[static_cast<size_t>(i)];
-    if (--pending_[static_cast<size_t>(d)] == 0) ready_.push_back(d);
+    if (--ts_[static_cast<size_t>(d)].pending == 0) ready_.push_back(d);
   }
 }
 
 void StepSimulator::start_task(int t) {
-  const plan::Task& task = *tasks_[static_cast<size_t>(t)];
-  const int s = owner_[static_cast<size_t>(t)];
+  const int s = ts_[static_cast<size_t>(t)].owner;
   RankState& rs = ranks_[static_cast<size_t>(s)];
-  switch (task.kind) {
+  switch (ts_[static_cast<size_t>(t)].kind) {
     case plan::TaskKind::compute:
       compute_queue_[static_cast<size_t>(rs.queue_tail++)] = t;
       begin_next_compute(s);
       return;
     case plan::TaskKind::alloc:
     case plan::TaskKind::free:
-      start_s_[static_cast<size_t>(t)] = now_;
+      ts_[static_cast<size_t>(t)].start_s = now_;
       notify_stream(t);
-      rs.mem_now += task.kind == plan::TaskKind::alloc ? task.alloc_bytes : -task.alloc_bytes;
+      rs.mem_now += ts_[static_cast<size_t>(t)].value;
       rs.mem_peak = std::max(rs.mem_peak, rs.mem_now);
       finish(t);
       return;
     default:
-      start_s_[static_cast<size_t>(t)] = now_;
+      ts_[static_cast<size_t>(t)].start_s = now_;
       notify_stream(t);
-      arrive(instance_of_[static_cast<size_t>(t)], t);
+      arrive(ts_[static_cast<size_t>(t)].instance, t);
       return;
   }
 }
@@ -433,9 +584,9 @@ void StepSimulator::begin_next_compute(int s) {
   if (rs.running >= 0 || rs.queue_head == rs.queue_tail) return;
   const int t = compute_queue_[static_cast<size_t>(rs.queue_head++)];
   rs.running = t;
-  start_s_[static_cast<size_t>(t)] = now_;
+  ts_[static_cast<size_t>(t)].start_s = now_;
   notify_stream(t);
-  rs.work_left_s = model_.duration_s(*tasks_[static_cast<size_t>(t)]) / rs.speed;
+  rs.work_left_s = ts_[static_cast<size_t>(t)].value;
   rs.last_s = now_;
   rs.rate = rs.comm_active > 0 && opt_.overlap_slowdown > 0 ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
   queue_.push(now_ + rs.work_left_s / rs.rate, kComputeDone, t, ++rs.version);
@@ -461,11 +612,11 @@ void StepSimulator::arrive(int inst, int t) {
 }
 
 void StepSimulator::begin_instance(int inst) {
-  const Instance& in = instances_[static_cast<size_t>(inst)];
+  Instance& in = instances_[static_cast<size_t>(inst)];
+  in.active_s = now_;
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    active_s_[static_cast<size_t>(t)] = now_;
-    comm_activity(owner_[static_cast<size_t>(t)], +1);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, +1);
   }
   ++stats_.comm_instances;
   schedule_phase(inst, 0, now_ + opt_.comm_launch_s);
@@ -512,7 +663,7 @@ void StepSimulator::complete(int inst) {
   const Instance& in = instances_[static_cast<size_t>(inst)];
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    comm_activity(owner_[static_cast<size_t>(t)], -1);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, -1);
     finish(t);
   }
 }
@@ -524,14 +675,14 @@ void StepSimulator::drain() {
 
 void StepSimulator::report_stall() const {
   for (size_t g = 0; g < tasks_.size(); ++g) {
-    if (end_s_[g] >= 0) continue;
+    if (ts_[g].end_s >= 0) continue;
     const plan::Task& t = *tasks_[g];
-    const int rank = ranks_[static_cast<size_t>(owner_[g])].rank;
+    const int rank = ranks_[static_cast<size_t>(ts_[g].owner)].rank;
     std::string why;
-    if (start_s_[g] < 0 && pending_[g] > 0) {
+    if (ts_[g].start_s < 0 && ts_[g].pending > 0) {
       why = "never started: waiting for its dependencies or the previous task of its stream";
-    } else if (instance_of_[g] >= 0) {
-      const Instance& in = instances_[static_cast<size_t>(instance_of_[g])];
+    } else if (ts_[g].instance >= 0) {
+      const Instance& in = instances_[static_cast<size_t>(ts_[g].instance)];
       why = "communication comm_id " + std::to_string(t.comm_id) + " never completed: " + std::to_string(in.arrived) +
             " of " + std::to_string(in.expected) + " participants arrived";
     } else {
@@ -551,12 +702,19 @@ StepResult StepSimulator::run() {
   sym_ = opt_.fidelity == Fidelity::symmetric ? detail::symmetric_classes(p_) : detail::identity_symmetry(p_);
   flatten();
   {
-    CommIndex index(p_);
-    build_instances(index);
+    if (opt_.fidelity == Fidelity::full) {
+      CommIndex index(p_, std::move(comm_items_));
+      build_instances_full(index);
+    } else {
+      CommIndex index(p_, CommIndex::collect(p_), &sym_.header_only);
+      build_instances_symmetric(index);
+    }
+    comm_items_ = {};
   }
   queue_.reserve(1024);
+  stats_.setup_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   for (size_t g = 0; g < tasks_.size(); ++g)
-    if (pending_[g] == 0) ready_.push_back(static_cast<int32_t>(g));
+    if (ts_[g].pending == 0) ready_.push_back(static_cast<int32_t>(g));
   drain();
   while (true) {
     const bool hq = !queue_.empty();
@@ -581,12 +739,12 @@ StepResult StepSimulator::run() {
       const Event e = queue_.pop();
       now_ = e.time_s;
       if (e.type == kComputeDone) {
-        RankState& rs = ranks_[static_cast<size_t>(owner_[static_cast<size_t>(e.a)])];
+        RankState& rs = ranks_[static_cast<size_t>(ts_[static_cast<size_t>(e.a)].owner)];
         if (e.b != rs.version || rs.running != e.a) continue;  // superseded by a rate change
         ++stats_.events;
         rs.running = -1;
         finish(e.a);
-        begin_next_compute(owner_[static_cast<size_t>(e.a)]);
+        begin_next_compute(ts_[static_cast<size_t>(e.a)].owner);
       } else {
         ++stats_.events;
         on_transfer(e.a, static_cast<int>(e.b));
@@ -595,7 +753,7 @@ StepResult StepSimulator::run() {
     drain();
   }
   for (size_t g = 0; g < tasks_.size(); ++g)
-    if (end_s_[g] < 0) report_stall();
+    if (ts_[g].end_s < 0) report_stall();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return collect(wall);
 }
@@ -606,12 +764,12 @@ std::vector<detail::Interval> StepSimulator::intervals_of(int s) const {
   std::vector<detail::Interval> out;
   for (int32_t g = task_base_[static_cast<size_t>(s)]; g < task_base_[static_cast<size_t>(s) + 1]; ++g) {
     const plan::Task& t = *tasks_[static_cast<size_t>(g)];
-    const double start = start_s_[static_cast<size_t>(g)], end = end_s_[static_cast<size_t>(g)];
+    const double start = ts_[static_cast<size_t>(g)].start_s, end = ts_[static_cast<size_t>(g)].end_s;
     if (t.kind == plan::TaskKind::compute) {
       out.push_back({start, end, t.phase == plan::Phase::optimizer ? detail::IntervalKind::optimizer : detail::IntervalKind::compute});
     } else if (is_comm(t.kind)) {
-      const double active = active_s_[static_cast<size_t>(g)];
-      const plan::CommPurpose purpose = instances_[static_cast<size_t>(instance_of_[static_cast<size_t>(g)])].purpose;
+      const double active = instances_[static_cast<size_t>(ts_[static_cast<size_t>(g)].instance)].active_s;
+      const plan::CommPurpose purpose = instances_[static_cast<size_t>(ts_[static_cast<size_t>(g)].instance)].purpose;
       out.push_back({active, end, detail::IntervalKind::comm, purpose});
       if (purpose == plan::CommPurpose::pp) out.push_back({start, active, detail::IntervalKind::pp_wait});
     }
@@ -622,15 +780,12 @@ std::vector<detail::Interval> StepSimulator::intervals_of(int s) const {
 StepResult StepSimulator::collect(double wall_s) {
   StepResult r;
   const size_t num_sim = ranks_.size();
-  std::vector<double> last_end(num_sim, 0), busy(num_sim, 0), flops(num_sim, 0);
-  for (size_t g = 0; g < tasks_.size(); ++g) {
-    const size_t s = static_cast<size_t>(owner_[g]);
-    last_end[s] = std::max(last_end[s], end_s_[g]);
-    const plan::Task& t = *tasks_[g];
-    if (t.kind == plan::TaskKind::compute) {
-      busy[s] += end_s_[g] - start_s_[g];
-      flops[s] += t.flops;
-    }
+  std::vector<double> last_end(num_sim, 0), busy(num_sim, 0);
+  const std::vector<double>& flops = flops_;
+  for (const TaskState& st : ts_) {
+    const auto s = static_cast<size_t>(st.owner);
+    last_end[s] = std::max(last_end[s], st.end_s);
+    if (st.kind == plan::TaskKind::compute) busy[s] += st.end_s - st.start_s;
   }
   size_t critical = 0;
   for (size_t s = 0; s < num_sim; ++s)
@@ -666,19 +821,22 @@ StepResult StepSimulator::collect(double wall_s) {
   tl.meta["world_size"] = static_cast<int64_t>(world);
   if (opt_.record_timeline) {
     size_t total = 0;
-    for (const auto& rp : p_.ranks) total += rp.tasks.size();
+    for (size_t rank = 0; rank < world; ++rank)
+      total += p_.ranks[static_cast<size_t>(sym_.header_only[rank] ? sym_.rep_of[rank] : static_cast<int>(rank))].tasks.size();
     tl.events.reserve(total);
     for (size_t rank = 0; rank < world; ++rank) {
       const int32_t base = task_base_[static_cast<size_t>(sim_of_rank_[static_cast<size_t>(sym_.rep_of[rank])])];
-      for (const plan::Task& t : p_.ranks[rank].tasks) {
+      // A header-only rank shows its representative's tasks (its own program renamed).
+      const plan::RankProgram& source = sym_.header_only[rank] ? p_.ranks[static_cast<size_t>(sym_.rep_of[rank])] : p_.ranks[rank];
+      for (const plan::Task& t : source.tasks) {
         const size_t g = static_cast<size_t>(base + t.id);
         plan::TimelineEvent e;
         e.rank = static_cast<int>(rank);
         e.task = t.id;
         e.stream = t.stream;
         e.kind = t.kind;
-        e.start_s = start_s_[g];
-        e.end_s = end_s_[g];
+        e.start_s = ts_[g].start_s;
+        e.end_s = ts_[g].end_s;
         e.bytes = t.kind == plan::TaskKind::compute ? t.mem_bytes
                   : (t.kind == plan::TaskKind::alloc || t.kind == plan::TaskKind::free) ? t.alloc_bytes
                                                                                          : t.bytes;

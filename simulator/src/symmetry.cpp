@@ -1,5 +1,6 @@
 #include "symmetry.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -31,23 +32,41 @@ Symmetry finish(const plan::StepProgram& program, const std::vector<int>& class_
   const int world = static_cast<int>(program.ranks.size());
   Symmetry s;
   s.rep_of.assign(static_cast<size_t>(world), -1);
-  std::map<int, int> rep_of_key;  // class key -> lowest rank
-  for (int r = 0; r < world; ++r) rep_of_key.emplace(class_key[static_cast<size_t>(r)], r);
+  std::map<int, int> rep_of_key;  // class key -> lowest rank with tasks (else lowest rank)
+  for (int r = 0; r < world; ++r) {
+    auto [it, inserted] = rep_of_key.emplace(class_key[static_cast<size_t>(r)], r);
+    if (!inserted && program.ranks[static_cast<size_t>(it->second)].tasks.empty() &&
+        !program.ranks[static_cast<size_t>(r)].tasks.empty())
+      it->second = r;
+  }
+  for (const auto& [key, rep] : rep_of_key) s.reps.push_back(rep);
+  std::sort(s.reps.begin(), s.reps.end());
   std::map<int, size_t> index_of_rep;
+  for (size_t i = 0; i < s.reps.size(); ++i) index_of_rep[s.reps[i]] = i;
+  s.members.resize(s.reps.size());
+  s.header_only.assign(static_cast<size_t>(world), 0);
   for (int r = 0; r < world; ++r) {
     int rep = rep_of_key[class_key[static_cast<size_t>(r)]];
     s.rep_of[static_cast<size_t>(r)] = rep;
-    if (rep == r) {
-      index_of_rep[r] = s.reps.size();
-      s.reps.push_back(r);
-      s.members.emplace_back();
-    }
     s.members[index_of_rep[rep]].push_back(r);
+    if (program.ranks[static_cast<size_t>(r)].tasks.empty() && !program.ranks[static_cast<size_t>(rep)].tasks.empty()) {
+      s.header_only[static_cast<size_t>(r)] = 1;
+      s.any_header_only = true;
+    }
   }
   return s;
 }
 
 }  // namespace
+
+int rename(const plan::StepProgram& program, int rep, int member, int x) {
+  const auto& r = program.ranks[static_cast<size_t>(rep)];
+  const auto& m = program.ranks[static_cast<size_t>(member)];
+  const auto& rx = program.ranks[static_cast<size_t>(x)];
+  const int dp = std::max(1, program.dp);
+  const int d = ((rx.dp_rank + m.dp_rank - r.dp_rank) % dp + dp) % dp;
+  return program.rank_of(d, rx.tp_rank, rx.pp_rank);
+}
 
 Symmetry identity_symmetry(const plan::StepProgram& program) {
   std::vector<int> key(program.ranks.size());
@@ -71,17 +90,34 @@ Symmetry symmetric_classes(const plan::StepProgram& program) {
     }
   }
   Symmetry s = finish(program, key);
+  if (s.any_header_only) {
+    // Header-only ranks are renamed by dp translation: the layout must be rank_of(dp, tp, pp).
+    for (const auto& rp : program.ranks)
+      if (rp.dp_rank < 0 || rp.dp_rank >= program.dp || rp.tp_rank < 0 || rp.tp_rank >= program.tp ||
+          rp.pp_rank < 0 || rp.pp_rank >= program.pp || program.rank_of(rp.dp_rank, rp.tp_rank, rp.pp_rank) != rp.rank)
+        throw Error("rank " + std::to_string(rp.rank) + " has coordinates (dp " + std::to_string(rp.dp_rank) + ", tp " +
+                    std::to_string(rp.tp_rank) + ", pp " + std::to_string(rp.pp_rank) +
+                    ") that do not match the rank layout; ranks without tasks cannot be renamed")
+            .hint("lower every rank, or keep the layout rank = (pp_rank * dp + dp_rank) * tp + tp_rank");
+  }
   for (size_t c = 0; c < s.reps.size(); ++c) {
     const plan::RankProgram& rep = program.ranks[static_cast<size_t>(s.reps[c])];
     for (int m : s.members[c]) {
       const plan::RankProgram& mine = program.ranks[static_cast<size_t>(m)];
+      if (s.header_only[static_cast<size_t>(m)]) {
+        if (mine.tp_rank != rep.tp_rank || mine.pp_rank != rep.pp_rank)
+          throw Error("symmetric fidelity: rank " + std::to_string(m) + " has no tasks and is not a dp replica of its "
+                      "class representative rank " + std::to_string(rep.rank))
+              .hint("symmetry classes of a representatives-only program group ranks by (pp_rank, tp_rank)");
+        continue;
+      }
       if (mine.tasks.size() != rep.tasks.size())
         throw Error("symmetric fidelity: rank " + std::to_string(m) + " has " + std::to_string(mine.tasks.size()) +
                     " tasks, its class representative rank " + std::to_string(rep.rank) + " has " +
                     std::to_string(rep.tasks.size()))
             .hint("simulate with full fidelity, or fix the program's symmetry_class");
       for (size_t i = 0; i < rep.tasks.size(); ++i)
-        if (const char* what = task_difference(mine.tasks[i], rep.tasks[i]))
+        if (const char* what = mine.tasks[i].id != static_cast<int>(i) ? "id" : task_difference(mine.tasks[i], rep.tasks[i]))
           throw Error("symmetric fidelity: rank " + std::to_string(m) + " task " + std::to_string(i) + " (" +
                       mine.tasks[i].label + ") differs in " + what + " from its class representative rank " +
                       std::to_string(rep.rank))

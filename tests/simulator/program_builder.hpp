@@ -279,13 +279,18 @@ namespace trainplan::testing {
 struct HybridSpec {
   int dp = 2, tp = 2, pp = 2;
   int micro_batches = 4;
-  double forward_s = 1e-3;    // per micro-batch per stage, split in two halves around a tp all-reduce
+  int layers = 1;             // per stage; each a compute half, a tp all-reduce, a compute half
+  double forward_s = 1e-3;    // per micro-batch per stage (all its layers)
   double backward_s = 2e-3;
   double tp_bytes = 8e6;      // per tp all-reduce
   double pp_bytes = 16e6;     // per boundary transfer
   double grad_bytes = 2e8;    // dp all-reduce of the stage's gradients
   double optimizer_s = 5e-4;
   double saved_bytes = 1e8;
+  /// A 4-byte all-reduce over every rank before the optimizer (a global gradient norm).
+  bool world_all_reduce = false;
+  /// Build tasks only for dp_rank 0 (LowerOptions::representatives_only).
+  bool representatives_only = false;
 };
 
 /// A dp x tp x pp program with 1F1B (rank = (pp_rank*dp + dp_rank)*tp + tp_rank on GPU = rank):
@@ -311,12 +316,34 @@ inline plan::StepProgram build_hybrid(const HybridSpec& h) {
       for (int d = 0; d < h.dp; ++d) ranks.push_back(prog.rank_of(d, t, s));
       dp_group[static_cast<size_t>(s * h.tp + t)] = b.group(ranks, plan::CommPurpose::dp);
     }
+  std::vector<int> everyone(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) everyone[static_cast<size_t>(r)] = r;
+  const int world_group = b.group(everyone, plan::CommPurpose::dp);
   PipelineSpec ps;
   ps.stages = h.pp;
   ps.micro_batches = h.micro_batches;
   // comm ids: [kind][stage or group][mb][direction]
-  auto tp_id = [&](int group, int mb, bool fwd) { return static_cast<int64_t>(((group * h.micro_batches + mb) * 2 + (fwd ? 0 : 1))); };
-  const int64_t pp_base = 10'000'000, dp_base = 20'000'000;
+  // The first tp comm_id of a micro-batch and direction; its layers use the next ones.
+  auto tp_id = [&](int group, int mb, bool fwd) {
+    return ((static_cast<int64_t>(group) * h.micro_batches + mb) * 2 + (fwd ? 0 : 1)) * h.layers;
+  };
+  // `layers` x (compute half, tp all-reduce, compute half) after `deps`; returns the last task.
+  auto layer_chain = [&](ProgramBuilder& pb, int r, int tg, const std::vector<int>& deps, double total_s,
+                         int64_t first_id, plan::Phase phase, const std::string& label) {
+    std::vector<int> prev = deps;
+    int last_task = -1;
+    for (int l = 0; l < h.layers; ++l) {
+      const double half = total_s / h.layers / 2;
+      const int c1 = pb.compute(r, half, prev, phase, label + " a" + std::to_string(l));
+      const int ar = h.tp > 1 ? pb.member(r, tg, plan::CollectiveKind::all_reduce, h.tp_bytes, first_id + l, {c1}) : c1;
+      last_task = pb.compute(r, half, {ar}, phase, label + " b" + std::to_string(l));
+      prev = {last_task};
+    }
+    return last_task;
+  };
+  // Dense comm ids: tp first, then pp, then dp.
+  const int64_t pp_base = static_cast<int64_t>(h.dp) * h.pp * h.micro_batches * 2 * h.layers;
+  const int64_t dp_base = pp_base + static_cast<int64_t>(h.dp) * h.tp * h.pp * h.micro_batches * 2;
   auto pp_id = [&](int d, int t, int boundary, int mb, bool fwd) {
     return pp_base + ((((static_cast<int64_t>(d) * h.tp + t) * h.pp + boundary) * h.micro_batches + mb) * 2 + (fwd ? 0 : 1));
   };
@@ -327,6 +354,7 @@ inline plan::StepProgram build_hybrid(const HybridSpec& h) {
         plan::RankProgram& rp = b.rank(r);
         rp.dp_rank = d, rp.tp_rank = t, rp.pp_rank = s;
         rp.static_bytes = 1e9;
+        if (h.representatives_only && d != 0) continue;
         const int tg = tp_group[static_cast<size_t>(s * h.dp + d)];
         std::vector<int> fwd_of(static_cast<size_t>(h.micro_batches), -1);
         int last = -1;
@@ -337,17 +365,13 @@ inline plan::StepProgram build_hybrid(const HybridSpec& h) {
           if (op.forward) {
             if (s > 0) deps.push_back(b.recv(r, prog.rank_of(d, t, s - 1), h.pp_bytes, pp_id(d, t, s - 1, mb, true)));
             b.alloc(r, h.saved_bytes, mb);
-            int c1 = b.compute(r, h.forward_s / 2, deps, plan::Phase::forward, "fwd a" + where);
-            int ar = h.tp > 1 ? b.member(r, tg, plan::CollectiveKind::all_reduce, h.tp_bytes, tp_id(tg, mb, true), {c1}) : c1;
-            int c2 = b.compute(r, h.forward_s / 2, {ar}, plan::Phase::forward, "fwd b" + where);
+            const int c2 = layer_chain(b, r, tg, deps, h.forward_s, tp_id(tg, mb, true), plan::Phase::forward, "fwd" + where);
             fwd_of[static_cast<size_t>(mb)] = c2;
             if (s + 1 < h.pp) b.send(r, prog.rank_of(d, t, s + 1), h.pp_bytes, pp_id(d, t, s, mb, true), {c2});
           } else {
             deps.push_back(fwd_of[static_cast<size_t>(mb)]);
             if (s + 1 < h.pp) deps.push_back(b.recv(r, prog.rank_of(d, t, s + 1), h.pp_bytes, pp_id(d, t, s, mb, false)));
-            int c1 = b.compute(r, h.backward_s / 2, deps, plan::Phase::backward, "bwd a" + where);
-            int ar = h.tp > 1 ? b.member(r, tg, plan::CollectiveKind::all_reduce, h.tp_bytes, tp_id(tg, mb, false), {c1}) : c1;
-            int c2 = b.compute(r, h.backward_s / 2, {ar}, plan::Phase::backward, "bwd b" + where);
+            const int c2 = layer_chain(b, r, tg, deps, h.backward_s, tp_id(tg, mb, false), plan::Phase::backward, "bwd" + where);
             b.release(r, h.saved_bytes, mb, {c2});
             if (s > 0) b.send(r, prog.rank_of(d, t, s - 1), h.pp_bytes, pp_id(d, t, s - 1, mb, false), {c2});
             last = c2;
@@ -358,10 +382,20 @@ inline plan::StepProgram build_hybrid(const HybridSpec& h) {
           const int dg = dp_group[static_cast<size_t>(s * h.tp + t)];
           grads = b.member(r, dg, plan::CollectiveKind::all_reduce, h.grad_bytes, dp_base + dg, {last}, kComm);
         }
+        if (h.world_all_reduce)
+          grads = b.member(r, world_group, plan::CollectiveKind::all_reduce, 4, dp_base + h.tp * h.pp, {grads}, kComm);
         b.compute(r, h.optimizer_s, {grads}, plan::Phase::optimizer, "optimizer");
       }
   prog.symmetry_class.resize(static_cast<size_t>(world));
   for (const auto& rp : prog.ranks) prog.symmetry_class[static_cast<size_t>(rp.rank)] = prog.rank_of(0, rp.tp_rank, rp.pp_rank);
+  return std::move(prog);  // prog refers into the builder
+}
+
+/// The program as LowerOptions::representatives_only lowers it: ranks outside their class's
+/// representative (dp_rank 0) keep their header and lose their tasks.
+inline plan::StepProgram representatives_only(plan::StepProgram prog) {
+  for (auto& rp : prog.ranks)
+    if (prog.symmetry_class[static_cast<size_t>(rp.rank)] != rp.rank) rp.tasks.clear();
   return prog;
 }
 

@@ -84,6 +84,26 @@ TEST_CASE("simulator: symmetric fidelity keeps the contention of the replicas it
   }
 }
 
+TEST_CASE("simulator: a representatives-only program simulates like the full one", "[simulator]") {
+  // Only dp_rank 0 of each (pp, tp) class has tasks; the others are renamed copies. The dp,
+  // world and replica-local (tp, pp) traffic of the task-less ranks must still load the network.
+  HybridSpec h;
+  h.dp = 4;
+  h.tp = 2;
+  h.pp = 2;
+  h.micro_batches = 3;
+  h.world_all_reduce = true;
+  auto prog = build_hybrid(h);
+  auto reps = trainplan::testing::representatives_only(prog);
+  auto topo = sim::make_two_level_topology({4, 4, 3e11, 1e-6, 2.5e10, 5e-6});
+  auto opt = exact_options();
+  auto full = sim::simulate_step(prog, topo, test_gpu(), opt);
+  REQUIRE_ERROR_CONTAINS(sim::simulate_step(reps, topo, test_gpu(), opt), "representatives-only");
+  opt.fidelity = sim::Fidelity::symmetric;
+  auto sym = sim::simulate_step(reps, topo, test_gpu(), opt);
+  require_same(full, sym);
+}
+
 TEST_CASE("simulator: symmetric fidelity rejects ranks that are not symmetric", "[simulator]") {
   HybridSpec h;
   auto prog = build_hybrid(h);

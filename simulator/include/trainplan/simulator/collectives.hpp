@@ -21,6 +21,10 @@
 //                                    flow, n-1 steps (reduce: the chain reversed)
 //   any           barrier         as all_reduce of S (usually 0 bytes: latency only)
 //
+// A ring that spans several nodes, with k >= 2 members on each (contiguous in ring order),
+// runs as k channels carrying S/k each: channel c rotates every node's members by c, so each
+// channel enters and leaves a node through a different GPU and the traffic spreads over all
+// the node's NICs (NCCL's multi-ring layout); bytes per rank and step counts are unchanged.
 // A step's latency is the largest route latency among the phase's flows. Uncontended, ring
 // all-reduce over links of bandwidth B and hop latency L takes 2(n-1)/n * S/B + 2(n-1)L.
 //

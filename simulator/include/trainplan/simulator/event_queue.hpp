@@ -1,6 +1,6 @@
 // File: trainplan/simulator/event_queue.hpp
 //
-// The discrete-event engine's queue: a binary min-heap of plain 32-byte events ordered by
+// The discrete-event engine's queue: a 4-ary min-heap of plain 32-byte events ordered by
 // (time, insertion sequence). Equal times pop in the order they were pushed, so a simulation
 // that pushes the same events in the same order replays byte for byte. No allocation per
 // event (the heap is one vector that grows to the peak number of pending events), no
@@ -79,7 +79,7 @@ class EventQueue {
   void sift_up(size_t i) {
     Event e = heap_[i];
     while (i > 0) {
-      size_t parent = (i - 1) / 2;
+      size_t parent = (i - 1) / kArity;
       if (!event_before(e, heap_[parent])) break;
       heap_[i] = heap_[parent];
       i = parent;
@@ -88,22 +88,28 @@ class EventQueue {
   }
 
   // Places `e` (the former last element) starting at the root: moves the hole down along the
-  // smaller children, then sifts `e` up from the bottom (fewer comparisons than the textbook
+  // smallest children, then sifts `e` up from there (fewer comparisons than the textbook
   // sift-down, since `e` usually belongs near the leaves).
   void sift_down_from_root(const Event& e) {
     const size_t n = heap_.size();
     size_t hole = 0;
-    size_t child = 1;
-    while (child < n) {
-      if (child + 1 < n && event_before(heap_[child + 1], heap_[child])) ++child;
-      heap_[hole] = heap_[child];
-      hole = child;
-      child = 2 * hole + 1;
+    while (true) {
+      const size_t first = kArity * hole + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t last = first + kArity < n ? first + kArity : n;
+      for (size_t c = first + 1; c < last; ++c)
+        if (event_before(heap_[c], heap_[best])) best = c;
+      heap_[hole] = heap_[best];
+      hole = best;
     }
     heap_[hole] = e;
     sift_up(hole);
   }
 
+  // 4 children per node: half the depth of a binary heap, and a node's children share a
+  // cache line pair.
+  static constexpr size_t kArity = 4;
   SeqCounter own_seq_;
   SeqCounter* seq_;
   std::vector<Event> heap_;

@@ -115,6 +115,7 @@ struct SimStats {
   int64_t coflows = 0;           // network phases started
   int64_t rate_recomputations = 0;
   double wall_s = 0;             // not deterministic: never written to JSON
+  double setup_wall_s = 0;       // part of wall_s spent before the first event (checks, indexing)
 };
 
 struct StepResult {

@@ -1,0 +1,65 @@
+// The simulator on real hw::Cluster topologies from the built-in catalog.
+#include <numeric>
+
+#include "program_builder.hpp"
+#include "test_support.hpp"
+#include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/simulator/simulate.hpp"
+
+using namespace trainplan;
+using trainplan::testing::build_hybrid;
+using trainplan::testing::HybridSpec;
+using trainplan::testing::ProgramBuilder;
+
+namespace {
+
+double ring_allreduce_busbw(const hw::Cluster& cluster, int n, double bytes) {
+  ProgramBuilder b(n);
+  std::vector<int> ranks(static_cast<size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  b.collective(b.group(ranks, plan::CommPurpose::dp), plan::CollectiveKind::all_reduce, bytes);
+  sim::SimOptions opt;
+  opt.dp_algorithm = plan::DpAlgorithm::ring;
+  auto r = sim::simulate_step(b.program(), cluster, opt);
+  return bytes / r.step_time_s * sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, n);
+}
+
+}  // namespace
+
+TEST_CASE("simulator: ring all-reduce on p4d reaches NVSwitch and EFA line rates", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::InstanceType& p4d = cat.instance("p4d.24xlarge");
+  const double gib = 1024.0 * 1024 * 1024;
+  // One node: bus bandwidth approaches the per-GPU NVSwitch bandwidth for large messages.
+  hw::Cluster one = hw::Cluster::build(p4d, 1, cat);
+  const double nvs = p4d.topology.nvswitch_bandwidth_bytes_per_s;
+  const double busbw1 = ring_allreduce_busbw(one, 8, gib);
+  CHECK(busbw1 <= nvs);
+  CHECK(busbw1 > 0.95 * nvs);
+  // Two nodes: the ring's channels spread over all four EFA NICs; bus bandwidth approaches the
+  // instance's network bandwidth (50 GB/s), not one NIC's quarter of it.
+  hw::Cluster two = hw::Cluster::build(p4d, 2, cat);
+  const double net = p4d.network.bandwidth_bytes_per_s;
+  const double busbw2 = ring_allreduce_busbw(two, 16, gib);
+  CHECK(busbw2 <= net * 1.0000001);
+  CHECK(busbw2 > 0.9 * net);
+}
+
+TEST_CASE("simulator: symmetric and full fidelity agree on a p4d cluster", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  HybridSpec h;
+  h.dp = 4;
+  h.tp = 4;
+  h.pp = 2;
+  h.micro_batches = 4;
+  hw::Cluster cluster = hw::Cluster::build(cat.instance("p4d.24xlarge"), h.dp * h.tp * h.pp / 8, cat);
+  auto prog = build_hybrid(h);
+  sim::SimOptions opt;
+  auto full = sim::simulate_step(prog, cluster, opt);
+  opt.fidelity = sim::Fidelity::symmetric;
+  auto sym = sim::simulate_step(prog, cluster, opt);
+  CHECK(sym.step_time_s == Approx(full.step_time_s).epsilon(1e-9));
+  CHECK(sym.breakdown.exposed_comm_total_s() == Approx(full.breakdown.exposed_comm_total_s()).epsilon(1e-9));
+  CHECK(sym.stats.ranks_simulated == h.tp * h.pp);
+  CHECK(full.timeline.meta["gpu"] == "A100-SXM4-40GB");
+}
