@@ -474,6 +474,18 @@ void Backend::attention_backward(Stream& s, const Tensor& dqkv, const Tensor& do
   attention_backward_impl(s, dqkv, dout, qkv, out, lse, shape);
 }
 
+void Backend::rotary(Stream& s, const Tensor& out, const Tensor& inp, const AttentionShape& shape, double theta,
+                     bool inverse) {
+  Args a(*this, "rotary");
+  check_attention_shape(a, shape);
+  if (shape.head_dim % 2 != 0) a.fail(fmt::format("head_dim must be even, got {}", shape.head_dim));
+  if (!(theta > 1)) a.fail(fmt::format("theta must be > 1, got {}", theta));
+  a.matrix(inp, "inp", shape.tokens(), shape.qkv_cols(), "(B*T, (H + 2*KVH) * D)");
+  a.matrix(out, "out", shape.tokens(), shape.qkv_cols(), "(B*T, (H + 2*KVH) * D)");
+  if (!out.same_data(inp)) a.disjoint(out, "out", inp, "inp");
+  rotary_impl(s, out, inp, shape, theta, inverse);
+}
+
 // ---- cross-entropy -----------------------------------------------------------------------------
 
 void Backend::ce_local_max(Stream& s, const Tensor& max, const Tensor& logits) {

@@ -211,6 +211,13 @@ class CpuBackend final : public Backend {
                                  sh.heads, sh.kv_heads, sh.head_dim, sh.causal);
     });
   }
+  void rotary_impl(Stream& s, const Tensor& out, const Tensor& inp, const AttentionShape& sh, double theta,
+                   bool inverse) override {
+    run(s, "rotary", {&out, &inp}, [&](auto t) {
+      using T = decltype(t);
+      cpu::rotary<T>(ptr<T>(out), ptr<T>(inp), sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim, theta, inverse);
+    });
+  }
   void ce_local_max_impl(Stream& s, const Tensor& max, const Tensor& logits) override {
     run(s, "ce_local_max", {&max, &logits}, [&](auto t) {
       using T = decltype(t);

@@ -444,6 +444,37 @@ void adamw_step(T* params, const T* grads, T* m, T* v, const T* scale, int64_t c
 
 // ---- instantiations ----------------------------------------------------------------------------
 
+template <class T>
+void rotary(T* out, const T* inp, int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim,
+            double theta, bool inverse) {
+  const QkvLayout L{heads, kv_heads, head_dim};
+  const int64_t row = L.row(), half = head_dim / 2, rotated = (heads + kv_heads) * head_dim;
+  // Angles depend on the position and the pair index only: one table of cos / sin per row.
+  std::vector<double> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+  for (int64_t n = 0; n < batch * seq; ++n) {
+    const double pos = static_cast<double>(n % seq);
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = pos * std::pow(theta, -2.0 * static_cast<double>(j) / static_cast<double>(head_dim));
+      cos_t[static_cast<size_t>(j)] = std::cos(angle);
+      sin_t[static_cast<size_t>(j)] = inverse ? -std::sin(angle) : std::sin(angle);
+    }
+    const T* x = inp + n * row;
+    T* y = out + n * row;
+    for (int64_t h = 0; h < heads + kv_heads; ++h) {
+      const T* xh = x + h * head_dim;
+      T* yh = y + h * head_dim;
+      for (int64_t j = 0; j < half; ++j) {
+        const double a = static_cast<double>(xh[j]), b = static_cast<double>(xh[j + half]);
+        const double c = cos_t[static_cast<size_t>(j)], s = sin_t[static_cast<size_t>(j)];
+        yh[j] = static_cast<T>(a * c - b * s);
+        yh[j + half] = static_cast<T>(b * c + a * s);
+      }
+    }
+    if (out != inp)
+      for (int64_t i = rotated; i < row; ++i) y[i] = x[i];
+  }
+}
+
 #define TP_CPU_KERNELS(T)                                                                                      \
   template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, T*, bool, const T*);  \
   template void fill<T>(T*, int64_t, T);                                                                       \
@@ -467,6 +498,7 @@ void adamw_step(T* params, const T* grads, T* m, T* v, const T* scale, int64_t c
   template void attention_forward<T>(T*, T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, bool);     \
   template void attention_backward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,   \
                                       int64_t, int64_t, bool);                                                 \
+  template void rotary<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t, double, bool);            \
   template void ce_local_max<T>(T*, const T*, int64_t, int64_t);                                               \
   template void ce_local_sum_exp<T>(T*, const T*, const T*, int64_t, int64_t);                                 \
   template void ce_local_target_logit<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t);             \

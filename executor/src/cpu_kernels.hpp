@@ -71,6 +71,12 @@ template <class T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t batch,
                         int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim, bool causal);
 
+// out, inp: (b*t, (h + 2 kvh) d); rotates the first (h + kvh) heads of each row by
+// pos = row % seq, copies the v heads. out may be inp.
+template <class T>
+void rotary(T* out, const T* inp, int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim,
+            double theta, bool inverse);
+
 // logits: (n,v) local vocabulary slice; max, sum_exp, target_logit, losses: n; targets: n.
 template <class T> void ce_local_max(T* max, const T* logits, int64_t n, int64_t v);
 template <class T> void ce_local_sum_exp(T* sum_exp, const T* logits, const T* max, int64_t n, int64_t v);

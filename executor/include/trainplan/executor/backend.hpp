@@ -239,6 +239,17 @@ class Backend {
   void attention_backward(Stream& stream, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                           const Tensor& out, const Tensor& lse, const AttentionShape& shape);
 
+  /// Rotary position embedding (RoPE) of the Q and K heads of a fused qkv tensor, in the
+  /// half-split form of GPT-NeoX and Hugging Face Llama: in each head, dims j and j + D/2
+  /// (j < D/2) rotate together by the angle pos * theta^(-2j/D), pos = row % T:
+  ///   out[j] = x[j] cos - x[j + D/2] sin,  out[j + D/2] = x[j + D/2] cos + x[j] sin.
+  /// V columns are copied unchanged. `inverse` rotates by the opposite angle: the map is
+  /// orthogonal, so the inverse is also the backward (dqkv = rotary(dqkv_rotated, inverse)).
+  /// out, inp: (B*T, (H + 2*KVH)*D); D must be even; out may be inp (in place).
+  /// Under tensor parallelism the local heads rotate exactly as the global ones.
+  void rotary(Stream& stream, const Tensor& out, const Tensor& inp, const AttentionShape& shape, double theta,
+              bool inverse);
+
   // ---- cross-entropy over a (possibly vocab-parallel) vocabulary ----------------------------
   // With the vocabulary split over tp ranks, rank r holds logits (N, Vr) of vocab entries
   // [v0, v0 + Vr). The loss is computed in local pieces with an all-reduce between them:
@@ -324,6 +335,8 @@ class Backend {
                                       const AttentionShape& shape) = 0;
   virtual void attention_backward_impl(Stream& s, const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                        const Tensor& out, const Tensor& lse, const AttentionShape& shape) = 0;
+  virtual void rotary_impl(Stream& s, const Tensor& out, const Tensor& inp, const AttentionShape& shape, double theta,
+                           bool inverse) = 0;
   virtual void ce_local_max_impl(Stream& s, const Tensor& max, const Tensor& logits) = 0;
   virtual void ce_local_sum_exp_impl(Stream& s, const Tensor& sum_exp, const Tensor& logits,
                                      const Tensor& max) = 0;

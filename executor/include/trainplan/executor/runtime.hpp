@@ -1,0 +1,157 @@
+// File: trainplan/executor/runtime.hpp
+//
+// The runtime: runs a plan's StepProgram for real, every rank a thread with its own backend,
+// the ranks talking through the in-process communicator. It interprets the model graph op by
+// op (forward, backward, recomputation), moves the tensors the program's communication tasks
+// name (tensor-parallel collectives, pipeline sends, data-parallel / ZeRO buckets, the tied
+// embedding all-reduce), runs AdamW with global-norm clipping on the parameters each rank
+// owns, and records a measured Timeline in the simulator's format.
+//
+//   plan::Plan p = plan::read_plan_file("plan.json");
+//   plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin());
+//   plan::validate(p, ctx);
+//   Runtime rt(p, ctx, plan::lower(p, ctx), RuntimeOptions{});
+//   for (int i = 0; i < 10; ++i) {
+//     StepResult r = rt.step();               // r.loss, r.timeline, r.peak_memory_bytes
+//   }
+//   rt.save_checkpoint("ckpt/");               // sharded as the plan shards it
+//   std::vector<double> w = rt.parameter("block1.attn.qkv.weight");  // gathered, tp = 1 layout
+//
+// Conventions (executor/README.md has the long version):
+// - Parameters are named "<op name>.weight" / "<op name>.bias" (the model graph's op names)
+//   and stored in PyTorch layout: linear (out, in), embedding (rows, C), norms (C). Each is
+//   drawn whole from the seed (per name) and sliced, so every plan starts from the same values.
+// - Data: sample i of the global batch of step k is `TrainingData::sample(k, i)`; dp rank d,
+//   micro-batch m holds samples (d * M + m) * b ... + b - 1 (M micro-batches of b samples).
+// - Loss: mean cross-entropy over all tokens (labels) of the global batch; each micro-batch's
+//   loss is divided by the global token count, so summing gradients over micro-batches and
+//   data-parallel ranks gives the single-rank gradient.
+// - The CPU backend computes in f32 (or f64), whatever 16-bit precision the plan names; the
+//   program's FLOPs and bytes are reported as the program states them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainplan/core/json.hpp"
+#include "trainplan/executor/backend.hpp"
+#include "trainplan/plan/plan.hpp"
+#include "trainplan/plan/step_program.hpp"
+#include "trainplan/plan/timeline.hpp"
+
+namespace trainplan::executor {
+
+/// The training samples of a run: a pure function of (step, sample index), so that every plan
+/// and a resumed run see the same data.
+class TrainingData {
+ public:
+  /// Synthetic data for `spec` from `seed`. Decoders: tokens uniform in [0, vocab). MLP:
+  /// features N(0, 1) and the label argmax(W x) of a fixed random teacher W (learnable).
+  static TrainingData synthetic(const models::ModelSpec& spec, int64_t seq_len, uint64_t seed);
+  /// Decoders only: windows of a token stream (e.g. a file's bytes, read_byte_tokens);
+  /// sample i of step k starts at ((k * G + i) * seq) mod (tokens - seq - 1), G = global batch.
+  static TrainingData from_tokens(const models::ModelSpec& spec, int64_t seq_len, int64_t global_batch,
+                                  std::vector<int32_t> tokens);
+
+  /// Decoders: `inputs` and `labels` (seq each; labels are the next tokens).
+  void token_sample(int64_t step, int64_t sample, std::span<int32_t> inputs, std::span<int32_t> labels) const;
+  /// MLP: `features` (widths[0]) and one label.
+  void feature_sample(int64_t step, int64_t sample, std::span<double> features, int32_t& label) const;
+  bool decoder() const { return decoder_; }
+
+ private:
+  bool decoder_ = true;
+  int64_t seq_len_ = 0, vocab_ = 0, global_batch_ = 0;
+  uint64_t seed_ = 0;
+  std::vector<int32_t> tokens_;  // empty: synthetic
+  int64_t features_ = 0, classes_ = 0;
+  std::vector<double> teacher_;  // (classes, features)
+};
+
+struct RuntimeOptions {
+  std::string backend = "cpu";
+  DType dtype = DType::f32;       // master weights, activations and gradients
+  uint64_t seed = 1;              // parameter initialization
+  uint64_t data_seed = 2;         // synthetic data (when `data` is not given)
+  AdamWConfig adamw{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  double max_grad_norm = 1.0;     // global-norm clipping; <= 0 disables it
+  /// A communication wait longer than this fails the step (deadlock detection).
+  double timeout_s = 60;
+  /// The data; synthetic from data_seed when null.
+  std::shared_ptr<const TrainingData> data;
+  /// Keep each step's reduced gradients for Runtime::gradient() (tests; one download of every
+  /// gradient per step).
+  bool keep_gradients = false;
+};
+
+struct StepResult {
+  int64_t step = 0;               // 1-based index of the optimizer step just taken
+  double loss = 0;                // mean cross-entropy of the global batch (before the update)
+  double grad_norm = 0;           // global gradient norm before clipping
+  double step_time_s = 0;         // wall clock of the step (first task start to last task end)
+  std::vector<double> peak_memory_bytes;           // per rank: the backend's peak allocation
+  std::vector<double> declared_peak_memory_bytes;  // per rank: static + peak live allocs of the program
+  plan::Timeline timeline;        // measured, source "measured <backend>"
+};
+
+class Runtime {
+ public:
+  /// Materializes each rank's parameters and optimizer state (initialized from
+  /// options.seed). Throws Error for what the executor cannot run (model family, op kinds,
+  /// attention dropout... naming the op) or a program that does not belong to the plan.
+  Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::StepProgram program, RuntimeOptions options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Runs one training step on all ranks (threads) and returns its loss and measurements.
+  /// Errors on any rank (including communication timeouts) abort all ranks and are rethrown.
+  StepResult step();
+  /// Optimizer steps taken (including those restored from a checkpoint).
+  int64_t steps_done() const;
+
+  /// Global parameter names, in model graph order (a tied head adds none).
+  std::vector<std::string> parameter_names() const;
+  /// Full (tp = 1, unsharded) shape of a parameter in the executor's layout.
+  Shape parameter_shape(const std::string& name) const;
+  /// Current values of a parameter, gathered from the ranks that own it (row-major).
+  std::vector<double> parameter(const std::string& name) const;
+  /// The reduced gradient of the last step (summed over micro-batches and ranks, before
+  /// clipping), gathered from its owners. Needs RuntimeOptions::keep_gradients.
+  std::vector<double> gradient(const std::string& name) const;
+  /// "" when every copy of every parameter (data-parallel replicas, tp-replicated tensors,
+  /// the two tied embedding copies) is bit-identical; else the first difference.
+  std::string check_replicas() const;
+
+  /// Writes the model and optimizer state, one file per rank holding what that rank owns, and
+  /// a manifest (see executor/README.md) into `dir` (created if needed).
+  void save_checkpoint(const std::string& dir) const;
+  /// Restores a checkpoint written by save_checkpoint for the same model and plan layout.
+  /// Errors name the file and what does not match.
+  void load_checkpoint(const std::string& dir);
+
+  const plan::StepProgram& program() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The step's memory declared by the program, per rank: static_bytes + the peak of the live
+/// alloc/free bytes in task order.
+std::vector<double> declared_peak_memory(const plan::StepProgram& program);
+
+/// Throws Error when a rank's declared peak memory exceeds `limit_bytes`, naming the rank,
+/// its peak (static + step buffers) and the limit. A plan "does not fit" before it runs.
+void check_memory_limit(const plan::StepProgram& program, double limit_bytes);
+
+/// The newest complete checkpoint under `dir` (a subfolder "step-<N>" with a manifest), or ""
+/// when there is none. Runtime::save_checkpoint writes into checkpoint_folder(dir, step).
+std::string latest_checkpoint(const std::string& dir);
+std::string checkpoint_folder(const std::string& dir, int64_t step);
+
+}  // namespace trainplan::executor

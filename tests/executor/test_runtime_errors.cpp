@@ -1,0 +1,107 @@
+// Bad input to the runtime fails with an error that names the problem: a model or op the
+// executor cannot run, a program of another plan, a plan over the memory limit, and programs
+// that break at run time (a rank fails, members of a collective disagree): the step fails
+// promptly with the first failing rank's message, it does not hang.
+#include <chrono>
+
+#include "runtime_fixture.hpp"
+
+using namespace trainplan;
+using namespace trainplan::executor;
+using namespace trainplan::executor::testing;
+
+TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[executor][runtime]") {
+  SECTION("an encoder model") {
+    plan::Plan p;
+    p.model = "bert-tiny";
+    p.instance_type = "g5.xlarge";
+    p.global_batch = 2;
+    p.micro_batch = 2;
+    plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
+    plan::validate(p, ctx, "test");
+    REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()),
+                           "the executor runs model families gpt, llama and mlp, not bert");
+  }
+  SECTION("a program lowered from another plan") {
+    RunSpec a;
+    a.dp = 2;
+    RunSpec b;
+    b.tp = 2;
+    auto ra = resolve_run(a), rb = resolve_run(b);
+    REQUIRE_ERROR_CONTAINS(Runtime(rb->plan, rb->ctx, plan::lower(ra->plan, ra->ctx), test_options()),
+                           "the step program has dp 2, the plan 1");
+  }
+  SECTION("a backend that is not compiled in, a dtype the cpu does not compute in") {
+    auto r = resolve_run(RunSpec{});
+    RuntimeOptions o = test_options();
+    o.backend = "tpu";
+    REQUIRE_ERROR_CONTAINS(Runtime(r->plan, r->ctx, plan::lower(r->plan, r->ctx), o), "unknown backend \"tpu\"");
+    o = test_options();
+    o.dtype = DType::bf16;
+    REQUIRE_ERROR_CONTAINS(Runtime(r->plan, r->ctx, plan::lower(r->plan, r->ctx), o), "does not compute in bf16");
+  }
+}
+
+TEST_CASE("executor: a plan whose declared memory exceeds the limit does not fit, naming the rank",
+          "[executor][runtime]") {
+  RunSpec s;
+  s.pp = 2;
+  s.micro_batch = 2;
+  auto r = resolve_run(s);
+  const plan::StepProgram prog = plan::lower(r->plan, r->ctx);
+  const std::vector<double> peaks = declared_peak_memory(prog);
+  // The oracle: static bytes + the largest running sum of alloc - free, computed here again.
+  for (const auto& rp : prog.ranks) {
+    double live = 0, peak = 0;
+    for (const auto& t : rp.tasks) {
+      live += t.kind == plan::TaskKind::alloc ? t.alloc_bytes : t.kind == plan::TaskKind::free ? -t.alloc_bytes : 0;
+      peak = std::max(peak, live);
+    }
+    CHECK(peaks[static_cast<size_t>(rp.rank)] == rp.static_bytes + peak);
+    CHECK(peak > 0);
+  }
+  const double biggest = std::max(peaks[0], peaks[1]);
+  check_memory_limit(prog, biggest);  // fits exactly
+  const int worst = peaks[0] >= peaks[1] ? 0 : 1;
+  REQUIRE_ERROR_CONTAINS(check_memory_limit(prog, biggest * 0.99),
+                         "the plan does not fit: rank " + std::to_string(worst) + " (dp 0, tp 0, pp " + std::to_string(worst) + ")");
+}
+
+TEST_CASE("executor: a rank that fails mid-step stops every rank promptly with its message", "[executor][runtime]") {
+  // Rank 1 (the last pipeline stage) is told to compute an op of the first stage; rank 0 is
+  // then waiting for its activation gradient and must not hang.
+  RunSpec s;
+  s.pp = 2;
+  s.micro_batch = 4;
+  auto r = resolve_run(s);
+  plan::StepProgram prog = plan::lower(r->plan, r->ctx);
+  const int first_stage_op = r->ctx.graph.unit(0).ops.front();
+  for (plan::Task& t : prog.ranks[1].tasks)
+    if (t.kind == plan::TaskKind::compute && t.phase == plan::Phase::backward) {
+      t.op = first_stage_op;
+      break;
+    }
+  RuntimeOptions o = test_options();
+  o.timeout_s = 60;
+  Runtime rt(r->plan, r->ctx, std::move(prog), o);
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_ERROR_CONTAINS(rt.step(), "step 1 failed: rank 1 failed: rank 1 task");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 10);
+  REQUIRE_ERROR_CONTAINS(rt.step(), "cannot run another step after a failed one");
+}
+
+TEST_CASE("executor: members of a gradient bucket that pack different tensors fail the step naming the collective",
+          "[executor][runtime]") {
+  RunSpec s;
+  s.dp = 2;
+  s.bucket_size_bytes = 1e9;  // one bucket
+  auto r = resolve_run(s);
+  plan::StepProgram prog = plan::lower(r->plan, r->ctx);
+  for (plan::Task& t : prog.ranks[1].tasks)
+    if (t.kind == plan::TaskKind::collective && t.role == plan::TensorRole::grads && t.ops.size() > 1) {
+      t.ops.pop_back();  // rank 1 leaves one op out of the bucket
+      break;
+    }
+  Runtime rt(r->plan, r->ctx, std::move(prog), test_options());
+  REQUIRE_ERROR_CONTAINS(rt.step(), "members pass different sizes");
+}
