@@ -54,6 +54,11 @@ Symmetry finish(const plan::StepProgram& program, const std::vector<int>& class_
       s.any_header_only = true;
     }
   }
+  s.only_representatives_have_tasks = true;
+  for (int r = 0; r < world; ++r)
+    if (s.rep_of[static_cast<size_t>(r)] != r && !s.header_only[static_cast<size_t>(r)] &&
+        !program.ranks[static_cast<size_t>(r)].tasks.empty())
+      s.only_representatives_have_tasks = false;
   return s;
 }
 

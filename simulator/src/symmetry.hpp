@@ -17,6 +17,8 @@ struct Symmetry {
   /// data-parallel translation (see rename()).
   std::vector<char> header_only;
   bool any_header_only = false;
+  /// Every rank is a representative or header-only (a representatives-only program).
+  bool only_representatives_have_tasks = false;
 };
 
 /// The rank that `x` becomes when the program of `rep` is renamed to that of `member` (two

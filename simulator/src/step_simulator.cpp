@@ -1,0 +1,224 @@
+// The event loop: tasks start when ready, compute runs on the per-GPU engine, communication
+// runs as phases of coflows on the flow network.
+#include "step_simulator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+namespace trainplan::sim::detail {
+
+void StepSimulator::finish(int t) {
+  ts_[static_cast<size_t>(t)].end_s = now_;
+  for (int32_t i = dep_off_[static_cast<size_t>(t)]; i < dep_off_[static_cast<size_t>(t) + 1]; ++i) {
+    const int32_t d = dep_list_[static_cast<size_t>(i)];
+    if (--ts_[static_cast<size_t>(d)].pending == 0) ready_.push_back(d);
+  }
+}
+
+void StepSimulator::start_task(int t) {
+  const int s = ts_[static_cast<size_t>(t)].owner;
+  RankState& rs = ranks_[static_cast<size_t>(s)];
+  switch (ts_[static_cast<size_t>(t)].kind) {
+    case plan::TaskKind::compute:
+      compute_queue_[static_cast<size_t>(rs.queue_tail++)] = t;
+      begin_next_compute(s);
+      return;
+    case plan::TaskKind::alloc:
+    case plan::TaskKind::free:
+      ts_[static_cast<size_t>(t)].start_s = now_;
+      notify_stream(t);
+      rs.mem_now += ts_[static_cast<size_t>(t)].value;
+      rs.mem_peak = std::max(rs.mem_peak, rs.mem_now);
+      finish(t);
+      return;
+    default:
+      ts_[static_cast<size_t>(t)].start_s = now_;
+      notify_stream(t);
+      arrive(ts_[static_cast<size_t>(t)].instance, t);
+      return;
+  }
+}
+
+void StepSimulator::begin_next_compute(int s) {
+  RankState& rs = ranks_[static_cast<size_t>(s)];
+  if (rs.running >= 0 || rs.queue_head == rs.queue_tail) return;
+  const int t = compute_queue_[static_cast<size_t>(rs.queue_head++)];
+  rs.running = t;
+  ts_[static_cast<size_t>(t)].start_s = now_;
+  notify_stream(t);
+  rs.work_left_s = ts_[static_cast<size_t>(t)].value;
+  rs.last_s = now_;
+  rs.rate = rs.comm_active > 0 && opt_.overlap_slowdown > 0 ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
+  queue_.push(now_ + rs.work_left_s / rs.rate, kComputeDone, t, ++rs.version);
+}
+
+void StepSimulator::comm_activity(int s, int delta) {
+  RankState& rs = ranks_[static_cast<size_t>(s)];
+  const bool was = rs.comm_active > 0;
+  rs.comm_active += delta;
+  const bool is = rs.comm_active > 0;
+  if (was == is || opt_.overlap_slowdown <= 0 || rs.running < 0) return;
+  rs.work_left_s -= (now_ - rs.last_s) * rs.rate;
+  if (rs.work_left_s < 0) rs.work_left_s = 0;
+  rs.last_s = now_;
+  rs.rate = is ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
+  queue_.push(now_ + rs.work_left_s / rs.rate, kComputeDone, rs.running, ++rs.version);
+}
+
+void StepSimulator::arrive(int inst, int t) {
+  Instance& in = instances_[static_cast<size_t>(inst)];
+  members_[static_cast<size_t>(in.member_off + in.arrived++)] = t;
+  if (in.arrived == in.expected) begin_instance(inst);
+}
+
+void StepSimulator::begin_instance(int inst) {
+  Instance& in = instances_[static_cast<size_t>(inst)];
+  in.active_s = now_;
+  for (int32_t i = 0; i < in.expected; ++i) {
+    const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
+    comm_activity(ts_[static_cast<size_t>(t)].owner, +1);
+  }
+  ++stats_.comm_instances;
+  schedule_phase(inst, 0, now_ + opt_.comm_launch_s);
+}
+
+void StepSimulator::schedule_phase(int inst, int phase, double t0) {
+  const CommPattern& pat = patterns_[static_cast<size_t>(instances_[static_cast<size_t>(inst)].pattern)];
+  const double latency = phase < static_cast<int>(pat.phases.size()) ? pat.phases[static_cast<size_t>(phase)].latency_s : 0.0;
+  queue_.push(t0 + latency, kTransfer, inst, phase);
+}
+
+void StepSimulator::on_transfer(int inst, int phase) {
+  const Instance& in = instances_[static_cast<size_t>(inst)];
+  const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
+  if (phase == static_cast<int>(pat.phases.size())) {
+    complete(inst);
+    return;
+  }
+  const CommPhase& ph = pat.phases[static_cast<size_t>(phase)];
+  const double bytes = ph.bytes_factor * in.size_bytes;
+  if (bytes > 0 && !ph.uses.empty()) {
+    net_.start(ph.uses, bytes, now_, static_cast<int64_t>(inst) * 8 + phase);
+    ++stats_.coflows;
+  } else {
+    phase_done(inst, phase);
+  }
+}
+
+void StepSimulator::phase_done(int inst, int phase) {
+  const Instance& in = instances_[static_cast<size_t>(inst)];
+  const CommPhase& ph = patterns_[static_cast<size_t>(in.pattern)].phases[static_cast<size_t>(phase)];
+  const double bytes = ph.bytes_factor * in.size_bytes;
+  if (bytes > 0) {
+    for (const FlowEnds& f : ph.flows) {
+      gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
+      gpu_received_[static_cast<size_t>(f.dst_gpu)] += bytes;
+    }
+    sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes * static_cast<double>(ph.flows.size());
+  }
+  schedule_phase(inst, phase + 1, now_);
+}
+
+void StepSimulator::complete(int inst) {
+  const Instance& in = instances_[static_cast<size_t>(inst)];
+  for (int32_t i = 0; i < in.expected; ++i) {
+    const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
+    comm_activity(ts_[static_cast<size_t>(t)].owner, -1);
+    finish(t);
+  }
+}
+
+void StepSimulator::drain() {
+  for (size_t i = 0; i < ready_.size(); ++i) start_task(ready_[i]);
+  ready_.clear();
+}
+
+void StepSimulator::report_stall() const {
+  for (size_t g = 0; g < tasks_.size(); ++g) {
+    if (ts_[g].end_s >= 0) continue;
+    const plan::Task& t = *tasks_[g];
+    const int rank = ranks_[static_cast<size_t>(ts_[g].owner)].rank;
+    std::string why;
+    if (ts_[g].start_s < 0 && ts_[g].pending > 0) {
+      why = "never started: waiting for its dependencies or the previous task of its stream";
+    } else if (ts_[g].instance >= 0) {
+      const Instance& in = instances_[static_cast<size_t>(ts_[g].instance)];
+      why = "communication comm_id " + std::to_string(t.comm_id) + " never completed: " + std::to_string(in.arrived) +
+            " of " + std::to_string(in.expected) + " participants arrived";
+    } else {
+      why = "never finished";
+    }
+    throw task_error(rank, t.id, t.label, "the step cannot finish (deadlock): " + why)
+        .hint("the first task that cannot finish is shown; check the order of sends/recvs and collectives on "
+              "each rank (plan::check_program)");
+  }
+  TP_ASSERT_MSG(false, "report_stall called without a stalled task");
+  std::abort();
+}
+
+StepResult StepSimulator::run() {
+  const auto wall_start = std::chrono::steady_clock::now();
+  validate_program();
+  sym_ = opt_.fidelity == Fidelity::symmetric ? symmetric_classes(p_) : identity_symmetry(p_);
+  flatten();
+  {
+    if (opt_.fidelity == Fidelity::full) {
+      CommIndex index(p_, std::move(comm_items_));
+      build_instances_full(index);
+    } else {
+      CommIndex index(p_, CommIndex::collect(p_), &sym_.header_only);
+      build_instances_symmetric(index);
+    }
+    comm_items_ = {};
+    merge_duplicate_links();
+  }
+  queue_.reserve(1024);
+  stats_.setup_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  for (size_t g = 0; g < tasks_.size(); ++g)
+    if (ts_[g].pending == 0) ready_.push_back(static_cast<int32_t>(g));
+  drain();
+  while (true) {
+    const bool hq = !queue_.empty();
+    const bool hn = net_.has_next();
+    if (net_.dirty()) {
+      const bool event_now = (hq && queue_.top().time_s <= now_) || (hn && net_.next_time_s() <= now_);
+      if (!event_now) {
+        net_.update_rates(now_, seq_);
+        continue;
+      }
+    }
+    if (!hq && !hn) break;
+    const bool take_net =
+        hn && (!hq || net_.next_time_s() < queue_.top().time_s ||
+               (net_.next_time_s() == queue_.top().time_s && net_.next_seq() < queue_.top().seq));
+    if (take_net) {
+      now_ = net_.next_time_s();
+      const int64_t tag = net_.pop_finished();
+      ++stats_.events;
+      phase_done(static_cast<int>(tag / 8), static_cast<int>(tag % 8));
+    } else {
+      const Event e = queue_.pop();
+      now_ = e.time_s;
+      if (e.type == kComputeDone) {
+        RankState& rs = ranks_[static_cast<size_t>(ts_[static_cast<size_t>(e.a)].owner)];
+        if (e.b != rs.version || rs.running != e.a) continue;  // superseded by a rate change
+        ++stats_.events;
+        rs.running = -1;
+        finish(e.a);
+        begin_next_compute(ts_[static_cast<size_t>(e.a)].owner);
+      } else {
+        ++stats_.events;
+        on_transfer(e.a, static_cast<int>(e.b));
+      }
+    }
+    drain();
+  }
+  for (size_t g = 0; g < tasks_.size(); ++g)
+    if (ts_[g].end_s < 0) report_stall();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return collect(wall);
+}
+
+}  // namespace trainplan::sim::detail
