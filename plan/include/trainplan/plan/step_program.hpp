@@ -155,14 +155,52 @@ struct LowerOptions {
   Granularity granularity = Granularity::op;
   /// Emit alloc/free tasks (on by default; off halves the task count for timing-only runs).
   bool memory_events = true;
+  /// Lower only the representative of each symmetry class (symmetry_class[r] == r); the other
+  /// ranks keep their RankProgram header (rank, gpu, coordinates, static_bytes) and no tasks.
+  /// Every rank of a class would get the same task list up to peers, groups and comm_ids.
+  bool representatives_only = false;
+  /// Lower only these ranks (empty: all, subject to representatives_only), e.g. the executor
+  /// process of one rank. Ranks left out have no tasks, as above.
+  std::vector<int> only_ranks;
+  /// Worker threads over ranks (1: the calling thread; 0: all cores). The result does not
+  /// depend on it.
+  int threads = 1;
 };
 
-/// Lowers a validated plan to one training step. Deterministic.
+/// Lowers a validated plan to one training step. Deterministic. plan/README.md ("Lowering")
+/// lists the exact task order, dependencies, sizes and memory events.
 StepProgram lower(const Plan& plan, const PlanContext& ctx, const LowerOptions& options = {});
+
+/// One compute step of a pipeline schedule: the forward or backward of model chunk `chunk`
+/// (virtual stage chunk * pp + stage) for micro-batch `micro_batch`.
+struct PipelineStep {
+  Phase phase = Phase::forward;  // forward or backward
+  int micro_batch = 0;
+  int chunk = 0;
+};
+
+/// The order in which pipeline rank `stage` (0 .. pp-1) runs its forwards and backwards, as
+/// Megatron-LM orders them: GPipe all forwards then all backwards (micro-batches ascending);
+/// 1F1B min(pp - stage - 1, m) warm-up forwards, then (forward, backward) pairs, then the
+/// remaining backwards; interleaved 1F1B over m * vp virtual micro-batches with Megatron's
+/// get_model_chunk_id and (pp - stage - 1) * 2 + (vp - 1) * pp warm-up steps (all m * vp when
+/// m == pp). vp must be 1 unless the schedule is interleaved.
+std::vector<PipelineStep> pipeline_order(Schedule schedule, int pp, int vp, int64_t num_micro_batches, int stage);
+
+/// Peak bytes of saved activations on a rank of pipeline stage `stage` during one step: the
+/// peak of the activation alloc/free tasks lower() emits (either granularity), found by
+/// replaying pipeline_order() unit by unit instead of building the program (cheap: steps x
+/// units). Saved bytes per op follow unit_activation_bytes() (memory.hpp); recomputation:
+/// selective re-materializes each dropped op right before its backward, full keeps each
+/// unit's input and re-materializes the whole unit right before its backward.
+double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage);
 
 /// Checks the program's invariants (deps point backwards, every send has one recv with equal
 /// bytes, every collective has one task per group member with equal bytes and kind, every
 /// alloc has one free); returns the first violation or "" (used by tests and --check).
+/// Also runs the program with zero durations under the semantics above and reports a rank
+/// that cannot finish (a deadlock). Ranks without tasks (partial lowering) are skipped, and so
+/// is the matching of communication with them.
 std::string check_program(const StepProgram& program);
 
 json::Json to_json(const StepProgram& program);

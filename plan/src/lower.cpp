@@ -1,0 +1,813 @@
+// plan::lower(): a validated plan -> one training step per rank (StepProgram). Every rank is
+// lowered on its own from program-wide numbering (groups, comm_ids by formula), so ranks can
+// be lowered in parallel, or only some of them, with identical results. plan/README.md
+// ("Lowering") documents the program; lower_templates.cpp builds the per-unit templates.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lower.hpp"
+#include "trainplan/core/error.hpp"
+#include "trainplan/core/thread_pool.hpp"
+#include "trainplan/plan/memory.hpp"
+
+namespace trainplan::plan {
+namespace {
+
+using detail::ItemKind;
+using detail::MemGroup;
+using detail::TemplateItem;
+using detail::UnitTemplate;
+
+enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kNumStreams };
+const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather"};
+
+/// Gradients reduced together (data-parallel bucket), in the order backward finalizes them.
+struct Bucket {
+  std::vector<int> ops;      // reverse op order
+  double grad_bytes = 0;     // gradients of `ops` on this rank, training precision
+  std::vector<int> sp_ops;   // replicated ops with parameters: partial gradients under SP
+  double sp_bytes = 0;
+  bool tied = false;         // the tied-embedding copy of a pipelined model (its own bucket, last)
+};
+
+/// What every rank of one pipeline stage shares.
+struct StageInfo {
+  std::vector<PipelineStep> order;
+  std::vector<Bucket> buckets;
+  std::vector<int> closing;          // op id -> bucket whose last op it is (-1: none)
+  double static_bytes = 0;
+  double params = 0;                 // on one rank, with the tied copy
+  std::vector<int64_t> unit_slot;    // unit -> first tp slot of the unit per micro-batch (-1: not here)
+  int64_t pp_gather_slot = 0;        // first slot of the pipeline scatter-gather all-gathers
+  int64_t slots_per_mb = 0;
+};
+
+class Lowering {
+ public:
+  Lowering(const Plan& plan, const PlanContext& ctx, const LowerOptions& options)
+      : plan_(plan), ctx_(ctx), graph_(ctx.graph), opt_(options), prec_(plan.precision_or(ctx.precision)),
+        elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
+        pp_(plan.pp), vp_(plan.vp), world_(plan.world_size()), sp_(plan.sequence_parallel && plan.tp > 1),
+        zero3_(plan.zero_stage >= 3), num_units_(static_cast<int>(graph_.units().size())) {
+    TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
+    TP_ASSERT(m_ >= 1 && dp_ * tp_ * pp_ == world_);
+    templates_ = detail::build_unit_templates(plan, ctx, options.granularity);
+    keys_ = detail::max_memory_keys(graph_);
+    find_tied();
+    setup_stages();
+    setup_groups();
+    setup_comm_ids();
+  }
+
+  StepProgram run() const {
+    StepProgram p;
+    p.world_size = world_;
+    p.dp = dp_, p.tp = tp_, p.pp = pp_, p.vp = vp_;
+    p.num_micro_batches = m_;
+    p.micro_batch = b_;
+    p.granularity = opt_.granularity;
+    p.streams.assign(kStreamNames, kStreamNames + kNumStreams);
+    p.groups = groups_;
+    p.ranks.resize(static_cast<size_t>(world_));
+    p.symmetry_class.resize(static_cast<size_t>(world_));
+    std::vector<int> todo;
+    std::vector<bool> wanted(static_cast<size_t>(world_), opt_.only_ranks.empty());
+    for (int r : opt_.only_ranks) {
+      if (r < 0 || r >= world_)
+        throw Error("LowerOptions::only_ranks names rank " + std::to_string(r) + " but the plan has " +
+                    std::to_string(world_) + " ranks");
+      wanted[static_cast<size_t>(r)] = true;
+    }
+    for (int s = 0; s < pp_; ++s)
+      for (int d = 0; d < dp_; ++d)
+        for (int t = 0; t < tp_; ++t) {
+          const int r = p.rank_of(d, t, s);
+          RankProgram& rp = p.ranks[static_cast<size_t>(r)];
+          rp.rank = r;
+          rp.gpu = r;
+          rp.dp_rank = d, rp.tp_rank = t, rp.pp_rank = s;
+          rp.static_bytes = stages_[static_cast<size_t>(s)].static_bytes;
+          p.symmetry_class[static_cast<size_t>(r)] = p.rank_of(0, t, s);
+          if (wanted[static_cast<size_t>(r)] && (!opt_.representatives_only || d == 0)) todo.push_back(r);
+        }
+    std::sort(todo.begin(), todo.end());
+    auto work = [&](size_t i) { lower_rank(p.ranks[static_cast<size_t>(todo[i])]); };
+    if (opt_.threads == 1 || todo.size() < 2) {
+      for (size_t i = 0; i < todo.size(); ++i) work(i);
+    } else {
+      ThreadPool pool(static_cast<size_t>(std::max(0, opt_.threads)));
+      pool.parallel_for(todo.size(), work);
+    }
+    return p;
+  }
+
+ private:
+  friend class RankLowering;
+
+  // ---- setup ----------------------------------------------------------------------------
+
+  // A tied word embedding whose LM head sits on another pipeline stage: both stages hold a
+  // copy and all-reduce its gradient (Megatron's embedding group).
+  void find_tied() {
+    for (const auto& op : graph_.ops())
+      if (op.tied_weight_op >= 0 && pp_ > 1) {
+        head_op_ = op.id;
+        embedding_op_ = op.tied_weight_op;
+      }
+    if (head_op_ >= 0) {
+      const auto& emb = graph_.ops()[static_cast<size_t>(embedding_op_)];
+      tied_params_ = detail::op_params_on_rank(emb, tp_);
+    }
+  }
+
+  const StageAssignment& assignment(int stage, int chunk) const {
+    return plan_.stages[static_cast<size_t>(chunk * pp_ + stage)];
+  }
+
+  // Parameters of an op on a rank of `stage`, with the tied copy on the last stage.
+  double rank_op_params(int op, int stage) const {
+    double p = detail::op_params_on_rank(graph_.ops()[static_cast<size_t>(op)], tp_);
+    if (op == head_op_ && stage == pp_ - 1) p += tied_params_;
+    return p;
+  }
+
+  bool needs_buckets() const { return !zero3_ && (dp_ > 1 || sp_ || head_op_ >= 0); }
+
+  void setup_stages() {
+    stages_.resize(static_cast<size_t>(pp_));
+    for (int s = 0; s < pp_; ++s) {
+      StageInfo& st = stages_[static_cast<size_t>(s)];
+      st.order = pipeline_order(plan_.schedule, pp_, vp_, m_, s);
+      const MemoryBreakdown mem = stage_memory(plan_, ctx_, s);
+      st.static_bytes = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes;
+      st.closing.assign(graph_.ops().size(), -1);
+      st.unit_slot.assign(static_cast<size_t>(num_units_), -1);
+      int64_t slot = 0;
+      for (int c = 0; c < vp_; ++c) {
+        const auto& a = assignment(s, c);
+        for (int u = a.first_unit; u <= a.last_unit; ++u) {
+          st.unit_slot[static_cast<size_t>(u)] = slot;
+          slot += templates_[static_cast<size_t>(u)].tp_slots;
+          for (int op : graph_.units()[static_cast<size_t>(u)].ops) st.params += rank_op_params(op, s);
+        }
+      }
+      st.pp_gather_slot = slot;
+      if (tp_ > 1 && !sp_ && pp_ > 1) slot += 2 * vp_;  // one per chunk and direction
+      st.slots_per_mb = slot;
+      if (needs_buckets()) make_buckets(s, st);
+    }
+  }
+
+  // Buckets of bucket_size_bytes in the order backward finalizes the gradients: chunks from
+  // the last, units and ops reversed. A bucket closes once it holds at least the bucket size
+  // (PyTorch DDP / Megatron). The tied copy goes into its own bucket, reduced last.
+  void make_buckets(int s, StageInfo& st) {
+    Bucket cur;
+    Bucket tied;
+    auto close = [&] {
+      if (cur.ops.empty()) return;
+      st.closing[static_cast<size_t>(cur.ops.back())] = static_cast<int>(st.buckets.size());
+      st.buckets.push_back(std::move(cur));
+      cur = Bucket{};
+    };
+    auto add = [&](Bucket& bk, int op) {
+      const double p = rank_op_params(op, s);
+      bk.ops.push_back(op);
+      bk.grad_bytes += p * elem_;
+      if (sp_ && graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
+        bk.sp_ops.push_back(op);
+        bk.sp_bytes += p * elem_;
+      }
+    };
+    for (int c = vp_ - 1; c >= 0; --c) {
+      const auto& a = assignment(s, c);
+      for (int u = a.last_unit; u >= a.first_unit; --u) {
+        const auto& ops = graph_.units()[static_cast<size_t>(u)].ops;
+        for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+          const int op = *it;
+          if (rank_op_params(op, s) <= 0) continue;
+          const bool is_tied = (op == head_op_ && s == pp_ - 1) || (op == embedding_op_ && s == 0 && head_op_ >= 0);
+          if (is_tied) {
+            add(tied, op);
+            continue;
+          }
+          add(cur, op);
+          if (cur.grad_bytes >= plan_.bucket_size_bytes) close();
+        }
+      }
+    }
+    close();
+    if (!tied.ops.empty()) {
+      tied.tied = true;
+      st.buckets.push_back(std::move(tied));
+    }
+  }
+
+  int add_group(CommPurpose purpose, std::vector<int> ranks) {
+    Group g;
+    g.id = static_cast<int>(groups_.size());
+    g.purpose = purpose;
+    g.ranks = std::move(ranks);
+    groups_.push_back(std::move(g));
+    return groups_.back().id;
+  }
+
+  int rank_of(int d, int t, int s) const { return (s * dp_ + d) * tp_ + t; }
+
+  void setup_groups() {
+    if (tp_ > 1)
+      for (int s = 0; s < pp_; ++s)
+        for (int d = 0; d < dp_; ++d) {
+          std::vector<int> ranks;
+          for (int t = 0; t < tp_; ++t) ranks.push_back(rank_of(d, t, s));
+          tp_group_.push_back(add_group(CommPurpose::tp, std::move(ranks)));
+        }
+    if (dp_ > 1)
+      for (int s = 0; s < pp_; ++s)
+        for (int t = 0; t < tp_; ++t) {
+          std::vector<int> ranks;
+          for (int d = 0; d < dp_; ++d) ranks.push_back(rank_of(d, t, s));
+          dp_group_.push_back(add_group(CommPurpose::dp, std::move(ranks)));
+        }
+    if (head_op_ >= 0)
+      for (int d = 0; d < dp_; ++d)
+        for (int t = 0; t < tp_; ++t) tied_group_.push_back(add_group(CommPurpose::dp, {rank_of(d, t, 0), rank_of(d, t, pp_ - 1)}));
+    if (world_ > 1) {
+      std::vector<int> all(static_cast<size_t>(world_));
+      for (int r = 0; r < world_; ++r) all[static_cast<size_t>(r)] = r;
+      world_group_ = add_group(CommPurpose::dp, std::move(all));
+    }
+  }
+
+  // comm_ids: dense ranges per kind, each indexed by group (or sender) and position, so every
+  // member computes the same id without seeing the others.
+  void setup_comm_ids() {
+    int64_t next = 0;
+    auto reserve = [&](int64_t n) {
+      const int64_t base = next;
+      next += n;
+      return base;
+    };
+    if (tp_ > 1) {
+      for (int s = 0; s < pp_; ++s)
+        for (int d = 0; d < dp_; ++d) tp_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].slots_per_mb));
+    }
+    if (pp_ > 1) pp_base_ = reserve(static_cast<int64_t>(world_) * vp_ * 2 * m_);
+    if (tp_ > 1 && sp_) {
+      for (int s = 0; s < pp_; ++s)
+        for (int d = 0; d < dp_; ++d)
+          sp_off_.push_back(reserve(zero3_ ? num_units_ : static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size())));
+    }
+    if (dp_ > 1) {
+      for (int s = 0; s < pp_; ++s)
+        for (int t = 0; t < tp_; ++t) {
+          const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
+          dp_red_off_.push_back(reserve(zero3_ ? num_units_ : n));
+          dp_ag_off_.push_back(reserve(zero3_ ? m_ * 2 * num_units_ : n));
+        }
+    }
+    tied_base_ = reserve(static_cast<int64_t>(tied_group_.size()));
+    world_id_ = reserve(1);
+  }
+
+  void lower_rank(RankProgram& rp) const;
+
+  const Plan& plan_;
+  const PlanContext& ctx_;
+  const models::ModelGraph& graph_;
+  LowerOptions opt_;
+  Precision prec_;
+  double elem_;
+  int64_t m_, b_;
+  int dp_, tp_, pp_, vp_, world_;
+  bool sp_, zero3_;
+  int num_units_;
+  std::vector<UnitTemplate> templates_;
+  int keys_ = 1;
+  int head_op_ = -1, embedding_op_ = -1;
+  double tied_params_ = 0;
+  std::vector<StageInfo> stages_;
+  std::vector<Group> groups_;
+  std::vector<int> tp_group_, dp_group_, tied_group_;
+  int world_group_ = -1;
+  std::vector<int64_t> tp_off_, sp_off_, dp_red_off_, dp_ag_off_;
+  int64_t pp_base_ = 0, tied_base_ = 0, world_id_ = 0;
+};
+
+// ---- one rank ---------------------------------------------------------------------------
+
+class RankLowering {
+ public:
+  RankLowering(const Lowering& L, RankProgram& rp)
+      : L_(L), rp_(rp), tasks_(rp.tasks), s_(rp.pp_rank), d_(rp.dp_rank), t_(rp.tp_rank),
+        st_(L.stages_[static_cast<size_t>(rp.pp_rank)]), mem_(L.opt_.memory_events),
+        final_mb_(static_cast<int>(L.m_ - 1)), last_vs_(L.pp_ * L.vp_ - 1) {
+    tp_group_ = L.tp_ > 1 ? L.tp_group_[static_cast<size_t>(s_ * L.dp_ + d_)] : -1;
+    dp_group_ = L.dp_ > 1 ? L.dp_group_[static_cast<size_t>(s_ * L.tp_ + t_)] : -1;
+    dp_index_ = s_ * L.tp_ + t_;
+    tp_index_ = s_ * L.dp_ + d_;
+    next_buffer_ = L.m_ * L.num_units_ * L.keys_;
+    mb_tag_.reserve(static_cast<size_t>(L.m_));
+    for (int64_t i = 0; i < L.m_; ++i) mb_tag_.push_back(" mb" + std::to_string(i));
+  }
+
+  void run() {
+    tasks_.reserve(estimated_tasks());
+    if (mem_) workspace_buffer_ = alloc(kCompute, BufferKind::workspace, detail::kCublasWorkspaceBytes, {}, "alloc cublas workspace");
+    if (L_.zero3_) plan_visits();
+    for (const PipelineStep& step : st_.order) {
+      const int vs = step.chunk * L_.pp_ + s_;
+      const StageAssignment& a = L_.assignment(s_, step.chunk);
+      if (step.phase == Phase::forward) {
+        if (vs > 0) receive(Phase::forward, step, vs, a);
+        for (int u = a.first_unit; u <= a.last_unit; ++u) forward_unit(u, step);
+        if (vs < last_vs_) send(Phase::forward, step, vs, a);
+      } else {
+        if (vs < last_vs_) receive(Phase::backward, step, vs, a);
+        for (int u = a.last_unit; u >= a.first_unit; --u) backward_unit(u, step);
+        if (vs > 0) send(Phase::backward, step, vs, a);
+      }
+    }
+    finish_step();
+  }
+
+ private:
+  // Slightly more than the rank will emit, so that the task vector grows once.
+  size_t estimated_tasks() const {
+    size_t per_mb = 0;
+    for (int c = 0; c < L_.vp_; ++c) {
+      const StageAssignment& a = L_.assignment(s_, c);
+      for (int u = a.first_unit; u <= a.last_unit; ++u) {
+        const UnitTemplate& T = L_.templates_[static_cast<size_t>(u)];
+        for (const auto* list : {&T.forward, &T.recompute, &T.backward})
+          for (const TemplateItem& item : *list) per_mb += 1 + (mem_ ? item.allocs.size() + item.frees.size() + 2 : 0);
+        per_mb += 8;  // checkpoints, ZeRO-3 gathers, bucket chains
+      }
+      per_mb += 12;   // pipeline transfers and their buffers
+    }
+    return per_mb * static_cast<size_t>(L_.m_) + 8 * st_.buckets.size() + 16;
+  }
+
+  // ---- task constructors ----------------------------------------------------------------
+
+  int add(Task&& t) {
+    t.id = static_cast<int>(tasks_.size());
+    tasks_.push_back(std::move(t));
+    return tasks_.back().id;
+  }
+
+  std::vector<int> after_compute() const { return last_compute_ >= 0 ? std::vector<int>{last_compute_} : std::vector<int>{}; }
+
+  int64_t alloc(int stream, BufferKind kind, double bytes, std::vector<int> deps, std::string label, int64_t id = -1) {
+    if (id < 0) id = next_buffer_++;
+    Task t;
+    t.kind = TaskKind::alloc;
+    t.stream = stream;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    t.buffer = kind;
+    t.alloc_bytes = bytes;
+    t.buffer_id = id;
+    add(std::move(t));
+    return id;
+  }
+
+  void release(int stream, BufferKind kind, double bytes, int64_t id, std::vector<int> deps, std::string label) {
+    Task t;
+    t.kind = TaskKind::free;
+    t.stream = stream;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    t.buffer = kind;
+    t.alloc_bytes = bytes;
+    t.buffer_id = id;
+    add(std::move(t));
+  }
+
+  int collective(int stream, int group, CollectiveKind kind, double bytes, CommPurpose purpose, TensorRole role,
+                 int64_t comm_id, std::vector<int> deps, std::string label) {
+    Task t;
+    t.kind = TaskKind::collective;
+    t.stream = stream;
+    t.deps = std::move(deps);
+    t.label = std::move(label);
+    t.collective = kind;
+    t.group = group;
+    t.bytes = bytes;
+    t.purpose = purpose;
+    t.role = role;
+    t.comm_id = comm_id;
+    return add(std::move(t));
+  }
+
+  std::vector<int> take_pending() {
+    std::vector<int> deps = after_compute();
+    deps.insert(deps.end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    return deps;
+  }
+
+  int64_t activation_buffer(int mb, int unit, int key) const {
+    return (static_cast<int64_t>(mb) * L_.num_units_ + unit) * L_.keys_ + key;
+  }
+
+  std::string memory_label(const char* what, int mb, int unit, int key) const {
+    return std::string(what) + mb_tag_[static_cast<size_t>(mb)] + " " + L_.graph_.units()[static_cast<size_t>(unit)].name + "/" +
+           std::to_string(key);
+  }
+
+  // ---- layer units ------------------------------------------------------------------------
+
+  void forward_unit(int u, const PipelineStep& step) {
+    const UnitTemplate& T = L_.templates_[static_cast<size_t>(u)];
+    begin_visit();
+    if (mem_ && T.checkpoint_bytes > 0)
+      alloc(kCompute, BufferKind::activations, T.checkpoint_bytes, after_compute(), memory_label("alloc ckpt", step.micro_batch, u, T.checkpoint_key),
+            activation_buffer(step.micro_batch, u, T.checkpoint_key));
+    for (const TemplateItem& item : T.forward) emit(item, u, step, false);
+    end_visit();
+  }
+
+  void backward_unit(int u, const PipelineStep& step) {
+    const UnitTemplate& T = L_.templates_[static_cast<size_t>(u)];
+    const bool final = step.micro_batch == final_mb_;
+    begin_visit();
+    for (const TemplateItem& item : T.recompute) emit(item, u, step, false);
+    for (const TemplateItem& item : T.backward) emit(item, u, step, final);
+    if (mem_ && T.checkpoint_bytes > 0)
+      release(kCompute, BufferKind::activations, T.checkpoint_bytes, activation_buffer(step.micro_batch, u, T.checkpoint_key),
+              after_compute(), memory_label("free ckpt", step.micro_batch, u, T.checkpoint_key));
+    end_visit();
+    if (L_.zero3_ && final && L_.plan_.overlap_grad_reduce) reduce_unit(u);
+  }
+
+  void emit(const TemplateItem& item, int u, const PipelineStep& step, bool final) {
+    const int mb = step.micro_batch;
+    const std::string_view tag = item.phase == Phase::forward ? "fwd" : item.phase == Phase::backward ? "bwd" : "rec";
+    if (item.kind == ItemKind::collective) {
+      Task t;
+      t.kind = TaskKind::collective;
+      t.stream = kTp;
+      t.deps = take_pending();
+      t.label = item.name + " " + std::string(tag) + mb_tag_[static_cast<size_t>(mb)];
+      t.phase = item.phase;
+      t.micro_batch = mb;
+      t.unit = u;
+      t.virtual_stage = step.chunk;
+      t.op = item.op;
+      t.collective = item.collective;
+      t.group = L_.tp_group_[static_cast<size_t>(tp_index_)];
+      t.bytes = item.bytes;
+      t.purpose = CommPurpose::tp;
+      t.role = item.role;
+      t.comm_id = L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
+      pending_.push_back(add(std::move(t)));
+      return;
+    }
+    if (mem_)
+      for (const MemGroup& g : item.allocs)
+        alloc(kCompute, BufferKind::activations, g.bytes, after_compute(), memory_label("alloc act", mb, u, g.key),
+              activation_buffer(mb, u, g.key));
+    int64_t ws = -1;
+    if (mem_ && item.workspace_bytes > 0)
+      ws = alloc(kCompute, BufferKind::workspace, item.workspace_bytes, after_compute(), "alloc loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
+    Task t;
+    t.kind = TaskKind::compute;
+    t.stream = kCompute;
+    t.deps = take_pending();
+    t.label = std::string(tag) + mb_tag_[static_cast<size_t>(mb)] + " " + item.name;
+    t.phase = item.phase;
+    t.micro_batch = mb;
+    t.unit = u;
+    t.virtual_stage = step.chunk;
+    if (L_.opt_.granularity == Granularity::layer) {
+      t.ops = item.ops;
+      if (item.ops.size() == 1) t.op = item.ops.front();
+    } else {
+      t.op = item.ops.front();
+    }
+    t.flops = item.flops;
+    t.mem_bytes = item.mem_bytes;
+    t.op_kind = item.op_kind;
+    t.gemm_m = item.gemm_m, t.gemm_n = item.gemm_n, t.gemm_k = item.gemm_k;
+    const int id = add(std::move(t));
+    last_compute_ = id;
+    if (mem_) {
+      if (ws >= 0) release(kCompute, BufferKind::workspace, item.workspace_bytes, ws, {id}, "free loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
+      for (const MemGroup& g : item.frees)
+        release(kCompute, BufferKind::activations, g.bytes, activation_buffer(mb, u, g.key), {id}, memory_label("free act", mb, u, g.key));
+      for (const auto& [buf, bytes] : free_after_compute_)
+        release(kCompute, BufferKind::comm, bytes, buf, {id}, "free pp recv buffer" + mb_tag_[static_cast<size_t>(mb)]);
+      free_after_compute_.clear();
+    }
+    if (final && item.phase == Phase::backward && !L_.zero3_ && L_.plan_.overlap_grad_reduce)
+      for (int op : item.ops) {
+        const int bucket = st_.closing[static_cast<size_t>(op)];
+        if (bucket >= 0) reduce_bucket(bucket);
+      }
+  }
+
+  // ---- pipeline ---------------------------------------------------------------------------
+
+  // Activation (forward) or its gradient (backward) crossing a chunk boundary. Each tp rank
+  // moves 1/tp of it (Megatron's scatter-gather; under SP the tensor is already sharded);
+  // without SP the receiving tp group all-gathers the whole tensor.
+  void receive(Phase phase, const PipelineStep& step, int vs, const StageAssignment& a) {
+    const bool fwd = phase == Phase::forward;
+    const int peer_vs = fwd ? vs - 1 : vs + 1;
+    const int boundary_unit = fwd ? a.first_unit - 1 : a.last_unit;  // whose output crosses
+    const double full = L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_;
+    const double bytes = full / L_.tp_;
+    const int peer = L_.rank_of(d_, t_, peer_vs % L_.pp_);
+    const int mb = step.micro_batch;
+    std::vector<int> deps = after_compute();
+    int64_t buf = -1;
+    if (mem_) buf = alloc(kPpRecv, BufferKind::comm, bytes, deps, std::string("alloc pp recv buffer") + mb_tag_[static_cast<size_t>(mb)]);
+    Task t;
+    t.kind = TaskKind::recv;
+    t.stream = kPpRecv;
+    t.deps = std::move(deps);
+    t.label = std::string(fwd ? "recv act" : "recv grad") + mb_tag_[static_cast<size_t>(mb)] + " from vs" + std::to_string(peer_vs);
+    t.phase = phase;
+    t.micro_batch = mb;
+    t.unit = fwd ? boundary_unit : boundary_unit + 1;
+    t.virtual_stage = step.chunk;
+    t.peer = peer;
+    t.bytes = bytes;
+    t.purpose = CommPurpose::pp;
+    t.role = fwd ? TensorRole::output : TensorRole::grad_input;
+    t.comm_id = pp_id(peer, peer_vs / L_.pp_, fwd, mb);
+    const int unit = t.unit;
+    const TensorRole role = t.role;
+    const int recv = add(std::move(t));
+    if (L_.tp_ > 1 && !L_.sp_) {
+      Task g;
+      g.kind = TaskKind::collective;
+      g.stream = kTp;
+      g.deps = {recv};
+      g.label = std::string(fwd ? "ag pp act" : "ag pp grad") + mb_tag_[static_cast<size_t>(mb)];
+      g.phase = phase;
+      g.micro_batch = mb;
+      g.unit = unit;
+      g.virtual_stage = step.chunk;
+      g.collective = CollectiveKind::all_gather;
+      g.group = L_.tp_group_[static_cast<size_t>(tp_index_)];
+      g.bytes = full;
+      g.purpose = CommPurpose::pp;
+      g.role = role;
+      g.comm_id = L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.pp_gather_slot + 2 * step.chunk + (fwd ? 0 : 1);
+      pending_.push_back(add(std::move(g)));
+    } else {
+      pending_.push_back(recv);
+    }
+    if (mem_) free_after_compute_.emplace_back(buf, bytes);
+  }
+
+  void send(Phase phase, const PipelineStep& step, int vs, const StageAssignment& a) {
+    const bool fwd = phase == Phase::forward;
+    const int peer_vs = fwd ? vs + 1 : vs - 1;
+    const int boundary_unit = fwd ? a.last_unit : a.first_unit - 1;
+    const double bytes = L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_ / L_.tp_;
+    const int mb = step.micro_batch;
+    std::vector<int> deps = after_compute();
+    int64_t buf = -1;
+    if (mem_) buf = alloc(kPpSend, BufferKind::comm, bytes, deps, std::string("alloc pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
+    Task t;
+    t.kind = TaskKind::send;
+    t.stream = kPpSend;
+    t.deps = std::move(deps);
+    t.label = std::string(fwd ? "send act" : "send grad") + mb_tag_[static_cast<size_t>(mb)] + " to vs" + std::to_string(peer_vs);
+    t.phase = phase;
+    t.micro_batch = mb;
+    t.unit = fwd ? a.last_unit : a.first_unit;
+    t.virtual_stage = step.chunk;
+    t.peer = L_.rank_of(d_, t_, peer_vs % L_.pp_);
+    t.bytes = bytes;
+    t.purpose = CommPurpose::pp;
+    t.role = fwd ? TensorRole::output : TensorRole::grad_input;
+    t.comm_id = pp_id(rp_.rank, step.chunk, fwd, mb);
+    const int id = add(std::move(t));
+    if (mem_) release(kPpSend, BufferKind::comm, bytes, buf, {id}, std::string("free pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
+  }
+
+  int64_t pp_id(int sender, int chunk, bool fwd, int mb) const {
+    return L_.pp_base_ + ((static_cast<int64_t>(sender) * L_.vp_ + chunk) * 2 + (fwd ? 0 : 1)) * L_.m_ + mb;
+  }
+
+  // ---- ZeRO-3 parameter gathers -------------------------------------------------------------
+
+  struct Visit {
+    int unit;
+    bool forward;
+    int mb;
+  };
+
+  void plan_visits() {
+    for (const PipelineStep& step : st_.order) {
+      const StageAssignment& a = L_.assignment(s_, step.chunk);
+      if (step.phase == Phase::forward)
+        for (int u = a.first_unit; u <= a.last_unit; ++u) visits_.push_back({u, true, step.micro_batch});
+      else
+        for (int u = a.last_unit; u >= a.first_unit; --u) visits_.push_back({u, false, step.micro_batch});
+    }
+    gather_task_.assign(visits_.size(), -1);
+    gather_buffer_.assign(visits_.size(), -1);
+  }
+
+  // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward).
+  void gather(size_t i, std::vector<int> deps) {
+    const Visit& v = visits_[i];
+    const UnitTemplate& T = L_.templates_[static_cast<size_t>(v.unit)];
+    const double bytes = T.params * L_.elem_;
+    if (bytes <= 0 || L_.dp_ < 2) return;
+    const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
+    if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
+    Task& t = tasks_[static_cast<size_t>(collective(kZeroGather, dp_group_, CollectiveKind::all_gather, bytes, CommPurpose::zero_param,
+                                                    TensorRole::params,
+                                                    L_.dp_ag_off_[static_cast<size_t>(dp_index_)] +
+                                                        (static_cast<int64_t>(v.mb) * 2 + (v.forward ? 0 : 1)) * L_.num_units_ + v.unit,
+                                                    std::move(deps), std::string("ag params ") + (v.forward ? "fwd" : "bwd") + where))];
+    t.phase = v.forward ? Phase::forward : Phase::backward;
+    t.micro_batch = v.mb;
+    t.unit = v.unit;
+    t.virtual_stage = 0;
+    t.ops = T.param_ops;
+    gather_task_[i] = t.id;
+  }
+
+  // At the start of visit i its parameters were requested one visit earlier; request the
+  // next visit's now (prefetch), after the previous visit's compute (so two units are held).
+  void begin_visit() {
+    if (!L_.zero3_) return;
+    const size_t i = visit_++;
+    if (i == 0) gather(0, after_compute());
+    if (i + 1 < visits_.size()) {
+      std::vector<int> deps = after_compute();
+      if (gather_task_[i] >= 0) deps.push_back(gather_task_[i]);
+      gather(i + 1, std::move(deps));
+    }
+    if (gather_task_[i] >= 0) pending_.push_back(gather_task_[i]);
+  }
+
+  void end_visit() {
+    if (!L_.zero3_) return;
+    const size_t i = visit_ - 1;
+    if (mem_ && gather_buffer_[i] >= 0) {
+      const Visit& v = visits_[i];
+      release(kCompute, BufferKind::params, L_.templates_[static_cast<size_t>(v.unit)].params * L_.elem_, gather_buffer_[i], after_compute(),
+              "free params" + mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name);
+    }
+  }
+
+  // ---- gradient reduction ---------------------------------------------------------------------
+
+  // Partial gradients of replicated parameters under sequence parallelism: all-reduce over tp.
+  int sp_grad_reduce(const std::vector<int>& ops, double bytes, int64_t comm_id, std::vector<int> deps, const std::string& what) {
+    const int id = collective(kTp, tp_group_, CollectiveKind::all_reduce, bytes, CommPurpose::tp, TensorRole::grads, comm_id, std::move(deps),
+                              "ar tp sp-grads " + what);
+    tasks_[static_cast<size_t>(id)].ops = ops;
+    return id;
+  }
+
+  // A data-parallel reduction with its communication buffer.
+  int dp_reduce(CollectiveKind kind, CommPurpose purpose, TensorRole role, const std::vector<int>& ops, double bytes, int64_t comm_id,
+                std::vector<int> deps, const std::string& label) {
+    int64_t buf = -1;
+    if (mem_) buf = alloc(kDp, BufferKind::comm, bytes, deps, "alloc " + label);
+    const int id = collective(kDp, dp_group_, kind, bytes, purpose, role, comm_id, std::move(deps), label);
+    tasks_[static_cast<size_t>(id)].ops = ops;
+    if (mem_) release(kDp, BufferKind::comm, bytes, buf, {id}, "free " + label);
+    return id;
+  }
+
+  CollectiveKind grad_collective() const {
+    if (L_.plan_.zero_stage >= 1 || L_.plan_.dp_algorithm == DpAlgorithm::parameter_server) return CollectiveKind::reduce_scatter;
+    return CollectiveKind::all_reduce;
+  }
+  CommPurpose grad_purpose() const {
+    if (L_.plan_.dp_algorithm == DpAlgorithm::parameter_server) return CommPurpose::ps;
+    return L_.plan_.zero_stage >= 1 ? CommPurpose::zero_grad : CommPurpose::dp;
+  }
+
+  // Bucket `bi`: [SP all-reduce over tp] -> [tied-embedding all-reduce] -> [dp reduction].
+  void reduce_bucket(int bi) {
+    const Bucket& bk = st_.buckets[static_cast<size_t>(bi)];
+    std::vector<int> deps = after_compute();
+    int tail = -1;
+    const std::string what = "bucket" + std::to_string(bi);
+    if (L_.sp_ && bk.sp_bytes > 0) {
+      tail = sp_grad_reduce(bk.sp_ops, bk.sp_bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + bi, deps, what);
+      deps = {tail};
+    }
+    if (bk.tied) {
+      tail = collective(kDp, L_.tied_group_[static_cast<size_t>(d_ * L_.tp_ + t_)], CollectiveKind::all_reduce, L_.tied_params_ * L_.elem_,
+                        CommPurpose::dp, TensorRole::grads, L_.tied_base_ + d_ * L_.tp_ + t_, deps, "ar tied-embedding grads");
+      tasks_[static_cast<size_t>(tail)].ops = {L_.embedding_op_, L_.head_op_};
+      deps = {tail};
+    }
+    if (L_.dp_ > 1) {
+      const std::string label = std::string(collective_kind_name(grad_collective())) + " " + std::string(comm_purpose_name(grad_purpose())) + " " + what;
+      tail = dp_reduce(grad_collective(), grad_purpose(), TensorRole::grads, bk.ops, bk.grad_bytes,
+                       L_.dp_red_off_[static_cast<size_t>(dp_index_)] + bi, deps, label);
+    }
+    if (tail >= 0) tails_.push_back(tail);
+  }
+
+  // ZeRO-3: the unit's gradients, reduce-scattered once its last micro-batch's backward is done.
+  void reduce_unit(int u) {
+    const UnitTemplate& T = L_.templates_[static_cast<size_t>(u)];
+    const std::string& name = L_.graph_.units()[static_cast<size_t>(u)].name;
+    std::vector<int> deps = after_compute();
+    int tail = -1;
+    if (L_.sp_) {
+      std::vector<int> ops;
+      double bytes = 0;
+      for (int op : T.param_ops)
+        if (L_.graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
+          ops.push_back(op);
+          bytes += detail::op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.elem_;
+        }
+      if (bytes > 0) {
+        tail = sp_grad_reduce(ops, bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + u, deps, name);
+        deps = {tail};
+      }
+    }
+    if (L_.dp_ > 1 && T.params > 0)
+      tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.elem_,
+                       L_.dp_red_off_[static_cast<size_t>(dp_index_)] + u, deps, "reduce_scatter zero_grad " + name);
+    if (tail >= 0) tails_.push_back(tail);
+  }
+
+  // After the last backward: deferred reductions, the gradient-norm all-reduce, the optimizer
+  // step on the rank's shard, ZeRO-1/2 / parameter-server gathers of the updated parameters.
+  void finish_step() {
+    const bool overlap = L_.plan_.overlap_grad_reduce;
+    if (L_.zero3_) {
+      if (!overlap)
+        for (int c = L_.vp_ - 1; c >= 0; --c)
+          for (int u = L_.assignment(s_, c).last_unit; u >= L_.assignment(s_, c).first_unit; --u) reduce_unit(u);
+    } else {
+      for (size_t bi = 0; bi < st_.buckets.size(); ++bi)
+        if (!overlap || st_.buckets[bi].tied) reduce_bucket(static_cast<int>(bi));
+    }
+    std::vector<int> deps = after_compute();
+    deps.insert(deps.end(), tails_.begin(), tails_.end());
+    if (L_.world_ > 1)
+      deps = {collective(kDp, L_.world_group_, CollectiveKind::all_reduce, 4.0, CommPurpose::dp, TensorRole::grads, L_.world_id_, std::move(deps),
+                         "ar world grad-norm")};
+    const bool sharded = L_.plan_.zero_stage >= 1 || L_.plan_.dp_algorithm == DpAlgorithm::parameter_server;
+    const double shard = sharded ? st_.params / L_.dp_ : st_.params;
+    Task opt;
+    opt.kind = TaskKind::compute;
+    opt.stream = kCompute;
+    opt.deps = std::move(deps);
+    opt.label = "optimizer";
+    opt.phase = Phase::optimizer;
+    opt.flops = 10.0 * shard;
+    opt.mem_bytes = (is_mixed(L_.prec_) ? 30.0 : 28.0) * shard;
+    last_compute_ = add(std::move(opt));
+    if (L_.dp_ > 1 && !L_.zero3_ && sharded) {
+      const CommPurpose purpose = L_.plan_.dp_algorithm == DpAlgorithm::parameter_server ? CommPurpose::ps : CommPurpose::zero_param;
+      for (size_t bi = 0; bi < st_.buckets.size(); ++bi) {
+        const Bucket& bk = st_.buckets[bi];
+        dp_reduce(CollectiveKind::all_gather, purpose, TensorRole::params, bk.ops, bk.grad_bytes,
+                  L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + static_cast<int64_t>(bi), {last_compute_},
+                  "all_gather " + std::string(comm_purpose_name(purpose)) + " bucket" + std::to_string(bi));
+      }
+    }
+    if (mem_) release(kCompute, BufferKind::workspace, detail::kCublasWorkspaceBytes, workspace_buffer_, after_compute(), "free cublas workspace");
+  }
+
+  const Lowering& L_;
+  RankProgram& rp_;
+  std::vector<Task>& tasks_;
+  int s_, d_, t_;
+  const StageInfo& st_;
+  bool mem_;
+  int final_mb_, last_vs_;
+  int tp_group_ = -1, dp_group_ = -1, dp_index_ = 0, tp_index_ = 0;
+  int last_compute_ = -1;
+  std::vector<int> pending_;                                // comm the next compute waits for
+  std::vector<std::pair<int64_t, double>> free_after_compute_;  // pp recv buffers
+  std::vector<int> tails_;                                  // last task of each gradient reduction
+  int64_t next_buffer_ = 0;
+  int64_t workspace_buffer_ = -1;
+  std::vector<std::string> mb_tag_;
+  std::vector<Visit> visits_;
+  std::vector<int> gather_task_;
+  std::vector<int64_t> gather_buffer_;
+  size_t visit_ = 0;
+};
+
+void Lowering::lower_rank(RankProgram& rp) const { RankLowering(*this, rp).run(); }
+
+}  // namespace
+
+StepProgram lower(const Plan& plan, const PlanContext& ctx, const LowerOptions& options) {
+  return Lowering(plan, ctx, options).run();
+}
+
+}  // namespace trainplan::plan

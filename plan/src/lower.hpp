@@ -1,0 +1,93 @@
+// Private pieces of plan::lower(): what one op costs on one rank, and the per-unit task
+// templates (compute segments and tensor-parallel collectives, with the memory events that
+// bracket them) that lower.cpp instantiates per rank and micro-batch. plan/README.md
+// ("Lowering") describes the program these build.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainplan/models/model.hpp"
+#include "trainplan/plan/plan.hpp"
+#include "trainplan/plan/step_program.hpp"
+
+namespace trainplan::plan::detail {
+
+/// One op on one tp rank for one micro-batch of `micro_batch` samples.
+struct OpCost {
+  double flops_fwd = 0, flops_bwd = 0;
+  double mem_fwd_bytes = 0, mem_bwd_bytes = 0;  // bytes read + written
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;   // forward GEMM shape (0: not a matmul)
+  /// Activations kept for backward without recomputation, by memory.cpp's rules: divided by
+  /// tp under sequence parallelism or when the op's saved set is tp-sharded.
+  double saved_bytes = 0;
+  /// Parameters held by this tp rank (split ops hold 1/tp), not counting a tied copy.
+  double params = 0;
+};
+
+/// What the per-sample, tp = 1 numbers of an op are divided by on one tp rank: tp for split
+/// ops (column, row, heads, vocab), tp for replicated ops under sequence parallelism, else 1.
+double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
+/// Parameters of `op` held by one tp rank.
+double op_params_on_rank(const models::Op& op, int tp);
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision);
+
+/// A transient buffer of saved activations: `key` names it within its (micro-batch, unit),
+/// `bytes` its size on this rank.
+struct MemGroup {
+  int key = 0;
+  double bytes = 0;
+};
+
+enum class ItemKind { compute, collective };
+
+/// One task of a unit template.
+struct TemplateItem {
+  ItemKind kind = ItemKind::compute;
+  Phase phase = Phase::forward;  // forward, backward or recompute
+  // compute
+  std::vector<int> ops;          // merged ops (one at op granularity)
+  double flops = 0, mem_bytes = 0;
+  int op_kind = -1;
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  double workspace_bytes = 0;    // fp32 logits of a loss: allocated around the task
+  std::vector<MemGroup> allocs;  // saved activations allocated right before the task
+  std::vector<MemGroup> frees;   // saved activations released right after it
+  std::string name;              // label suffix: op name, or "unit#k" for merged tasks
+  // collective (tensor parallel)
+  CollectiveKind collective = CollectiveKind::all_reduce;
+  int op = -1;                   // the op it belongs to
+  TensorRole role = TensorRole::none;
+  double bytes = 0;              // whole tensor S for one micro-batch
+  int slot = 0;                  // index among the unit's tp collectives of one micro-batch
+};
+
+/// The tasks of one layer unit for one micro-batch, per phase, in issue order.
+struct UnitTemplate {
+  std::vector<TemplateItem> forward;
+  std::vector<TemplateItem> recompute;  // full recomputation: the forward re-run before backward
+  std::vector<TemplateItem> backward;   // selective recomputation items are inside it
+  /// Full recomputation: the unit's input kept from forward to backward (0 for unit 0).
+  double checkpoint_bytes = 0;
+  int checkpoint_key = 0;
+  double params = 0;                    // on one tp rank
+  std::vector<int> param_ops;           // ops with parameters, unit order
+  int tp_slots = 0;                     // tp collectives per micro-batch (all phases)
+};
+
+/// Templates of every unit of the model under the plan's tp / sequence parallelism /
+/// recomputation, merged per `granularity`.
+std::vector<UnitTemplate> build_unit_templates(const Plan& plan, const PlanContext& ctx, Granularity granularity);
+
+/// Largest number of memory keys of any unit (buffer ids are numbered with it).
+int max_memory_keys(const models::ModelGraph& graph);
+
+/// fp32 logits of the loss (Megatron computes the cross-entropy in fp32), as memory.cpp's
+/// workspace: micro_batch * seq_len * vocab / tp * 4 bytes; 0 for models without a vocabulary.
+double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx);
+
+/// cuBLAS workspace kept for the whole step (memory.cpp's 32 MiB).
+inline constexpr double kCublasWorkspaceBytes = 32.0 * 1048576.0;
+
+}  // namespace trainplan::plan::detail

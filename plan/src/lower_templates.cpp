@@ -1,0 +1,295 @@
+// Per-op costs on one rank and the per-unit task templates of plan::lower(). A template is
+// the list of compute segments and tensor-parallel collectives of one unit for one
+// micro-batch, per phase, with the saved-activation buffers each compute task allocates or
+// releases. Templates depend on the unit only, so lower.cpp instantiates them cheaply for
+// every rank and micro-batch.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "lower.hpp"
+#include "trainplan/plan/tp_comm.hpp"
+
+namespace trainplan::plan::detail {
+namespace {
+
+using models::OpKind;
+using models::TpSplit;
+
+bool splits_params(TpSplit s) {
+  return s == TpSplit::column || s == TpSplit::row || s == TpSplit::heads || s == TpSplit::vocab;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One op-level step of a phase before merging.
+struct RawItem {
+  bool compute = true;
+  Phase phase = Phase::forward;
+  int op = -1;
+  TpCollective coll;
+};
+
+TensorRole role_of(const TpCollective& c, const models::Op& op) {
+  if (c.phase == Phase::forward) {
+    if (c.before_op) return TensorRole::input;
+    return op.kind == OpKind::loss ? TensorRole::loss_stats : TensorRole::output;
+  }
+  return c.before_op ? TensorRole::grad_output : TensorRole::grad_input;
+}
+
+std::string_view collective_tag(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::all_reduce: return "ar";
+    case CollectiveKind::reduce_scatter: return "rs";
+    case CollectiveKind::all_gather: return "ag";
+    default: return "coll";
+  }
+}
+
+class TemplateBuilder {
+ public:
+  TemplateBuilder(const Plan& plan, const PlanContext& ctx, Granularity granularity)
+      : plan_(plan), graph_(ctx.graph), granularity_(granularity),
+        prec_(plan.precision_or(ctx.precision)), workspace_(loss_workspace_bytes(plan, ctx)) {
+    costs_.reserve(graph_.ops().size());
+    for (const auto& op : graph_.ops())
+      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_));
+  }
+
+  UnitTemplate build(int unit) {
+    const auto& u = graph_.units()[static_cast<size_t>(unit)];
+    const bool full = plan_.recompute == Recompute::full;
+    const bool selective = plan_.recompute == Recompute::selective;
+    std::vector<TpCollective> colls;
+    if (plan_.tp > 1) colls = tp_collectives(graph_, unit, plan_.sequence_parallel);
+
+    // Op-level sequences of each phase.
+    auto forward_raw = [&](Phase phase) {
+      std::vector<RawItem> out;
+      for (int id : u.ops) {
+        for (const auto& c : colls)
+          if (c.phase == Phase::forward && c.op == id && c.before_op) out.push_back({false, phase, id, c});
+        out.push_back({true, phase, id, {}});
+        for (const auto& c : colls)
+          if (c.phase == Phase::forward && c.op == id && !c.before_op) out.push_back({false, phase, id, c});
+      }
+      return out;
+    };
+    std::vector<RawItem> fwd = forward_raw(Phase::forward);
+    std::vector<RawItem> rec = full ? forward_raw(Phase::recompute) : std::vector<RawItem>{};
+    std::vector<RawItem> bwd;
+    for (auto it = u.ops.rbegin(); it != u.ops.rend(); ++it) {
+      const int id = *it;
+      if (selective && graph_.ops()[static_cast<size_t>(id)].dropped_by_selective_recompute)
+        bwd.push_back({true, Phase::recompute, id, {}});
+      // Backward collectives of an op, in the reverse order tp_collectives() lists them.
+      for (const auto& c : colls)
+        if (c.phase == Phase::backward && c.op == id && c.before_op) bwd.push_back({false, Phase::backward, id, c});
+      bwd.push_back({true, Phase::backward, id, {}});
+      for (const auto& c : colls)
+        if (c.phase == Phase::backward && c.op == id && !c.before_op) bwd.push_back({false, Phase::backward, id, c});
+    }
+
+    UnitTemplate t;
+    int slot = 0;
+    // Slots: forward collectives, then backward, then the recomputed forward ones.
+    t.forward = merge(fwd, u, slot);
+    t.backward = merge(bwd, u, slot);
+    t.recompute = merge(rec, u, slot);
+    t.tp_slots = slot;
+    for (int id : u.ops) {
+      const double p = costs_[static_cast<size_t>(id)].params;
+      if (p > 0) t.param_ops.push_back(id);
+      t.params += p;
+    }
+    assign_memory(t, u, full, selective, unit);
+    return t;
+  }
+
+ private:
+  // Merges consecutive compute steps of one phase (layer granularity) and numbers slots.
+  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot) {
+    std::vector<TemplateItem> out;
+    int segments = 0;
+    bool open = false;
+    for (const RawItem& r : raw) {
+      if (!r.compute) {
+        open = false;
+        const auto& op = graph_.ops()[static_cast<size_t>(r.op)];
+        TemplateItem c;
+        c.kind = ItemKind::collective;
+        c.phase = r.phase;
+        c.collective = r.coll.kind;
+        c.op = r.op;
+        c.role = role_of(r.coll, op);
+        c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * bytes_per_element(prec_);
+        c.slot = slot++;
+        c.name = std::string(collective_tag(c.collective)) + " tp " + op.name;
+        out.push_back(std::move(c));
+        continue;
+      }
+      const bool merge_here = granularity_ == Granularity::layer && open && out.back().phase == r.phase;
+      if (!merge_here) {
+        TemplateItem c;
+        c.kind = ItemKind::compute;
+        c.phase = r.phase;
+        out.push_back(std::move(c));
+        ++segments;
+        open = true;
+      }
+      out.back().ops.push_back(r.op);
+    }
+    // Costs, kinds, names.
+    int k = 0;
+    for (TemplateItem& c : out) {
+      if (c.kind != ItemKind::compute) continue;
+      std::map<int, double> flops_by_kind;
+      std::vector<int> kind_order;
+      int best_matmul = -1;
+      double best_matmul_flops = -1;
+      for (int id : c.ops) {
+        const auto& op = graph_.ops()[static_cast<size_t>(id)];
+        const OpCost& oc = costs_[static_cast<size_t>(id)];
+        const bool backward = c.phase == Phase::backward;
+        const double f = backward ? oc.flops_bwd : oc.flops_fwd;
+        c.flops += f;
+        c.mem_bytes += backward ? oc.mem_bwd_bytes : oc.mem_fwd_bytes;
+        const int kind = static_cast<int>(op.kind);
+        if (!flops_by_kind.count(kind)) kind_order.push_back(kind);
+        flops_by_kind[kind] += f;
+        if (oc.gemm_m > 0 && f > best_matmul_flops) {
+          best_matmul = id;
+          best_matmul_flops = f;
+        }
+        if (op.kind == OpKind::loss && workspace_ > 0) c.workspace_bytes = workspace_;
+      }
+      c.op_kind = kind_order.empty() ? -1 : kind_order.front();
+      for (int kind : kind_order)
+        if (flops_by_kind[kind] > flops_by_kind[c.op_kind]) c.op_kind = kind;
+      if (best_matmul >= 0 && graph_.ops()[static_cast<size_t>(best_matmul)].is_matmul() &&
+          static_cast<int>(graph_.ops()[static_cast<size_t>(best_matmul)].kind) == c.op_kind) {
+        const OpCost& oc = costs_[static_cast<size_t>(best_matmul)];
+        c.gemm_m = oc.gemm_m, c.gemm_n = oc.gemm_n, c.gemm_k = oc.gemm_k;
+      }
+      if (granularity_ == Granularity::op)
+        c.name = graph_.ops()[static_cast<size_t>(c.ops.front())].name;
+      else
+        c.name = segments > 1 ? u.name + "#" + std::to_string(k) : u.name;
+      ++k;
+    }
+    return out;
+  }
+
+  // Which compute task allocates and which releases each op's saved activations; ops sharing
+  // both share one buffer (its key is the smallest local index among them).
+  void assign_memory(UnitTemplate& t, const models::Unit& u, bool full, bool selective, int unit) {
+    enum List { kForward, kRecompute, kBackward };
+    auto list_of = [&](int l) -> std::vector<TemplateItem>& {
+      return l == kForward ? t.forward : l == kRecompute ? t.recompute : t.backward;
+    };
+    // (list, item) of each op's compute task in a phase.
+    using Where = std::pair<int, size_t>;
+    auto index = [&](int l, Phase phase) {
+      std::map<int, Where> out;
+      const auto& list = list_of(l);
+      for (size_t i = 0; i < list.size(); ++i)
+        if (list[i].kind == ItemKind::compute && list[i].phase == phase)
+          for (int id : list[i].ops) out[id] = {l, i};
+      return out;
+    };
+    const std::map<int, Where> fwd_of = index(kForward, Phase::forward);
+    const std::map<int, Where> rec_of = index(full ? kRecompute : kBackward, Phase::recompute);
+    const std::map<int, Where> bwd_of = index(kBackward, Phase::backward);
+    // (allocating task, releasing task) -> buffer
+    std::map<std::pair<Where, size_t>, MemGroup> groups;
+    for (size_t local = 0; local < u.ops.size(); ++local) {
+      const int id = u.ops[local];
+      const double bytes = costs_[static_cast<size_t>(id)].saved_bytes;
+      if (bytes <= 0) continue;
+      const bool dropped = graph_.ops()[static_cast<size_t>(id)].dropped_by_selective_recompute;
+      const Where a = full || (selective && dropped) ? rec_of.at(id) : fwd_of.at(id);
+      const size_t f = bwd_of.at(id).second;
+      auto it = groups.find({a, f});
+      if (it == groups.end()) it = groups.emplace(std::make_pair(a, f), MemGroup{static_cast<int>(local), 0.0}).first;
+      it->second.bytes += bytes;
+    }
+    // Allocation and release lists in key order, for a deterministic program.
+    std::vector<std::pair<std::pair<Where, size_t>, MemGroup>> sorted(groups.begin(), groups.end());
+    std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.second.key < y.second.key; });
+    for (const auto& [where, g] : sorted) {
+      list_of(where.first.first)[where.first.second].allocs.push_back(g);
+      t.backward[where.second].frees.push_back(g);
+    }
+    t.checkpoint_key = static_cast<int>(u.ops.size());
+    if (full && unit > 0) {
+      const double in = graph_.units()[static_cast<size_t>(unit - 1)].output_elems * bytes_per_element(prec_) *
+                        static_cast<double>(plan_.micro_batch);
+      t.checkpoint_bytes = plan_.sequence_parallel ? in / plan_.tp : in;
+    }
+  }
+
+  const Plan& plan_;
+  const models::ModelGraph& graph_;
+  Granularity granularity_;
+  Precision prec_;
+  double workspace_;
+  std::vector<OpCost> costs_;
+};
+
+}  // namespace
+
+double op_divisor(const models::Op& op, int tp, bool sp) {
+  if (splits_params(op.tp_split)) return tp;
+  if (op.tp_split == TpSplit::replicated && sp) return tp;
+  return 1;
+}
+
+double op_params_on_rank(const models::Op& op, int tp) { return splits_params(op.tp_split) ? op.params / tp : op.params; }
+
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec) {
+  OpCost c;
+  const double b = static_cast<double>(micro_batch);
+  const double elem = bytes_per_element(prec);
+  const double div = op_divisor(op, tp, sp);
+  c.flops_fwd = op.flops_fwd * b / div;
+  c.flops_bwd = op.flops_bwd * b / div;
+  c.mem_fwd_bytes = op.mem_elems_fwd * b * elem / div;
+  c.mem_bwd_bytes = op.mem_elems_bwd * b * elem / div;
+  if (op.is_matmul() && op.m > 0 && op.n > 0 && op.k > 0) {
+    c.gemm_m = op.m * micro_batch;
+    c.gemm_n = op.n;
+    c.gemm_k = op.k;
+    if (op.tp_split == TpSplit::column || op.tp_split == TpSplit::vocab) c.gemm_n = ceil_div(op.n, tp);
+    if (op.tp_split == TpSplit::row) c.gemm_k = ceil_div(op.k, tp);
+    // Replicated matmuls under sequence parallelism see 1/tp of the tokens.
+    if (op.tp_split == TpSplit::replicated && sp) c.gemm_m = ceil_div(c.gemm_m, tp);
+  }
+  double saved = (op.saved_elems * elem + op.saved_mask_bytes) * b;
+  if (sp || op.saved_tp_sharded) saved /= tp;
+  c.saved_bytes = saved;
+  c.params = op_params_on_rank(op, tp);
+  return c;
+}
+
+double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx) {
+  if (ctx.model_spec.vocab <= 0) return 0;
+  return static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) *
+         static_cast<double>(ctx.model_spec.vocab) / plan.tp * 4.0;
+}
+
+int max_memory_keys(const models::ModelGraph& graph) {
+  size_t most = 0;
+  for (const auto& u : graph.units()) most = std::max(most, u.ops.size());
+  return static_cast<int>(most) + 1;  // + the full-recomputation checkpoint
+}
+
+std::vector<UnitTemplate> build_unit_templates(const Plan& plan, const PlanContext& ctx, Granularity granularity) {
+  TemplateBuilder b(plan, ctx, granularity);
+  std::vector<UnitTemplate> out;
+  out.reserve(ctx.graph.units().size());
+  for (size_t u = 0; u < ctx.graph.units().size(); ++u) out.push_back(b.build(static_cast<int>(u)));
+  return out;
+}
+
+}  // namespace trainplan::plan::detail
