@@ -199,11 +199,15 @@ StepResult StepSimulator::run() {
       ++stats_.events;
       phase_done(static_cast<int>(tag / 8), static_cast<int>(tag % 8));
     } else {
-      const Event e = queue_.pop();
+      // Handled in place: the first event it pushes replaces it in the heap.
+      const Event e = queue_.take_top();
       now_ = e.time_s;
       if (e.type == kComputeDone) {
         RankState& rs = ranks_[static_cast<size_t>(ts_[static_cast<size_t>(e.a)].owner)];
-        if (e.b != rs.version || rs.running != e.a) continue;  // superseded by a rate change
+        if (e.b != rs.version || rs.running != e.a) {  // superseded by a rate change
+          queue_.release_top();
+          continue;
+        }
         ++stats_.events;
         rs.running = -1;
         finish(e.a);
@@ -214,6 +218,7 @@ StepResult StepSimulator::run() {
       }
     }
     drain();
+    queue_.release_top();
   }
   for (size_t g = 0; g < tasks_.size(); ++g)
     if (ts_[g].end_s < 0) report_stall();

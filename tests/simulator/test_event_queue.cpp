@@ -55,3 +55,23 @@ TEST_CASE("simulator: event queue interleaves pushes and pops like a sorted list
     REQUIRE(q.size() == oracle.size());
   }
 }
+
+TEST_CASE("simulator: handling the top in place keeps the queue order", "[simulator]") {
+  // Same random workload twice: pop + push versus take_top + push (replace) / release_top.
+  auto run = [](bool in_place) {
+    Rng rng(13);
+    EventQueue q;
+    std::vector<std::pair<double, int32_t>> order;
+    for (int i = 0; i < 200; ++i) q.push(rng.uniform(), 0, i);
+    for (int step = 0; step < 20000 && !q.empty(); ++step) {
+      const int pushes = static_cast<int>(rng.below(3));  // 0, 1 or 2 follow-ups
+      const double dt = rng.uniform();
+      Event e = in_place ? q.take_top() : q.pop();
+      order.push_back({e.time_s, e.a});
+      for (int k = 0; k < pushes; ++k) q.push(e.time_s + dt * (k + 1), 0, e.a + 1000 * (k + 1));
+      if (in_place) q.release_top();
+    }
+    return order;
+  };
+  CHECK(run(true) == run(false));
+}

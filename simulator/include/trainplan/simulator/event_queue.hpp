@@ -12,6 +12,10 @@
 //     sim::Event e = q.pop();          // earliest time; ties: earliest push
 //     switch (e.type) { ... }
 //   }
+//
+// A handler that usually pushes one follow-up event can process the top in place:
+// take_top() returns it but leaves it in the heap; the next push() overwrites it (one sift
+// instead of a pop and a push) and release_top() removes it if nothing was pushed.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +60,32 @@ class EventQueue {
   /// The earliest event; the queue must not be empty.
   const Event& top() const { return heap_.front(); }
 
-  /// Pushes an event at `time_s`; returns its sequence number.
+  /// Pushes an event at `time_s`; returns its sequence number. While a taken top is held,
+  /// the event replaces it (its time must not be earlier than the held one's).
   uint64_t push(double time_s, int32_t type, int32_t a = 0, int64_t b = 0) {
     Event e{time_s, seq_->next(), type, a, b};
+    if (held_) {
+      held_ = false;
+      sift_down_from(0, e);
+      return e.seq;
+    }
     heap_.push_back(e);
     sift_up(heap_.size() - 1);
     return e.seq;
+  }
+
+  /// The earliest event, left in the heap until the next push() replaces it or release_top()
+  /// removes it. The queue must not be empty and no top may be held already.
+  Event take_top() {
+    held_ = true;
+    return heap_.front();
+  }
+  /// Removes a held top that no push() replaced.
+  void release_top() {
+    if (held_) {
+      held_ = false;
+      pop();
+    }
   }
 
   /// Removes and returns the earliest event; the queue must not be empty.
@@ -85,6 +109,23 @@ class EventQueue {
       i = parent;
     }
     heap_[i] = e;
+  }
+
+  // Places `e` at `hole` and sifts it down (a replaced root).
+  void sift_down_from(size_t hole, const Event& e) {
+    const size_t n = heap_.size();
+    while (true) {
+      const size_t first = kArity * hole + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t last = first + kArity < n ? first + kArity : n;
+      for (size_t c = first + 1; c < last; ++c)
+        if (event_before(heap_[c], heap_[best])) best = c;
+      if (!event_before(heap_[best], e)) break;
+      heap_[hole] = heap_[best];
+      hole = best;
+    }
+    heap_[hole] = e;
   }
 
   // Places `e` (the former last element) starting at the root: moves the hole down along the
@@ -112,6 +153,7 @@ class EventQueue {
   static constexpr size_t kArity = 4;
   SeqCounter own_seq_;
   SeqCounter* seq_;
+  bool held_ = false;
   std::vector<Event> heap_;
 };
 
