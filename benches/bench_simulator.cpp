@@ -16,6 +16,7 @@
 #include "../tests/simulator/program_builder.hpp"
 #include "trainplan/core/random.hpp"
 #include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/plan/plan.hpp"
 #include "trainplan/simulator/event_queue.hpp"
 #include "trainplan/simulator/simulate.hpp"
 
@@ -146,6 +147,53 @@ BENCHMARK(BM_Simulator_Hybrid)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
   }
+  return true;
+}();
+
+// GPT-3 175B as plan::lower emits it (layer granularity, representatives only: 64 ranks x
+// ~33 k tasks) on 128 / 512 p4d.24xlarge, symmetric fidelity: the planner's configuration.
+// Lowering is outside the timed loop. Opt-in with TRAINPLAN_BENCH_LARGE (lowering takes ~1 s).
+void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
+  const int dp = static_cast<int>(state.range(0));
+  plan::Plan p;
+  p.model = "gpt3-175b";
+  p.instance_type = "p4d.24xlarge";
+  p.instance_count = dp * 64 / 8;
+  p.dp = dp, p.tp = 8, p.pp = 8;
+  p.global_batch = 1536;
+  p.micro_batch = 1;
+  p.schedule = plan::Schedule::one_f_one_b;
+  p.recompute = plan::Recompute::full;
+  plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin());
+  plan::validate(p, ctx);
+  plan::LowerOptions lo;
+  lo.granularity = plan::Granularity::layer;
+  lo.representatives_only = true;
+  const plan::StepProgram program = plan::lower(p, ctx, lo);
+  sim::SimOptions opt = sim::options_for(p);
+  opt.fidelity = sim::Fidelity::symmetric;
+  opt.record_timeline = false;
+  int64_t events = 0, tasks = 0;
+  sim::StepResult last;
+  for (auto _ : state) {
+    last = sim::simulate_step(program, ctx.cluster, opt);
+    events += last.stats.events;
+    tasks += last.stats.tasks_simulated;
+  }
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
+  state.counters["step_time_s"] = last.step_time_s;
+  state.counters["tasks_simulated"] = static_cast<double>(last.stats.tasks_simulated);
+  state.counters["setup_fraction"] = last.stats.wall_s > 0 ? last.stats.setup_wall_s / last.stats.wall_s : 0;
+}
+
+[[maybe_unused]] const bool kLowered = [] {
+  if (std::getenv("TRAINPLAN_BENCH_LARGE") == nullptr) return false;
+  benchmark::RegisterBenchmark("BM_Simulator_Gpt3Lowered", BM_Simulator_Gpt3Lowered)
+      ->ArgName("dp")
+      ->Arg(16)
+      ->Arg(64)
+      ->Unit(benchmark::kMillisecond);
   return true;
 }();
 
