@@ -353,17 +353,19 @@ class RankLowering {
 
   // ---- task constructors ----------------------------------------------------------------
 
-  int add(Task&& t) {
-    t.id = static_cast<int>(tasks_.size());
-    tasks_.push_back(std::move(t));
-    return tasks_.back().id;
+  // A new task at the end of the rank's list, built in place. The reference is valid until
+  // the next push (callers fill one task at a time).
+  Task& push() {
+    Task& t = tasks_.emplace_back();
+    t.id = static_cast<int>(tasks_.size()) - 1;
+    return t;
   }
 
   std::vector<int> after_compute() const { return last_compute_ >= 0 ? std::vector<int>{last_compute_} : std::vector<int>{}; }
 
   int64_t alloc(int stream, BufferKind kind, double bytes, std::vector<int> deps, std::string label, int64_t id = -1) {
     if (id < 0) id = next_buffer_++;
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::alloc;
     t.stream = stream;
     t.deps = std::move(deps);
@@ -371,12 +373,11 @@ class RankLowering {
     t.buffer = kind;
     t.alloc_bytes = bytes;
     t.buffer_id = id;
-    add(std::move(t));
     return id;
   }
 
   void release(int stream, BufferKind kind, double bytes, int64_t id, std::vector<int> deps, std::string label) {
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::free;
     t.stream = stream;
     t.deps = std::move(deps);
@@ -384,12 +385,11 @@ class RankLowering {
     t.buffer = kind;
     t.alloc_bytes = bytes;
     t.buffer_id = id;
-    add(std::move(t));
   }
 
   int collective(int stream, int group, CollectiveKind kind, double bytes, CommPurpose purpose, TensorRole role,
                  int64_t comm_id, std::vector<int> deps, std::string label) {
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::collective;
     t.stream = stream;
     t.deps = std::move(deps);
@@ -400,7 +400,7 @@ class RankLowering {
     t.purpose = purpose;
     t.role = role;
     t.comm_id = comm_id;
-    return add(std::move(t));
+    return t.id;
   }
 
   std::vector<int> take_pending() {
@@ -448,7 +448,7 @@ class RankLowering {
     const int mb = step.micro_batch;
     const std::string_view tag = item.phase == Phase::forward ? "fwd" : item.phase == Phase::backward ? "bwd" : "rec";
     if (item.kind == ItemKind::collective) {
-      Task t;
+      Task& t = push();
       t.kind = TaskKind::collective;
       t.stream = kTp;
       t.deps = take_pending();
@@ -464,7 +464,7 @@ class RankLowering {
       t.purpose = CommPurpose::tp;
       t.role = item.role;
       t.comm_id = L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
-      pending_.push_back(add(std::move(t)));
+      pending_.push_back(t.id);
       return;
     }
     if (mem_)
@@ -474,7 +474,7 @@ class RankLowering {
     int64_t ws = -1;
     if (mem_ && item.workspace_bytes > 0)
       ws = alloc(kCompute, BufferKind::workspace, item.workspace_bytes, after_compute(), "alloc loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::compute;
     t.stream = kCompute;
     t.deps = take_pending();
@@ -493,7 +493,7 @@ class RankLowering {
     t.mem_bytes = item.mem_bytes;
     t.op_kind = item.op_kind;
     t.gemm_m = item.gemm_m, t.gemm_n = item.gemm_n, t.gemm_k = item.gemm_k;
-    const int id = add(std::move(t));
+    const int id = t.id;
     last_compute_ = id;
     if (mem_) {
       if (ws >= 0) release(kCompute, BufferKind::workspace, item.workspace_bytes, ws, {id}, "free loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
@@ -526,7 +526,7 @@ class RankLowering {
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
     if (mem_) buf = alloc(kPpRecv, BufferKind::comm, bytes, deps, std::string("alloc pp recv buffer") + mb_tag_[static_cast<size_t>(mb)]);
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::recv;
     t.stream = kPpRecv;
     t.deps = std::move(deps);
@@ -542,9 +542,9 @@ class RankLowering {
     t.comm_id = pp_id(peer, peer_vs / L_.pp_, fwd, mb);
     const int unit = t.unit;
     const TensorRole role = t.role;
-    const int recv = add(std::move(t));
+    const int recv = t.id;
     if (L_.tp_ > 1 && !L_.sp_) {
-      Task g;
+      Task& g = push();
       g.kind = TaskKind::collective;
       g.stream = kTp;
       g.deps = {recv};
@@ -559,7 +559,7 @@ class RankLowering {
       g.purpose = CommPurpose::pp;
       g.role = role;
       g.comm_id = L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.pp_gather_slot + 2 * step.chunk + (fwd ? 0 : 1);
-      pending_.push_back(add(std::move(g)));
+      pending_.push_back(g.id);
     } else {
       pending_.push_back(recv);
     }
@@ -575,7 +575,7 @@ class RankLowering {
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
     if (mem_) buf = alloc(kPpSend, BufferKind::comm, bytes, deps, std::string("alloc pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
-    Task t;
+    Task& t = push();
     t.kind = TaskKind::send;
     t.stream = kPpSend;
     t.deps = std::move(deps);
@@ -589,7 +589,7 @@ class RankLowering {
     t.purpose = CommPurpose::pp;
     t.role = fwd ? TensorRole::output : TensorRole::grad_input;
     t.comm_id = pp_id(rp_.rank, step.chunk, fwd, mb);
-    const int id = add(std::move(t));
+    const int id = t.id;
     if (mem_) release(kPpSend, BufferKind::comm, bytes, buf, {id}, std::string("free pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
   }
 
@@ -760,7 +760,7 @@ class RankLowering {
                          "ar world grad-norm")};
     const bool sharded = L_.plan_.zero_stage >= 1 || L_.plan_.dp_algorithm == DpAlgorithm::parameter_server;
     const double shard = sharded ? st_.params / L_.dp_ : st_.params;
-    Task opt;
+    Task& opt = push();
     opt.kind = TaskKind::compute;
     opt.stream = kCompute;
     opt.deps = std::move(deps);
@@ -768,7 +768,7 @@ class RankLowering {
     opt.phase = Phase::optimizer;
     opt.flops = 10.0 * shard;
     opt.mem_bytes = (is_mixed(L_.prec_) ? 30.0 : 28.0) * shard;
-    last_compute_ = add(std::move(opt));
+    last_compute_ = opt.id;
     if (L_.dp_ > 1 && !L_.zero3_ && sharded) {
       const CommPurpose purpose = L_.plan_.dp_algorithm == DpAlgorithm::parameter_server ? CommPurpose::ps : CommPurpose::zero_param;
       for (size_t bi = 0; bi < st_.buckets.size(); ++bi) {
