@@ -78,7 +78,8 @@ class Lowering {
     for (int r : opt_.only_ranks) {
       if (r < 0 || r >= world_)
         throw Error("LowerOptions::only_ranks names rank " + std::to_string(r) + " but the plan has " +
-                    std::to_string(world_) + " ranks");
+                    std::to_string(world_) + " ranks")
+            .hint("ranks are 0 .. dp*tp*pp - 1, rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank");
       wanted[static_cast<size_t>(r)] = true;
     }
     for (int s = 0; s < pp_; ++s)

@@ -602,6 +602,7 @@ TEST_CASE("lower: symmetry classes are the lowest rank of each (pp, tp) and thei
     CHECK(some.ranks[static_cast<size_t>(rp.rank)].tasks.empty() == (rp.rank != 5));
   }
   CHECK(some.ranks[5].tasks.size() == prog.ranks[5].tasks.size());
+  REQUIRE_ERROR_CONTAINS(plan::lower(r->plan, r->ctx, {.only_ranks = {16}}), "names rank 16 but the plan has 16 ranks");
 }
 
 TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one rank per class in well under a second", "[plan][lower]") {

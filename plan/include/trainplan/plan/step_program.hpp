@@ -161,7 +161,7 @@ struct LowerOptions {
   bool representatives_only = false;
   /// Lower only these ranks (empty: all, subject to representatives_only), e.g. the executor
   /// process of one rank. Ranks left out have no tasks, as above.
-  std::vector<int> only_ranks;
+  std::vector<int> only_ranks = {};
   /// Worker threads over ranks (1: the calling thread; 0: all cores). The result does not
   /// depend on it.
   int threads = 1;
