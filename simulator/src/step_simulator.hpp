@@ -108,6 +108,7 @@ class StepSimulator {
   const std::vector<int>& ring_of_group(int group, bool chain_from_root);
   int intern(std::vector<int64_t> key, CommPattern pattern);
   const std::vector<int>& renamed_copies(int group, int s, int rep);
+  int group_shifted(int group, int shift, int rep, int member);
   const std::vector<FlowEnds>& renamed_pairs(int peer, bool send, int s, int rep);
 
   // run
@@ -195,6 +196,7 @@ class StepSimulator {
   };
   std::unordered_map<SymmetricKey, int, SymmetricKeyHash> symmetric_patterns_;  // representatives-only
   std::unordered_map<uint64_t, std::vector<int>> renamed_groups_;      // (group, class) -> groups
+  std::unordered_map<uint64_t, int> group_by_shift_;                   // (group, dp shift) -> group
   std::unordered_map<uint64_t, std::vector<FlowEnds>> renamed_pairs_;  // (peer, send, class) -> pairs
   std::vector<std::vector<int>> ring_cache_[2];  // [chain_from_root][group]
   std::vector<double> gpu_sent_, gpu_received_;

@@ -146,6 +146,20 @@ void StepSimulator::flatten() {
 const std::vector<int>& StepSimulator::renamed_copies(int group, int s, int rep) {
   auto [it, inserted] = renamed_groups_.try_emplace((static_cast<uint64_t>(group) << 32) | static_cast<uint32_t>(s));
   if (!inserted) return it->second;
+  const int dp = std::max(1, p_.dp);
+  for (int member : sym_.members[static_cast<size_t>(s)]) {
+    if (!sym_.header_only[static_cast<size_t>(member)]) continue;
+    const int shift = ((p_.ranks[static_cast<size_t>(member)].dp_rank - p_.ranks[static_cast<size_t>(rep)].dp_rank) % dp + dp) % dp;
+    it->second.push_back(group_shifted(group, shift, rep, member));
+  }
+  return it->second;
+}
+
+// `group` with every member's dp_rank shifted by `shift` (mod dp); depends on (group, shift)
+// only, so every class shares the work.
+int StepSimulator::group_shifted(int group, int shift, int rep, int member) {
+  auto [it, inserted] = group_by_shift_.try_emplace((static_cast<uint64_t>(group) << 32) | static_cast<uint32_t>(shift), -1);
+  if (!inserted) return it->second;
   if (group_by_members_.empty())
     for (const plan::Group& g : p_.groups) {
       std::vector<int> key = g.ranks;
@@ -153,18 +167,14 @@ const std::vector<int>& StepSimulator::renamed_copies(int group, int s, int rep)
       group_by_members_.emplace(std::move(key), g.id);
     }
   std::vector<int> key;
-  for (int member : sym_.members[static_cast<size_t>(s)]) {
-    if (!sym_.header_only[static_cast<size_t>(member)]) continue;
-    key.clear();
-    for (int r : p_.groups[static_cast<size_t>(group)].ranks) key.push_back(rename(p_, rep, member, r));
-    std::sort(key.begin(), key.end());
-    auto g = group_by_members_.find(key);
-    if (g == group_by_members_.end())
-      throw Error("symmetric fidelity: rank " + std::to_string(member) + " (no tasks) would use a group that is not in "
-                  "the program's groups (group " + std::to_string(group) + " of rank " + std::to_string(rep) + " renamed)")
-          .hint("list every group in StepProgram::groups, or lower every rank");
-    it->second.push_back(g->second);
-  }
+  for (int r : p_.groups[static_cast<size_t>(group)].ranks) key.push_back(rename(p_, rep, member, r));
+  std::sort(key.begin(), key.end());
+  auto g = group_by_members_.find(key);
+  if (g == group_by_members_.end())
+    throw Error("symmetric fidelity: rank " + std::to_string(member) + " (no tasks) would use a group that is not in "
+                "the program's groups (group " + std::to_string(group) + " of rank " + std::to_string(rep) + " renamed)")
+        .hint("list every group in StepProgram::groups, or lower every rank");
+  it->second = g->second;
   return it->second;
 }
 
