@@ -190,48 +190,11 @@ struct PipelineSpec {
   double saved_bytes = 0;        // activations allocated at forward, freed after backward
 };
 
-/// One op of a stage's compute order.
-struct PipeOp {
-  bool forward = true;
-  int micro_batch = 0;
-  int chunk = 0;
-};
-
-/// Compute order of pipeline rank `r` (Megatron-LM's schedules: GPipe = all forwards then all
-/// backwards; 1F1B = p-r-1 warm-up forwards, then one forward one backward, then cool-down;
-/// interleaved = (p-r-1)*2 + (v-1)*p warm-up forwards over chunks in groups of p micro-batches).
-inline std::vector<PipeOp> pipeline_order(const PipelineSpec& s, int r) {
-  const int p = s.stages, m = s.micro_batches, v = s.chunks;
-  std::vector<PipeOp> ops;
-  if (s.schedule == plan::Schedule::gpipe) {
-    for (int mb = 0; mb < m; ++mb) ops.push_back({true, mb, 0});
-    for (int mb = 0; mb < m; ++mb) ops.push_back({false, mb, 0});
-    return ops;
-  }
-  if (s.schedule == plan::Schedule::one_f_one_b) {
-    const int warmup = std::min(p - r - 1, m);
-    int f = 0, b = 0;
-    for (; f < warmup; ++f) ops.push_back({true, f, 0});
-    while (f < m) {
-      ops.push_back({true, f++, 0});
-      ops.push_back({false, b++, 0});
-    }
-    while (b < m) ops.push_back({false, b++, 0});
-    return ops;
-  }
-  // Interleaved: virtual micro-batch k -> chunk and micro-batch.
-  const int total = m * v;
-  auto fwd = [&](int k) { return PipeOp{true, (k / (p * v)) * p + k % p, (k % (p * v)) / p}; };
-  auto bwd = [&](int k) { return PipeOp{false, (k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p}; };
-  const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
-  int f = 0, b = 0;
-  for (; f < warmup; ++f) ops.push_back(fwd(f));
-  while (f < total) {
-    ops.push_back(fwd(f++));
-    ops.push_back(bwd(b++));
-  }
-  while (b < total) ops.push_back(bwd(b++));
-  return ops;
+/// Compute order of pipeline rank `r`: plan::pipeline_order (Megatron-LM's GPipe, 1F1B and
+/// interleaved 1F1B orders).
+inline std::vector<plan::PipelineStep> pipeline_order(const PipelineSpec& s, int r) {
+  return plan::pipeline_order(s.schedule, s.stages, s.schedule == plan::Schedule::interleaved_1f1b ? s.chunks : 1,
+                              s.micro_batches, r);
 }
 
 /// A pipeline-parallel program: rank r = stage r on GPU r; virtual stage c*p + r is chunk c of
@@ -245,11 +208,11 @@ inline plan::StepProgram build_pipeline(const PipelineSpec& s) {
   };
   for (int r = 0; r < p; ++r) {
     std::vector<std::vector<int>> fwd_task(static_cast<size_t>(s.micro_batches), std::vector<int>(static_cast<size_t>(v), -1));
-    for (const PipeOp& op : pipeline_order(s, r)) {
+    for (const plan::PipelineStep& op : pipeline_order(s, r)) {
       const int vs = op.chunk * p + r;
       const std::string where = "mb" + std::to_string(op.micro_batch) + " vs" + std::to_string(vs);
       std::vector<int> deps;
-      if (op.forward) {
+      if (op.phase == plan::Phase::forward) {
         if (vs > 0) deps.push_back(b.recv(r, (vs - 1) % p, s.activation_bytes, comm_id(true, op.micro_batch, vs - 1)));
         if (s.saved_bytes > 0) b.alloc(r, s.saved_bytes, op.micro_batch * (last_vs + 1) + vs);
         int f = b.compute(r, s.forward_s / v, deps, plan::Phase::forward, "fwd " + where);
@@ -358,11 +321,11 @@ inline plan::StepProgram build_hybrid(const HybridSpec& h) {
         const int tg = tp_group[static_cast<size_t>(s * h.dp + d)];
         std::vector<int> fwd_of(static_cast<size_t>(h.micro_batches), -1);
         int last = -1;
-        for (const PipeOp& op : pipeline_order(ps, s)) {
+        for (const plan::PipelineStep& op : pipeline_order(ps, s)) {
           std::vector<int> deps;
           const int mb = op.micro_batch;
           const std::string where = " mb" + std::to_string(mb);
-          if (op.forward) {
+          if (op.phase == plan::Phase::forward) {
             if (s > 0) deps.push_back(b.recv(r, prog.rank_of(d, t, s - 1), h.pp_bytes, pp_id(d, t, s - 1, mb, true)));
             b.alloc(r, h.saved_bytes, mb);
             const int c2 = layer_chain(b, r, tg, deps, h.forward_s, tp_id(tg, mb, true), plan::Phase::forward, "fwd" + where);
