@@ -264,3 +264,14 @@ TEST_CASE("simulator: every byte sent is received", "[simulator]") {
     CHECK(by_purpose == Approx(total(r.bytes_sent)).epsilon(1e-12));
   }
 }
+
+TEST_CASE("simulator: a one-member collective costs only its launch", "[simulator]") {
+  auto topo = sim::make_switch_topology(2, 1e11, 1e-6);
+  ProgramBuilder b(2);
+  b.collective(b.group({1}, CommPurpose::tp), CollectiveKind::all_reduce, 1e9);
+  auto opt = exact_options();
+  opt.comm_launch_s = 7e-6;
+  auto r = sim::simulate_step(b.program(), topo, test_gpu(), opt);
+  CHECK(r.step_time_s == Approx(7e-6).epsilon(1e-12));
+  CHECK(total(r.bytes_sent) == 0);
+}
