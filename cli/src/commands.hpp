@@ -20,5 +20,7 @@ void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_job_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_execute_command(CLI::App& app);
 
 }  // namespace trainplan::cli

@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
   add_plan_command(app);
   add_check_command(app);
   add_job_command(app);
+  add_report_command(app);
+  add_execute_command(app);
 
   try {
     // A mistyped command would otherwise read as a stray argument.

@@ -1,0 +1,180 @@
+// `trainplan execute plan.json --backend cpu`: lower the plan and run it for real, every rank a
+// thread, printing the loss per step, the step time and the peak memory per rank; optionally
+// writing the measured Timeline and Chrome trace (the simulator's formats) and checkpoints.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "table.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/executor/data.hpp"
+#include "trainplan/executor/registry.hpp"
+#include "trainplan/executor/runtime.hpp"
+#include "trainplan/plan/timeline.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct ExecuteArgs {
+  std::string plan_file;
+  std::string backend = "cpu";
+  int64_t steps = 1;
+  std::string timeline;
+  std::string trace;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::string memory_limit;
+  std::string data_file;
+  std::string dtype = "f32";
+  uint64_t seed = 1;
+  double learning_rate = 1e-3;
+  double timeout_s = 60;
+};
+
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+}
+
+void run(const ExecuteArgs& a) {
+  plan::Plan p = plan::read_plan_file(a.plan_file);
+  plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
+  plan::validate(p, ctx, a.plan_file);
+  const models::ModelSpec& spec = ctx.model_spec;
+  if (a.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", a.steps));
+  if (a.checkpoint_every < 0) throw Error(fmt::format("--checkpoint-every must be >= 0, got {}", a.checkpoint_every));
+  if ((a.checkpoint_every > 0 || a.resume) && a.checkpoint_dir.empty())
+    throw Error("--checkpoint-every and --resume need --checkpoint-dir");
+  const auto dtype = executor::parse_dtype(a.dtype);
+  if (!dtype) throw Error(fmt::format("--dtype: unknown element type \"{}\"", a.dtype)).hint("use f32 or f64");
+
+  plan::StepProgram program = plan::lower(p, ctx);
+  // Does it fit? The program's declared peak per rank against the limit (default: the GPU's).
+  const double limit = a.memory_limit.empty() ? ctx.gpu->memory_bytes : units::parse(a.memory_limit, units::Dimension::bytes);
+  try {
+    executor::check_memory_limit(program, limit);
+  } catch (Error& e) {
+    throw e.at(a.plan_file).hint(a.memory_limit.empty()
+                                     ? fmt::format("the limit is the {}'s memory; pass --memory-limit to use another",
+                                                   ctx.gpu->name)
+                                     : e.hint_text());
+  }
+  // The ranks all live in this process: their weights, gradients and optimizer state must fit
+  // in host memory (the declared static bytes are of that order in f32).
+  double host_needed = 0;
+  for (double b : executor::declared_peak_memory(program)) host_needed += b;
+  if (*dtype == executor::DType::f64) host_needed *= 2;
+  const double host = host_memory_bytes();
+  if (host > 0 && host_needed > 0.8 * host)
+    throw Error(fmt::format("{} has {} parameters: its {} ranks would need about {} of host memory, this machine has {}",
+                            spec.name, units::format_count(ctx.graph.total_params()), p.world_size(),
+                            units::format_bytes(host_needed), units::format_bytes(host)))
+        .at(a.plan_file, "/model")
+        .hint("the cpu backend is the reference for small models; try one of the tiny catalog models (gpt-tiny, "
+              "llama-tiny, mlp-tiny)");
+
+  executor::RuntimeOptions opt;
+  opt.backend = a.backend;
+  opt.dtype = *dtype;
+  opt.seed = a.seed;
+  opt.adamw.learning_rate = a.learning_rate;
+  opt.timeout_s = a.timeout_s;
+  if (!a.data_file.empty())
+    opt.data = std::make_shared<executor::TrainingData>(
+        executor::TrainingData::from_tokens(spec, ctx.seq_len, p.global_batch, executor::read_byte_tokens(a.data_file)));
+  executor::Runtime rt(p, ctx, std::move(program), opt);
+
+  std::printf("%s: %s on %d ranks (threads), dp/tp/pp %d/%d/%d%s, ZeRO-%d%s, %s schedule, recomputation %s\n",
+              a.plan_file.c_str(), spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp,
+              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, p.sequence_parallel ? ", sequence parallel" : "",
+              std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str());
+  std::printf("backend %s (%s), %s; batch %lld samples = %lld micro-batch(es) of %lld x dp %d; data: %s\n",
+              a.backend.c_str(), rt.program().ranks.empty() ? "" : executor::make_backend(a.backend)->description().c_str(),
+              a.dtype.c_str(), static_cast<long long>(p.global_batch), static_cast<long long>(p.num_micro_batches),
+              static_cast<long long>(p.micro_batch), p.dp, a.data_file.empty() ? "synthetic" : a.data_file.c_str());
+  if (spec.dropout && spec.dropout_p > 0)
+    std::printf("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
+
+  if (a.resume) {
+    const std::string latest = executor::latest_checkpoint(a.checkpoint_dir);
+    if (latest.empty())
+      throw Error("no checkpoint to resume from").at(a.checkpoint_dir).hint("run without --resume first, with --checkpoint-every");
+    rt.load_checkpoint(latest);
+    std::printf("resumed from %s (step %lld)\n", latest.c_str(), static_cast<long long>(rt.steps_done()));
+  }
+  if (rt.steps_done() >= a.steps)
+    std::printf("the run already has %lld steps (--steps %lld): nothing to do\n", static_cast<long long>(rt.steps_done()),
+                static_cast<long long>(a.steps));
+
+  executor::StepResult last;
+  bool ran = false;
+  while (rt.steps_done() < a.steps) {
+    last = rt.step();
+    ran = true;
+    std::printf("step %4lld  loss %.6f  grad-norm %.4f  time %s\n", static_cast<long long>(last.step), last.loss,
+                last.grad_norm, units::format_duration(last.step_time_s).c_str());
+    std::fflush(stdout);
+    if (a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0) {
+      const std::string folder = executor::checkpoint_folder(a.checkpoint_dir, rt.steps_done());
+      rt.save_checkpoint(folder);
+      std::printf("           checkpoint %s\n", folder.c_str());
+    }
+  }
+  if (!ran) return;
+
+  Table mem({">rank", ">dp", ">tp", ">pp", ">tasks", ">peak (measured)", ">peak (program)"});
+  for (const auto& rp : rt.program().ranks)
+    mem.add({std::to_string(rp.rank), std::to_string(rp.dp_rank), std::to_string(rp.tp_rank), std::to_string(rp.pp_rank),
+             std::to_string(rp.tasks.size()), units::format_bytes(last.peak_memory_bytes[static_cast<size_t>(rp.rank)]),
+             units::format_bytes(last.declared_peak_memory_bytes[static_cast<size_t>(rp.rank)])});
+  std::printf("\npeak memory per rank in the last step (measured: %s allocations in %s; program: what the plan declares "
+              "in %s):\n",
+              a.backend.c_str(), a.dtype.c_str(), std::string(precision_name(*p.precision)).c_str());
+  std::fputs(mem.render("  ").c_str(), stdout);
+  for (const auto& note : last.timeline.meta["implicit_communication"])
+    std::printf("note: the runtime added communication the program does not have: %s\n", note.get<std::string>().c_str());
+  if (!a.timeline.empty()) {
+    plan::write_timeline_file(a.timeline, last.timeline);
+    std::printf("measured timeline of step %lld: %s\n", static_cast<long long>(last.step), a.timeline.c_str());
+  }
+  if (!a.trace.empty()) {
+    plan::write_chrome_trace_file(a.trace, last.timeline);
+    std::printf("Chrome trace of step %lld: %s (open in ui.perfetto.dev)\n", static_cast<long long>(last.step), a.trace.c_str());
+  }
+}
+
+}  // namespace
+
+void add_execute_command(CLI::App& app) {
+  auto args = std::make_shared<ExecuteArgs>();
+  CLI::App* cmd = app.add_subcommand("execute", "Run a plan for real: all ranks as threads, loss per step, measured timeline");
+  cmd->add_option("plan", args->plan_file, "Plan JSON (its model must be small enough for the backend)")->required();
+  cmd->add_option("--backend", args->backend, "Backend: " + [] {
+    std::string s;
+    for (const auto& n : executor::backend_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }())->capture_default_str();
+  cmd->add_option("--steps", args->steps, "Train until this many optimizer steps are done (a resumed run continues)")
+      ->capture_default_str();
+  cmd->add_option("--timeline", args->timeline, "Write the last step's measured Timeline JSON here");
+  cmd->add_option("--trace", args->trace, "Write the last step's Chrome trace here (ui.perfetto.dev)");
+  cmd->add_option("--checkpoint-dir", args->checkpoint_dir, "Folder of checkpoints (step-<N>/ with one file per rank)");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every, "Save a checkpoint every K steps (0: never)")
+      ->capture_default_str();
+  cmd->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --checkpoint-dir");
+  cmd->add_option("--memory-limit", args->memory_limit,
+                  "Refuse plans whose declared peak memory per rank exceeds this (e.g. 16GiB; default: the plan's GPU)");
+  cmd->add_option("--data", args->data_file, "Train on this file's bytes as tokens (decoders; default: synthetic data)");
+  cmd->add_option("--dtype", args->dtype, "Compute precision of the cpu backend: f32 or f64")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Parameter initialization seed")->capture_default_str();
+  cmd->add_option("--lr", args->learning_rate, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--timeout", args->timeout_s, "Seconds a rank may wait for the others before the step fails")
+      ->capture_default_str();
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace trainplan::cli
