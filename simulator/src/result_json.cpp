@@ -60,6 +60,7 @@ json::Json to_json(const SimOptions& o) {
   j["straggler_stddev"] = o.straggler_stddev;
   j["straggler_seed"] = o.straggler_seed;
   j["record_timeline"] = o.record_timeline;
+  if (!o.timeline_ranks.empty()) j["timeline_ranks"] = o.timeline_ranks;
   return j;
 }
 

@@ -66,11 +66,24 @@ StepResult StepSimulator::collect(double wall_s) {
   tl.meta["precision"] = std::string(precision_name(precision_));
   tl.meta["world_size"] = static_cast<int64_t>(world);
   if (opt_.record_timeline) {
+    std::vector<size_t> shown;
+    if (opt_.timeline_ranks.empty()) {
+      for (size_t rank = 0; rank < world; ++rank) shown.push_back(rank);
+    } else {
+      for (int rank : opt_.timeline_ranks) {
+        if (rank < 0 || rank >= static_cast<int>(world))
+          throw Error("timeline_ranks names rank " + std::to_string(rank) + " but the program has " +
+                      std::to_string(world) + " ranks");
+        shown.push_back(static_cast<size_t>(rank));
+      }
+      std::sort(shown.begin(), shown.end());
+      shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
+    }
     size_t total = 0;
-    for (size_t rank = 0; rank < world; ++rank)
+    for (size_t rank : shown)
       total += p_.ranks[static_cast<size_t>(sym_.header_only[rank] ? sym_.rep_of[rank] : static_cast<int>(rank))].tasks.size();
     tl.events.reserve(total);
-    for (size_t rank = 0; rank < world; ++rank) {
+    for (size_t rank : shown) {
       const int32_t base = task_base_[static_cast<size_t>(sim_of_rank_[static_cast<size_t>(sym_.rep_of[rank])])];
       // A header-only rank shows its representative's tasks (its own program renamed).
       const plan::RankProgram& source = sym_.header_only[rank] ? p_.ranks[static_cast<size_t>(sym_.rep_of[rank])] : p_.ranks[rank];

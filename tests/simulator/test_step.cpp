@@ -146,6 +146,21 @@ TEST_CASE("simulator: record_timeline off leaves the numbers unchanged", "[simul
   CHECK(without.timeline.events.empty());
   CHECK(without.step_time_s == with.step_time_s);
   CHECK(json::dump(sim::to_json(without)) == json::dump(sim::to_json(with)));
+  // Only some ranks: exactly their events, as in the full timeline.
+  opt.record_timeline = true;
+  opt.timeline_ranks = {5, 2};
+  auto some = sim::simulate_step(prog, topo, test_gpu(), opt);
+  std::vector<plan::TimelineEvent> want;
+  for (const auto& e : with.timeline.events)
+    if (e.rank == 2 || e.rank == 5) want.push_back(e);
+  REQUIRE(some.timeline.events.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CHECK(some.timeline.events[i].rank == want[i].rank);
+    CHECK(some.timeline.events[i].task == want[i].task);
+    CHECK(some.timeline.events[i].start_s == want[i].start_s);
+    CHECK(some.timeline.events[i].end_s == want[i].end_s);
+  }
+  CHECK(some.timeline.peak_memory_bytes.size() == prog.ranks.size());
 }
 
 TEST_CASE("simulator: malformed or stuck programs are reported with rank and task", "[simulator]") {

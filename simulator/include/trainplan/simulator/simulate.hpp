@@ -81,6 +81,9 @@ struct SimOptions {
   uint64_t straggler_seed = 0;
   /// Fill StepResult::timeline (off for search loops: saves time and memory).
   bool record_timeline = true;
+  /// Ranks whose events the timeline holds (ascending; empty = every rank). With symmetric
+  /// fidelity a large cluster's full timeline repeats each class's events for every member.
+  std::vector<int> timeline_ranks;
 };
 
 /// Options matching a plan: dp_algorithm and precision.
