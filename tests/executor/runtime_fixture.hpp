@@ -32,6 +32,7 @@ struct RunSpec {
   double bucket_size_bytes = 2000;  // small: several gradient buckets per stage
   bool overlap = true;
   plan::DpAlgorithm algorithm = plan::DpAlgorithm::ring;
+  plan::Granularity granularity = plan::Granularity::op;
 };
 
 struct Resolved {
@@ -69,7 +70,9 @@ inline RuntimeOptions test_options() {
 
 inline std::unique_ptr<Runtime> make_runtime(const RunSpec& s, RuntimeOptions options = test_options()) {
   auto r = resolve_run(s);
-  return std::make_unique<Runtime>(r->plan, r->ctx, plan::lower(r->plan, r->ctx), std::move(options));
+  plan::LowerOptions lower;
+  lower.granularity = s.granularity;
+  return std::make_unique<Runtime>(r->plan, r->ctx, plan::lower(r->plan, r->ctx, lower), std::move(options));
 }
 
 /// max |a - b| / max |b| over one tensor (0 when both are zero).
@@ -87,11 +90,16 @@ inline double relative_error(const std::vector<double>& a, const std::vector<dou
 struct StepRecord {
   std::vector<double> losses;
   std::vector<std::vector<double>> grads, params;  // last step, in parameter_names() order
+  std::vector<std::string> implicit;               // communication the runtime had to add
 };
 
 inline StepRecord run_steps(Runtime& rt, int steps) {
   StepRecord rec;
-  for (int i = 0; i < steps; ++i) rec.losses.push_back(rt.step().loss);
+  for (int i = 0; i < steps; ++i) {
+    const StepResult r = rt.step();
+    rec.losses.push_back(r.loss);
+    for (const auto& note : r.timeline.meta["implicit_communication"]) rec.implicit.push_back(note.get<std::string>());
+  }
   for (const std::string& n : rt.parameter_names()) {
     rec.grads.push_back(rt.gradient(n));
     rec.params.push_back(rt.parameter(n));

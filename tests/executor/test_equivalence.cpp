@@ -57,6 +57,8 @@ std::string describe(const RunSpec& s) {
   if (s.sp) d += " sp";
   if (s.pp > 1) d += " " + std::string(plan::schedule_name(s.schedule));
   if (s.recompute != plan::Recompute::none) d += " recompute-" + std::string(plan::recompute_name(s.recompute));
+  if (s.algorithm != plan::DpAlgorithm::ring) d += " " + std::string(plan::dp_algorithm_name(s.algorithm));
+  if (s.granularity == plan::Granularity::layer) d += " layer-granularity";
   const int64_t mb = s.micro_batch > 0 ? s.micro_batch : s.global_batch / s.dp;
   d += " micro-batches " + std::to_string(s.global_batch / (mb * s.dp));
   return d;
@@ -79,6 +81,8 @@ void check_equivalent(const RunSpec& spec) {
   }
   // Every copy of every parameter (replicas, tp-replicated tensors, tied copies) is identical.
   CHECK(rt->check_replicas() == "");
+  // The program carries all the communication (the runtime added none of its own).
+  CHECK(got.implicit.empty());
 }
 
 void check_all(const std::vector<RunSpec>& specs) {
@@ -114,6 +118,12 @@ TEST_CASE("executor: ZeRO-1, -2, -3 with dp 2, 3 and 4 equal one rank, odd sizes
         s.zero = zero;
         specs.push_back(s);
       }
+  // A parameter server: each rank serves (updates) a shard, like ZeRO-1.
+  for (const char* model : {"tiny-gpt", "tiny-mlp"}) {
+    RunSpec s = spec(model, 2, 1, 1);
+    s.algorithm = plan::DpAlgorithm::parameter_server;
+    specs.push_back(s);
+  }
   // dp 3: the GPT's hidden 32 does not divide by 3 either.
   for (int zero : {1, 3}) {
     RunSpec s = spec("tiny-gpt", 3, 1, 1);
@@ -235,5 +245,21 @@ TEST_CASE("executor: combinations dp2 x tp2, dp2 x pp2, tp2 x pp2, dp2 x tp2 x p
   inter.micro_batch = 2;
   inter.global_batch = 8;
   specs.push_back(inter);
+  check_all(specs);
+}
+
+TEST_CASE("executor: programs lowered at layer granularity (merged compute tasks) equal one rank",
+          "[executor][equivalence]") {
+  std::vector<RunSpec> specs;
+  RunSpec a = spec("tiny-gpt", 2, 2, 2);
+  a.micro_batch = 2;
+  a.sp = true;
+  a.recompute = plan::Recompute::selective;
+  specs.push_back(a);
+  RunSpec b = spec("tiny-mlp", 2, 1, 2);
+  b.micro_batch = 2;
+  b.recompute = plan::Recompute::full;
+  specs.push_back(b);
+  for (RunSpec& s : specs) s.granularity = plan::Granularity::layer;
   check_all(specs);
 }
