@@ -15,9 +15,16 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
   const Precision prec = plan.precision_or(ctx.precision);
   const bool sp = plan.sequence_parallel && plan.tp > 1;
   const size_t units = graph.units().size();
-  // Per unit: bytes its forward keeps until its backward, and the backward's excursion.
+  // Per unit of this stage: bytes its forward keeps until its backward, and the backward's
+  // excursion above that.
   std::vector<double> kept(units, 0.0), excursion(units, 0.0);
+  std::vector<char> mine(units, 0);
+  for (int v = 0; v < plan.vp; ++v) {
+    const StageAssignment& a = plan.stages[static_cast<size_t>(v * plan.pp + stage)];
+    for (int u = a.first_unit; u <= a.last_unit; ++u) mine[static_cast<size_t>(u)] = 1;
+  }
   for (size_t u = 0; u < units; ++u) {
+    if (!mine[u]) continue;
     const auto& ops = graph.units()[u].ops;
     std::vector<double> saved;
     saved.reserve(ops.size());
@@ -55,8 +62,23 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
         break;
     }
   }
+  // The schedules repeat after their warm-up, so a few micro-batches give the peak of many:
+  // 1F1B holds at most pp - stage in flight and interleaved 1F1B its warm-up plus one chunk,
+  // both reached within 2*pp micro-batches (m is a multiple of pp for interleaved, and m == pp
+  // is its own case); GPipe keeps every forward, so its peak grows by one micro-batch's kept
+  // bytes per extra micro-batch. Tested equal to the full replay.
+  int64_t m = plan.num_micro_batches;
+  double extra = 0;
+  if (plan.schedule == Schedule::gpipe && m > 1) {
+    double per_mb = 0;
+    for (size_t u = 0; u < units; ++u) per_mb += kept[u];
+    extra = static_cast<double>(m - 1) * per_mb;
+    m = 1;
+  } else if (m > 2 * static_cast<int64_t>(plan.pp) && m != plan.pp) {
+    m = 2 * static_cast<int64_t>(plan.pp);
+  }
   double live = 0, peak = 0;
-  for (const PipelineStep& step : pipeline_order(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, stage)) {
+  for (const PipelineStep& step : pipeline_order(plan.schedule, plan.pp, plan.vp, m, stage)) {
     const StageAssignment& a = plan.stages[static_cast<size_t>(step.chunk * plan.pp + stage)];
     if (step.phase == Phase::forward) {
       for (int u = a.first_unit; u <= a.last_unit; ++u) live += kept[static_cast<size_t>(u)];
@@ -68,7 +90,7 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
       }
     }
   }
-  return peak;
+  return peak + extra;
 }
 
 }  // namespace trainplan::plan

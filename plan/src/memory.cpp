@@ -1,6 +1,8 @@
 // Memory per GPU of a plan. See memory.hpp for the closed forms this implements.
 #include "trainplan/plan/memory.hpp"
 
+#include "trainplan/plan/step_program.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -119,9 +121,14 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
                                                                     Recompute::none, prec));
   }
   mb.micro_batches_in_flight = micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, stage);
-  mb.activations_bytes = act_per_mb * mb.micro_batches_in_flight;
-  // Full recomputation re-materializes one unit at a time during backward.
-  mb.activations_bytes += max_unit_full;
+  // The closed form (micro-batches in flight x one micro-batch's activations, plus one
+  // re-materialized unit under full recomputation) is exact for GPipe and 1F1B without
+  // recomputation. The replay of the lowered program's schedule is exact everywhere
+  // (recomputation working sets, interleaved chunks of unequal size), so the model uses it;
+  // tests check both against each other and against Korthikanti et al.'s formulas.
+  (void)act_per_mb;
+  (void)max_unit_full;
+  mb.activations_bytes = activation_peak_bytes(plan, ctx, stage);
 
   // Workspace: the cross-entropy of the stage that owns the loss holds its logits in fp32
   // (b * s * V/t * 4 bytes, as Megatron-LM computes the loss in fp32), and cuBLAS keeps a
