@@ -6,6 +6,7 @@
 // waits for any of its communications; when nothing is in flight either, the program is stuck
 // (a dependency cycle) and the step fails naming the blocked tasks.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -133,32 +134,40 @@ void RankState::init_step_state(int64_t step) {
     }
   }
 
-  // ZeRO-3: a gathered parameter is released after the last compute task that uses it before
-  // the next gather of the same parameter.
+  // ZeRO-3: a use of a parameter reads the copy of the newest gather among its (transitive)
+  // dependencies (or, with none, of the newest gather issued before it); that copy is released
+  // after the last use that reads it, unless a newer gather has replaced it by then.
   release_after_task_.assign(tasks.size(), {});
   if (L_.params_sharded) {
-    std::vector<int> last_use(params_.size(), -1);
-    std::vector<int64_t> generation(params_.size(), -1);
-    auto flush = [&](size_t p) {
-      if (last_use[p] >= 0) release_after_task_[static_cast<size_t>(last_use[p])].push_back({static_cast<int>(p), generation[p]});
-      last_use[p] = -1;
-    };
+    const size_t P = params_.size();
+    std::vector<std::vector<int>> newest(tasks.size());
+    std::vector<int> issued(P, -1);
+    std::map<std::pair<size_t, int>, int> last_use;  // (param, gather task) -> last use
     for (const plan::Task& t : tasks) {
+      std::vector<int>& g = newest[static_cast<size_t>(t.id)];
+      g.assign(P, -1);
+      for (int d : t.deps)
+        if (d >= 0 && d < t.id)
+          for (size_t p = 0; p < P; ++p) g[p] = std::max(g[p], newest[static_cast<size_t>(d)][p]);
       if (t.kind == TaskKind::collective && t.role == TensorRole::params) {
-        for (Param* p : bucket_params(t, false)) {
-          const auto i = static_cast<size_t>(p - params_.data());
-          flush(i);
-          generation[i] = t.id;
+        for (Param* q : bucket_params(t, false)) {
+          const auto i = static_cast<size_t>(q - params_.data());
+          g[i] = issued[i] = t.id;
         }
       } else if (t.kind == TaskKind::compute && t.phase != plan::Phase::optimizer && t.phase != plan::Phase::none) {
         for (int op : task_ops(t)) {
           if (op < 0 || op >= static_cast<int>(nops) || !local_op_[static_cast<size_t>(op)]) continue;
           for (bool bias : {false, true})
-            if (Param* p = find_param(op, bias)) last_use[static_cast<size_t>(p - params_.data())] = t.id;
+            if (Param* q = find_param(op, bias)) {
+              const auto i = static_cast<size_t>(q - params_.data());
+              const int gen = g[i] >= 0 ? g[i] : issued[i];
+              if (gen >= 0) last_use[{i, gen}] = t.id;
+            }
         }
       }
     }
-    for (size_t p = 0; p < params_.size(); ++p) flush(p);
+    for (const auto& [key, use] : last_use)
+      release_after_task_[static_cast<size_t>(use)].push_back({static_cast<int>(key.first), key.second});
   }
   backend_->reset_peak();
 }

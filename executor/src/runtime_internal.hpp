@@ -262,7 +262,6 @@ class RankState {
   std::vector<std::vector<Act>> acts_;
   std::vector<MicroBatchData> batches_;
   std::vector<std::vector<std::pair<int, int64_t>>> release_after_task_;  // ZeRO-3: (param, generation)
-  std::map<int, int64_t> gather_generation_;                               // task id -> generation
   bool clip_ready_ = false;
   Tensor clip_scale_;
   RankStepResult result_;

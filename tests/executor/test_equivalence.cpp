@@ -263,3 +263,35 @@ TEST_CASE("executor: programs lowered at layer granularity (merged compute tasks
   for (RunSpec& s : specs) s.granularity = plan::Granularity::layer;
   check_all(specs);
 }
+
+// Not part of CI (hidden tag): every combination validate() accepts on the tiny models, for
+// exploring the lowering and the runtime together. Run with
+//   build/tests/trainplan_tests_executor "[sweep]"
+TEST_CASE("executor: sweep of every valid plan combination on the tiny models", "[.][sweep]") {
+  int ran = 0, skipped = 0;
+  for (const char* model : {"tiny-gpt", "tiny-llama", "tiny-mlp"})
+    for (int dp : {1, 2})
+      for (int tp : {1, 2})
+        for (int pp : {1, 2})
+          for (int zero : {0, 1, 2, 3})
+            for (bool sp : {false, true})
+              for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full})
+                for (plan::Schedule sched : {plan::Schedule::gpipe, plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b})
+                  for (bool overlap : {true, false}) {
+                    RunSpec s = spec(model, dp, tp, pp);
+                    s.zero = zero, s.sp = sp, s.recompute = rc, s.schedule = sched, s.overlap = overlap;
+                    s.vp = sched == plan::Schedule::interleaved_1f1b ? 2 : 1;
+                    s.micro_batch = pp > 1 ? 8 / (dp * 2 * pp) : 8 / (dp * 2);
+                    if (s.vp > 1 && std::string(model) != "tiny-mlp") s.model = model == std::string("tiny-gpt") ? "tiny-gpt-deep" : model;
+                    try {
+                      resolve_run(s);
+                    } catch (const Error&) {
+                      ++skipped;
+                      continue;
+                    }
+                    ++ran;
+                    DYNAMIC_SECTION(describe(s) << (overlap ? "" : " no-overlap")) { check_equivalent(s); }
+                  }
+  WARN(ran << " plans run, " << skipped << " combinations rejected by validate()");
+  CHECK(ran > 0);
+}
