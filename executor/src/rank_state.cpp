@@ -34,10 +34,9 @@ void RankState::materialize_params() {
   const size_t nops = L_.graph->ops().size();
   op_param_index_.assign(nops, {-1, -1});
   std::vector<int> index_of_def(L_.params.size(), -1);
-  auto create = [&](int def, int user_op, bool tied_copy) -> int {
+  auto create = [&](int def, bool tied_copy) -> int {
     Param q;
     q.def = def;
-    q.user_op = user_op;
     q.tied_copy = tied_copy;
     q.slice = L_.slice(def, tp_rank_);
     q.numel = q.slice.numel();
@@ -78,7 +77,7 @@ void RankState::materialize_params() {
     for (size_t slot = 0; slot < defs.size(); ++slot) {
       int idx = -1;
       if (defs[slot] >= 0) {
-        idx = create(defs[slot], op.id, false);
+        idx = create(defs[slot], false);
         index_of_def[static_cast<size_t>(defs[slot])] = idx;
       } else {
         // The tied LM head: the embedding's table when it lives here, else a copy that the
@@ -86,7 +85,7 @@ void RankState::materialize_params() {
         const int def = L_.tied_param(op.id);
         idx = index_of_def[static_cast<size_t>(def)];
         if (idx < 0 && !local_op_[static_cast<size_t>(L_.params[static_cast<size_t>(def)].op)])
-          idx = create(def, op.id, true);
+          idx = create(def, true);
       }
       op_param_index_[static_cast<size_t>(op.id)][slot] = idx;
     }

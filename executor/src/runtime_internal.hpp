@@ -73,7 +73,6 @@ struct ModelLayout {
   std::vector<ParamDef> params;              // graph order
   std::vector<std::vector<int>> op_params;   // op -> indices into params (weight first)
   std::vector<int> unit_stage;               // unit -> pipeline rank
-  std::vector<int> unit_chunk;               // unit -> virtual stage index on that rank
 
   /// Builds the layout; throws Error for models or ops the executor cannot run.
   static ModelLayout build(const plan::Plan& plan, const models::ModelGraph& graph, const plan::StepProgram& program);
@@ -105,7 +104,6 @@ struct ModelLayout {
 /// One parameter tensor as a rank holds it.
 struct Param {
   int def = -1;                  // index into ModelLayout::params
-  int user_op = -1;              // op that uses it on this rank (tied copies: the head)
   bool tied_copy = false;        // the last stage's copy of the tied embedding
   TpSlice slice;
   Shape local_shape;

@@ -211,7 +211,6 @@ ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph&
   // Units -> pipeline rank and chunk (virtual stage v of rank r is stages[v * pp + r]).
   const int num_units = static_cast<int>(graph.units().size());
   L.unit_stage.assign(static_cast<size_t>(num_units), -1);
-  L.unit_chunk.assign(static_cast<size_t>(num_units), -1);
   if (static_cast<int>(plan.stages.size()) != plan.pp * plan.vp)
     throw Error(fmt::format("the plan assigns {} stages, expected pp * vp = {}", plan.stages.size(), plan.pp * plan.vp))
         .hint("resolve() fills an even assignment; pass a resolved plan");
@@ -220,7 +219,6 @@ ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph&
     for (int u = a.first_unit; u <= a.last_unit; ++u) {
       TP_ASSERT(u >= 0 && u < num_units);
       L.unit_stage[static_cast<size_t>(u)] = e % plan.pp;
-      L.unit_chunk[static_cast<size_t>(u)] = e / plan.pp;
     }
   }
   for (int u = 0; u < num_units; ++u)

@@ -28,6 +28,7 @@
 //   data-parallel ranks gives the single-rank gradient.
 // - The CPU backend computes in f32 (or f64), whatever 16-bit precision the plan names; the
 //   program's FLOPs and bytes are reported as the program states them.
+// - Dropout runs as identity; GELU is the tanh approximation (executor/README.md).
 #pragma once
 
 #include <cstdint>
@@ -101,8 +102,9 @@ struct StepResult {
 class Runtime {
  public:
   /// Materializes each rank's parameters and optimizer state (initialized from
-  /// options.seed). Throws Error for what the executor cannot run (model family, op kinds,
-  /// attention dropout... naming the op) or a program that does not belong to the plan.
+  /// options.seed). Throws Error for what the executor cannot run (a model family or op kind,
+  /// naming it), a program that does not belong to the plan or breaks plan::check_program.
+  /// Dropout layers and attention dropout run as identity (no masks): runs are deterministic.
   Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::StepProgram program, RuntimeOptions options);
   ~Runtime();
   Runtime(const Runtime&) = delete;
