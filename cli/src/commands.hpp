@@ -19,6 +19,8 @@ void add_catalog_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_validate_command(CLI::App& app);
 void add_job_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_execute_command(CLI::App& app);

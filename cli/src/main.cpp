@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   add_model_command(app);
   add_plan_command(app);
   add_check_command(app);
+  add_simulate_command(app);
+  add_validate_command(app);
   add_job_command(app);
   add_report_command(app);
   add_execute_command(app);

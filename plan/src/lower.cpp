@@ -55,6 +55,7 @@ class Lowering {
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
     TP_ASSERT(m_ >= 1 && dp_ * tp_ * pp_ == world_);
     templates_ = detail::build_unit_templates(plan, ctx, options.granularity);
+    setup_gathers();
     keys_ = detail::max_memory_keys(graph_);
     find_tied();
     setup_stages();
@@ -69,6 +70,9 @@ class Lowering {
     p.num_micro_batches = m_;
     p.micro_batch = b_;
     p.granularity = opt_.granularity;
+    p.attention = plan_.attention;
+    p.op_costs.reserve(graph_.ops().size());
+    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention));
     p.streams.assign(kStreamNames, kStreamNames + kNumStreams);
     p.groups = groups_;
     p.ranks.resize(static_cast<size_t>(world_));
@@ -110,6 +114,25 @@ class Lowering {
 
   // ---- setup ----------------------------------------------------------------------------
 
+  // ZeRO-3 gathers per unit: the unit's own parameters plus any weight one of its ops borrows
+  // from another unit (a tied LM head reads the word embedding, which unit 0 gathered and
+  // freed long before).
+  void setup_gathers() {
+    gather_ops_.resize(templates_.size());
+    gather_params_.resize(templates_.size());
+    for (size_t u = 0; u < templates_.size(); ++u) {
+      gather_ops_[u] = templates_[u].param_ops;
+      gather_params_[u] = templates_[u].params;
+      for (int id : graph_.units()[u].ops) {
+        const int tied = graph_.ops()[static_cast<size_t>(id)].tied_weight_op;
+        if (tied < 0 || graph_.ops()[static_cast<size_t>(tied)].unit == static_cast<int>(u)) continue;
+        if (std::find(gather_ops_[u].begin(), gather_ops_[u].end(), tied) != gather_ops_[u].end()) continue;
+        gather_ops_[u].push_back(tied);
+        gather_params_[u] += op_params_on_rank(graph_.ops()[static_cast<size_t>(tied)], tp_);
+      }
+    }
+  }
+
   // A tied word embedding whose LM head sits on another pipeline stage: both stages hold a
   // copy and all-reduce its gradient (Megatron's embedding group).
   void find_tied() {
@@ -120,7 +143,7 @@ class Lowering {
       }
     if (head_op_ >= 0) {
       const auto& emb = graph_.ops()[static_cast<size_t>(embedding_op_)];
-      tied_params_ = detail::op_params_on_rank(emb, tp_);
+      tied_params_ = op_params_on_rank(emb, tp_);
     }
   }
 
@@ -130,7 +153,7 @@ class Lowering {
 
   // Parameters of an op on a rank of `stage`, with the tied copy on the last stage.
   double rank_op_params(int op, int stage) const {
-    double p = detail::op_params_on_rank(graph_.ops()[static_cast<size_t>(op)], tp_);
+    double p = op_params_on_rank(graph_.ops()[static_cast<size_t>(op)], tp_);
     if (op == head_op_ && stage == pp_ - 1) p += tied_params_;
     return p;
   }
@@ -287,6 +310,8 @@ class Lowering {
   bool sp_, zero3_;
   int num_units_;
   std::vector<UnitTemplate> templates_;
+  std::vector<std::vector<int>> gather_ops_;  // ZeRO-3: ops whose parameters a unit's visit gathers
+  std::vector<double> gather_params_;         // ZeRO-3: their parameters on one rank
   int keys_ = 1;
   int head_op_ = -1, embedding_op_ = -1;
   double tied_params_ = 0;
@@ -621,8 +646,7 @@ class RankLowering {
   // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward).
   void gather(size_t i, std::vector<int> deps) {
     const Visit& v = visits_[i];
-    const UnitTemplate& T = L_.templates_[static_cast<size_t>(v.unit)];
-    const double bytes = T.params * L_.elem_;
+    const double bytes = L_.gather_params_[static_cast<size_t>(v.unit)] * L_.elem_;
     if (bytes <= 0 || L_.dp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
     if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
@@ -635,7 +659,7 @@ class RankLowering {
     t.micro_batch = v.mb;
     t.unit = v.unit;
     t.virtual_stage = 0;
-    t.ops = T.param_ops;
+    t.ops = L_.gather_ops_[static_cast<size_t>(v.unit)];
     gather_task_[i] = t.id;
   }
 
@@ -658,7 +682,7 @@ class RankLowering {
     const size_t i = visit_ - 1;
     if (mem_ && gather_buffer_[i] >= 0) {
       const Visit& v = visits_[i];
-      release(kCompute, BufferKind::params, L_.templates_[static_cast<size_t>(v.unit)].params * L_.elem_, gather_buffer_[i], after_compute(),
+      release(kCompute, BufferKind::params, L_.gather_params_[static_cast<size_t>(v.unit)] * L_.elem_, gather_buffer_[i], after_compute(),
               "free params" + mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name);
     }
   }
@@ -729,7 +753,7 @@ class RankLowering {
       for (int op : T.param_ops)
         if (L_.graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
           ops.push_back(op);
-          bytes += detail::op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.elem_;
+          bytes += op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.elem_;
         }
       if (bytes > 0) {
         tail = sp_grad_reduce(ops, bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + u, deps, name);

@@ -9,29 +9,11 @@
 #include <vector>
 
 #include "trainplan/models/model.hpp"
+#include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
 
 namespace trainplan::plan::detail {
-
-/// One op on one tp rank for one micro-batch of `micro_batch` samples.
-struct OpCost {
-  double flops_fwd = 0, flops_bwd = 0;
-  double mem_fwd_bytes = 0, mem_bwd_bytes = 0;  // bytes read + written
-  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;   // forward GEMM shape (0: not a matmul)
-  /// Activations kept for backward without recomputation, by memory.cpp's rules: divided by
-  /// tp under sequence parallelism or when the op's saved set is tp-sharded.
-  double saved_bytes = 0;
-  /// Parameters held by this tp rank (split ops hold 1/tp), not counting a tied copy.
-  double params = 0;
-};
-
-/// What the per-sample, tp = 1 numbers of an op are divided by on one tp rank: tp for split
-/// ops (column, row, heads, vocab), tp for replicated ops under sequence parallelism, else 1.
-double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
-/// Parameters of `op` held by one tp rank.
-double op_params_on_rank(const models::Op& op, int tp);
-OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision);
 
 /// A transient buffer of saved activations: `key` names it within its (micro-batch, unit),
 /// `bytes` its size on this rank.

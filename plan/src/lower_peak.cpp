@@ -27,10 +27,13 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
     if (!mine[u]) continue;
     const auto& ops = graph.units()[u].ops;
     std::vector<double> saved;
+    std::vector<char> dropped;
     saved.reserve(ops.size());
     double total = 0;
     for (int id : ops) {
-      saved.push_back(detail::op_cost(graph.ops()[static_cast<size_t>(id)], plan.micro_batch, plan.tp, sp, prec).saved_bytes);
+      const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], plan.micro_batch, plan.tp, sp, prec, plan.attention);
+      saved.push_back(c.saved_bytes);
+      dropped.push_back(c.recomputed_by_selective ? 1 : 0);
       total += saved.back();
     }
     switch (plan.recompute) {
@@ -40,12 +43,12 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
       case Recompute::selective: {
         double live = 0;
         for (size_t i = 0; i < ops.size(); ++i)
-          if (!graph.ops()[static_cast<size_t>(ops[i])].dropped_by_selective_recompute) live += saved[i];
+          if (!dropped[i]) live += saved[i];
         kept[u] = live;
         // Backward in reverse op order: a dropped op is re-materialized, then every op frees.
         const double start = live;
         for (size_t i = ops.size(); i-- > 0;) {
-          if (graph.ops()[static_cast<size_t>(ops[i])].dropped_by_selective_recompute) {
+          if (dropped[i]) {
             live += saved[i];
             excursion[u] = std::max(excursion[u], live - start);
           }

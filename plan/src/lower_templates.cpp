@@ -16,11 +16,7 @@ namespace {
 using models::OpKind;
 using models::TpSplit;
 
-bool splits_params(TpSplit s) {
-  return s == TpSplit::column || s == TpSplit::row || s == TpSplit::heads || s == TpSplit::vocab;
-}
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // One op-level step of a phase before merging.
 struct RawItem {
@@ -54,7 +50,7 @@ class TemplateBuilder {
         prec_(plan.precision_or(ctx.precision)), workspace_(loss_workspace_bytes(plan, ctx)) {
     costs_.reserve(graph_.ops().size());
     for (const auto& op : graph_.ops())
-      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_));
+      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention));
   }
 
   UnitTemplate build(int unit) {
@@ -81,7 +77,7 @@ class TemplateBuilder {
     std::vector<RawItem> bwd;
     for (auto it = u.ops.rbegin(); it != u.ops.rend(); ++it) {
       const int id = *it;
-      if (selective && graph_.ops()[static_cast<size_t>(id)].dropped_by_selective_recompute)
+      if (selective && costs_[static_cast<size_t>(id)].recomputed_by_selective)
         bwd.push_back({true, Phase::recompute, id, {}});
       // Backward collectives of an op, in the reverse order tp_collectives() lists them.
       for (const auto& c : colls)
@@ -207,7 +203,7 @@ class TemplateBuilder {
       const int id = u.ops[local];
       const double bytes = costs_[static_cast<size_t>(id)].saved_bytes;
       if (bytes <= 0) continue;
-      const bool dropped = graph_.ops()[static_cast<size_t>(id)].dropped_by_selective_recompute;
+      const bool dropped = costs_[static_cast<size_t>(id)].recomputed_by_selective;
       const Where a = full || (selective && dropped) ? rec_of.at(id) : fwd_of.at(id);
       const size_t f = bwd_of.at(id).second;
       auto it = groups.find({a, f});
@@ -238,39 +234,6 @@ class TemplateBuilder {
 };
 
 }  // namespace
-
-double op_divisor(const models::Op& op, int tp, bool sp) {
-  if (splits_params(op.tp_split)) return tp;
-  if (op.tp_split == TpSplit::replicated && sp) return tp;
-  return 1;
-}
-
-double op_params_on_rank(const models::Op& op, int tp) { return splits_params(op.tp_split) ? op.params / tp : op.params; }
-
-OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec) {
-  OpCost c;
-  const double b = static_cast<double>(micro_batch);
-  const double elem = bytes_per_element(prec);
-  const double div = op_divisor(op, tp, sp);
-  c.flops_fwd = op.flops_fwd * b / div;
-  c.flops_bwd = op.flops_bwd * b / div;
-  c.mem_fwd_bytes = op.mem_elems_fwd * b * elem / div;
-  c.mem_bwd_bytes = op.mem_elems_bwd * b * elem / div;
-  if (op.is_matmul() && op.m > 0 && op.n > 0 && op.k > 0) {
-    c.gemm_m = op.m * micro_batch;
-    c.gemm_n = op.n;
-    c.gemm_k = op.k;
-    if (op.tp_split == TpSplit::column || op.tp_split == TpSplit::vocab) c.gemm_n = ceil_div(op.n, tp);
-    if (op.tp_split == TpSplit::row) c.gemm_k = ceil_div(op.k, tp);
-    // Replicated matmuls under sequence parallelism see 1/tp of the tokens.
-    if (op.tp_split == TpSplit::replicated && sp) c.gemm_m = ceil_div(c.gemm_m, tp);
-  }
-  double saved = (op.saved_elems * elem + op.saved_mask_bytes) * b;
-  if (sp || op.saved_tp_sharded) saved /= tp;
-  c.saved_bytes = saved;
-  c.params = op_params_on_rank(op, tp);
-  return c;
-}
 
 double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx) {
   if (ctx.model_spec.vocab <= 0) return 0;

@@ -1,6 +1,7 @@
 // Memory per GPU of a plan. See memory.hpp for the closed forms this implements.
 #include "trainplan/plan/memory.hpp"
 
+#include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/step_program.hpp"
 
 #include <algorithm>
@@ -9,10 +10,6 @@
 namespace trainplan::plan {
 namespace {
 
-bool tp_divides_params(models::TpSplit s) {
-  return s == models::TpSplit::column || s == models::TpSplit::row || s == models::TpSplit::heads ||
-         s == models::TpSplit::vocab;
-}
 
 // Units owned by pipeline rank `stage` across its virtual stages.
 std::vector<int> units_of_rank(const Plan& plan, int stage) {
@@ -24,14 +21,11 @@ std::vector<int> units_of_rank(const Plan& plan, int stage) {
   return units;
 }
 
-double op_params_on_rank(const models::Op& op, int tp) {
-  return tp_divides_params(op.tp_split) ? op.params / tp : op.params;
-}
 
 }  // namespace
 
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch, int tp,
-                             bool sequence_parallel, Recompute recompute, Precision precision) {
+                             bool sequence_parallel, Recompute recompute, Precision precision, AttentionImpl attention) {
   const auto& u = graph.units()[static_cast<size_t>(unit)];
   const double elem = bytes_per_element(precision);
   const double b = static_cast<double>(micro_batch);
@@ -44,11 +38,9 @@ double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t 
   }
   double total = 0.0;
   for (int id : u.ops) {
-    const auto& op = graph.ops()[static_cast<size_t>(id)];
-    if (recompute == Recompute::selective && op.dropped_by_selective_recompute) continue;
-    double bytes = (op.saved_elems * elem + op.saved_mask_bytes) * b;
-    if (sequence_parallel || op.saved_tp_sharded) bytes /= tp;
-    total += bytes;
+    const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], micro_batch, tp, sequence_parallel, precision, attention);
+    if (recompute == Recompute::selective && c.recomputed_by_selective) continue;
+    total += c.saved_bytes;
   }
   return total;
 }
@@ -115,10 +107,10 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   double act_per_mb = 0.0;
   double max_unit_full = 0.0;
   for (int u : units) {
-    act_per_mb += unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, prec);
+    act_per_mb += unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, prec, plan.attention);
     if (plan.recompute == Recompute::full)
       max_unit_full = std::max(max_unit_full, unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel,
-                                                                    Recompute::none, prec));
+                                                                    Recompute::none, prec, plan.attention));
   }
   mb.micro_batches_in_flight = micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, stage);
   // The closed form (micro-batches in flight x one micro-batch's activations, plus one

@@ -76,6 +76,8 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     p.recompute = parse_enum(*f, {Recompute::none, Recompute::selective, Recompute::full}, recompute_name);
   if (auto f = r.optional_field("schedule"))
     p.schedule = parse_enum(*f, {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved_1f1b}, schedule_name);
+  if (auto f = r.optional_field("attention"))
+    p.attention = parse_enum(*f, {AttentionImpl::flash, AttentionImpl::unfused}, attention_impl_name);
   if (auto f = r.optional_field("stages"))
     for (const auto& item : f->items()) p.stages.push_back(parse_stage(item));
   if (auto f = r.optional_field("precision")) {
@@ -128,6 +130,7 @@ json::Json to_json(const Plan& p) {
   j["batch"] = batch;
   j["recompute"] = std::string(recompute_name(p.recompute));
   j["schedule"] = std::string(schedule_name(p.schedule));
+  j["attention"] = std::string(attention_impl_name(p.attention));
   if (!p.stages.empty()) {
     json::Json stages = json::Json::array();
     for (const auto& s : p.stages) stages.push_back({s.first_unit, s.last_unit});

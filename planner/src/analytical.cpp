@@ -8,6 +8,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/tp_comm.hpp"
 
 namespace trainplan::planner {
@@ -20,35 +21,6 @@ namespace {
 
 using models::OpKind;
 using models::TpSplit;
-
-bool is_matmul(OpKind k) { return k == OpKind::linear || k == OpKind::patch_embed || k == OpKind::conv2d; }
-
-// Measured maximum achievable matmul FLOP/s as a share of the dense peak (stas00/ml-engineering
-// MAMF tables, see ../shared/hwdata/reference-hardware.md): A100 SXM 271.2 of 312 TFLOP/s,
-// H100/H200 SXM 794.5 of 989. GPUs without a measurement get 0.80, the lower of the two.
-double default_matmul_efficiency(const hw::GpuSpec& gpu) {
-  if (gpu.arch == "Ampere" && gpu.name.rfind("A100", 0) == 0) return 271.2 / 312.0;
-  if (gpu.arch == "Hopper") return 794.5 / 989.0;
-  return 0.80;
-}
-
-double peak_for(OpKind kind, Precision prec, const hw::GpuSpec& gpu) {
-  if (is_matmul(kind) || kind == OpKind::attention) return gpu.peak_flops_per_s(prec);
-  // Elementwise work runs on CUDA cores.
-  return gpu.supports(Precision::fp32) ? gpu.peak_flops_per_s(Precision::fp32) : gpu.peak_flops_per_s(prec);
-}
-
-double op_divisor(const models::Op& op, int tp, bool sp) {
-  switch (op.tp_split) {
-    case TpSplit::column:
-    case TpSplit::row:
-    case TpSplit::heads:
-    case TpSplit::vocab: return tp;
-    case TpSplit::replicated: return sp ? tp : 1;
-    case TpSplit::none: return 1;
-  }
-  return 1;
-}
 
 // Per-flow bandwidth and latency of ring collectives run at the same time by `groups`, with
 // every flow's share of each link it crosses (links shared by k flows give each 1/k).
@@ -126,7 +98,7 @@ struct UnitCost {
 class EstimateCache {
  public:
   using NetKey = std::tuple<const hw::Cluster*, int, int, int, int>;
-  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int64_t, bool, int>;
+  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int64_t, bool, int, int>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
@@ -157,22 +129,6 @@ class EstimateCache {
 };
 
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
-
-double op_time_s(const models::Op& op, bool backward, int64_t micro_batch, double divisor, Precision prec,
-                 const hw::GpuSpec& gpu, const ComputeEfficiency& eff) {
-  const double b = static_cast<double>(micro_batch);
-  const double flops = (backward ? op.flops_bwd : op.flops_fwd) * b / divisor;
-  const double bytes = (backward ? op.mem_elems_bwd : op.mem_elems_fwd) * b * bytes_per_element(prec) / divisor;
-  if (flops <= 0 && bytes <= 0) return 0.0;
-  double e = 1.0;
-  if (is_matmul(op.kind)) e = eff.matmul > 0 ? eff.matmul : default_matmul_efficiency(gpu);
-  else if (op.kind == OpKind::attention) e = eff.attention;
-  const double t_compute = flops / (peak_for(op.kind, prec, gpu) * e);
-  const double t_memory = bytes / (gpu.memory_bandwidth_bytes_per_s * eff.memory_bound);
-  // Backward of a matmul is two kernels (input and weight gradients).
-  const double launches = backward && is_matmul(op.kind) ? 2.0 : 1.0;
-  return std::max(t_compute, t_memory) + launches * eff.kernel_overhead_s;
-}
 
 namespace {
 
@@ -224,28 +180,27 @@ struct StageTimes {
 namespace {
 
 std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& tp_net,
-                                         Precision prec, const ComputeEfficiency& eff) {
+                                         Precision prec, const AnalyticalOptions& options) {
   const auto& graph = ctx.graph;
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
+  const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
     UnitCost& c = out[u];
     for (int id : graph.units()[u].ops) {
-      const auto& op = graph.ops()[static_cast<size_t>(id)];
-      const double div = op_divisor(op, p.tp, p.sequence_parallel);
-      const double tf = op_time_s(op, false, p.micro_batch, div, prec, *ctx.gpu, eff);
+      const plan::OpCost oc = plan::op_cost(graph.ops()[static_cast<size_t>(id)], p.micro_batch, p.tp, p.sequence_parallel,
+                                            prec, p.attention);
+      const double tf = model.op_duration_s(oc, plan::Phase::forward);
       c.fwd_s += tf;
-      c.bwd_s += op_time_s(op, true, p.micro_batch, div, prec, *ctx.gpu, eff);
-      c.fwd_flops += op.flops_fwd * b / div;
-      c.bwd_flops += op.flops_bwd * b / div;
-      if (op.dropped_by_selective_recompute) {
+      c.bwd_s += model.op_duration_s(oc, plan::Phase::backward);
+      c.fwd_flops += oc.flops_fwd;
+      c.bwd_flops += oc.flops_bwd;
+      if (oc.recomputed_by_selective) {
         c.recompute_selective_s += tf;
-        c.selective_flops += op.flops_fwd * b / div;
+        c.selective_flops += oc.flops_fwd;
       }
-      const bool tp_sharded = op.tp_split == TpSplit::column || op.tp_split == TpSplit::row ||
-                              op.tp_split == TpSplit::heads || op.tp_split == TpSplit::vocab;
-      c.params += tp_sharded ? op.params / p.tp : op.params;
+      c.params += oc.params;
     }
     c.recompute_full_s = c.fwd_s;
     if (p.tp > 1) {
@@ -259,6 +214,21 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   return out;
 }
 
+// Unit costs of a plan's (tp, sequence parallel, micro-batch, precision, attention), cached.
+const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::PlanContext& ctx,
+                                               const AnalyticalOptions& options, EstimateCache& cache) {
+  const Precision prec = p.precision_or(ctx.precision);
+  const hw::Cluster* cl = &ctx.cluster;
+  const RingNet tp_net =
+      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, 0}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
+  // Unit costs depend on the layout only through the tp groups' bandwidth; tp groups inside
+  // one node never share links with each other, so there the layout does not matter.
+  const bool tp_in_node = p.tp <= ctx.cluster.gpus_per_node();
+  return cache.units({cl, &ctx.graph, tp_in_node ? 0 : p.dp, p.tp, tp_in_node ? 0 : p.pp, p.micro_batch, p.sequence_parallel,
+                      static_cast<int>(prec), static_cast<int>(p.attention)},
+                     [&] { return compute_unit_costs(p, ctx, tp_net, prec, options); });
+}
+
 }  // namespace
 
 StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
@@ -267,7 +237,6 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const auto& gpu = *ctx.gpu;
   const Precision prec = p.precision_or(ctx.precision);
   const double elem = bytes_per_element(prec);
-  const auto& eff = options.efficiency;
   std::shared_ptr<EstimateCache> own;
   if (!cache) {
     own = make_estimate_cache();
@@ -277,16 +246,9 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   auto net = [&](int purpose, auto groups_fn) {
     return cache->net({cl, p.dp, p.tp, p.pp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
   };
-  const RingNet tp_net = p.tp > 1 ? net(0, tp_groups) : RingNet{};
   const RingNet dp_net = p.dp > 1 ? net(1, dp_groups) : RingNet{};
   const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
-  // Unit costs depend on the layout only through the tp groups' bandwidth; tp groups inside
-  // one node never share links with each other, so there the layout does not matter.
-  const bool tp_in_node = p.tp <= ctx.cluster.gpus_per_node();
-  const std::vector<UnitCost>& unit_costs =
-      cache->units({cl, &graph, tp_in_node ? 0 : p.dp, p.tp, tp_in_node ? 0 : p.pp, p.micro_batch, p.sequence_parallel,
-                    static_cast<int>(prec)},
-                   [&] { return compute_unit_costs(p, ctx, tp_net, prec, eff); });
+  const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
 
   // Per pipeline rank: compute and tp communication per micro-batch.
   std::vector<StageTimes> stages(static_cast<size_t>(p.pp));
@@ -437,7 +399,9 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   // Optimizer: Adam touches ~30 bytes per parameter (mixed precision: read 16-bit weight and
   // gradient, fp32 master, momentum, variance; write them back) of the rank's shard.
   const double shard = p.zero_stage >= 1 ? params / n : params;
-  e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) / (gpu.memory_bandwidth_bytes_per_s * eff.memory_bound);
+  e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) /
+                  (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
+                                                          .memory_efficiency(sim::kOpKindOptimizer));
 
   e.step_time_s = pipeline_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
   const double gpus = p.world_size();
@@ -451,6 +415,26 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   e.hfu = e.hardware_flops_per_step / (e.step_time_s * gpus * peak);
   e.tokens_per_s = static_cast<double>(p.global_batch) * graph.tokens_per_sample() / e.step_time_s;
   return e;
+}
+
+// ---- Added for the partitioner (planner/partition.hpp, by the search helper) ---------------
+std::vector<double> unit_times_s(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
+                                 EstimateCache* cache) {
+  std::shared_ptr<EstimateCache> own;
+  if (!cache) {
+    own = make_estimate_cache();
+    cache = own.get();
+  }
+  const std::vector<UnitCost>& costs = cached_unit_costs(p, ctx, options, *cache);
+  std::vector<double> out(costs.size());
+  for (size_t u = 0; u < costs.size(); ++u) {
+    const UnitCost& c = costs[u];
+    double t = c.fwd_s + c.bwd_s + c.tp_fwd_s + c.tp_bwd_s;
+    if (p.recompute == plan::Recompute::full) t += c.recompute_full_s + c.tp_fwd_s;
+    else if (p.recompute == plan::Recompute::selective) t += c.recompute_selective_s;
+    out[u] = t;
+  }
+  return out;
 }
 
 }  // namespace trainplan::planner

@@ -21,7 +21,7 @@ constexpr double kMamfH100Fp8 = 1402.6 / 1979.0;
 // No MAMF measurement for the other GPUs: between the two measured generations.
 constexpr double kMamfUnknown = 0.80;
 // FlashAttention-2 (Dao, 2023) reaches 50-73 % of A100 peak forward and somewhat less backward;
-// 0.60 is the middle of that range for fused attention forward + backward.
+// 0.60 is the middle of that range, used for attention tasks that carry no shape.
 constexpr double kAttentionEfficiency = 0.60;
 // Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
 // like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
@@ -83,7 +83,6 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   gemm_efficiency_ = check_fraction(options.gemm_efficiency, "gemm_efficiency");
   if (gemm_efficiency_ == 0) gemm_efficiency_ = mamf_fraction_for(gpu.name, precision);
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
-  if (attention_efficiency_ == 0) attention_efficiency_ = kAttentionEfficiency;
   memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
   if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;
   vector_efficiency_ = check_fraction(options.vector_efficiency, "vector_efficiency");
@@ -123,7 +122,14 @@ double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64
     if (c.compute_efficiency) return *c.compute_efficiency;
     if (c.achieved_flops_per_s) return std::min(1.0, *c.achieved_flops_per_s / peak_flops_per_s(op_kind));
   }
-  if (is_kind(op_kind, models::OpKind::attention)) return attention_efficiency_;
+  if (is_kind(op_kind, models::OpKind::attention)) {
+    // A set attention_efficiency wins; otherwise fused attention runs its QK^T / PV tiles like
+    // GEMMs with K = head_dim: the MAMF share times the K-loop ramp (0.5 at d = 64, 0.67 at
+    // d = 128), which brackets FlashAttention-2's published 50-73 % of A100 peak.
+    if (attention_efficiency_ > 0) return attention_efficiency_;
+    if (k > 0) return gemm_efficiency_ * gemm_shape_factor(m, n, k);
+    return kAttentionEfficiency;
+  }
   if (is_matmul_like(op_kind)) return gemm_efficiency_ * gemm_shape_factor(m, n, k);
   if (op_kind == kOpKindAny) return gemm_efficiency_;  // merged task without a dominant kind
   return vector_efficiency_;
@@ -136,8 +142,17 @@ double ComputeModel::memory_efficiency(int op_kind) const {
   return memory_efficiency_;
 }
 
-double ComputeModel::duration_s(const plan::Task& task) const {
+double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs) const {
   TP_ASSERT(task.kind == plan::TaskKind::compute);
+  if (op_costs && !op_costs->empty() && (task.op >= 0 || !task.ops.empty())) {
+    double t = 0;
+    if (!task.ops.empty()) {
+      for (int id : task.ops) t += op_duration_s((*op_costs)[static_cast<size_t>(id)], task.phase);
+    } else {
+      t = op_duration_s((*op_costs)[static_cast<size_t>(task.op)], task.phase);
+    }
+    return t;
+  }
   const int kind = task.phase == plan::Phase::optimizer && task.op_kind < 0 ? kOpKindOptimizer : task.op_kind;
   double t = 0;
   if (task.flops > 0) {
@@ -147,6 +162,41 @@ double ComputeModel::duration_s(const plan::Task& task) const {
   if (task.mem_bytes > 0)
     t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind)));
   const double kernels = task.ops.empty() ? 1.0 : static_cast<double>(task.ops.size());
+  return t + kernel_overhead_s_ * kernels;
+}
+
+double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) const {
+  const bool backward = phase == plan::Phase::backward;
+  const double flops = backward ? c.flops_bwd : c.flops_fwd;
+  const double mem = backward ? c.mem_bwd_bytes : c.mem_fwd_bytes;
+  const double serial = backward ? c.serial_mem_bwd_bytes : c.serial_mem_fwd_bytes;
+  const int kernels = backward ? c.kernels_bwd : c.kernels_fwd;
+  const int kind = c.op_kind;
+  const bool attention = is_kind(kind, models::OpKind::attention);
+  double t = 0;
+  if (flops > 0) {
+    double peak = peak_flops_per_s(kind);
+    if (attention && precision_ == Precision::fp8) {
+      auto bf16 = gpu_.peak_flops.find(Precision::bf16);
+      if (bf16 != gpu_.peak_flops.end()) peak = bf16->second;
+    }
+    double eff;
+    if (attention && !c.fused_attention) {
+      // Unfused attention: batched GEMMs with K = head_dim, at the GEMM efficiency of that shape
+      // (a calibration entry for "attention" still wins).
+      eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k);
+      if (calibration_) {
+        CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k);
+        if (cal.compute_efficiency) eff = *cal.compute_efficiency;
+      }
+    } else {
+      eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k);
+    }
+    t = flops / (peak * eff);
+  }
+  const double bw = gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind);
+  if (mem > 0) t = std::max(t, mem / bw);
+  if (serial > 0) t += serial / bw;
   return t + kernel_overhead_s_ * kernels;
 }
 

@@ -129,6 +129,10 @@ class StepSimulator {
   void drain();
   [[noreturn]] void report_stall() const;
 
+  // Duration of a compute task at full speed, memoized per (phase, ops) when the program
+  // carries op costs (every micro-batch repeats the same merged tasks).
+  double compute_duration(const plan::Task& t);
+
   // results
   StepResult collect(double wall_s);
   std::vector<Interval> intervals_of(int s) const;
@@ -139,6 +143,7 @@ class StepSimulator {
   const SimOptions& opt_;
   Precision precision_;
   ComputeModel model_;
+  std::unordered_map<uint64_t, double> duration_memo_;
   SeqCounter seq_;
   EventQueue queue_;
   FlowNetwork net_;

@@ -47,6 +47,25 @@ void StepSimulator::validate_task(int r, int i, const plan::Task& t) const {
     throw task_error(r, t.id, t.label, "unknown peer rank " + std::to_string(t.peer));
   if (t.flops < 0 || t.mem_bytes < 0 || t.bytes < 0 || t.alloc_bytes < 0)
     throw task_error(r, t.id, t.label, "negative flops or bytes");
+  if (t.kind == plan::TaskKind::compute && !p_.op_costs.empty()) {
+    const int n = static_cast<int>(p_.op_costs.size());
+    if (t.op >= n) throw task_error(r, t.id, t.label, "op " + std::to_string(t.op) + " has no cost in the program");
+    for (int o : t.ops)
+      if (o < 0 || o >= n) throw task_error(r, t.id, t.label, "merged op " + std::to_string(o) + " has no cost in the program");
+  }
+}
+
+double StepSimulator::compute_duration(const plan::Task& t) {
+  if (p_.op_costs.empty() || (t.op < 0 && t.ops.empty())) return model_.duration_s(t);
+  const int first = t.ops.empty() ? t.op : t.ops.front();
+  const uint64_t count = t.ops.empty() ? 1 : t.ops.size();
+  // Merged tasks are contiguous runs of one unit's ops, so (phase, first op, count) names one.
+  const uint64_t key = (static_cast<uint64_t>(t.phase) << 56) | (static_cast<uint64_t>(first) << 24) | count;
+  auto it = duration_memo_.find(key);
+  if (it != duration_memo_.end()) return it->second;
+  const double d = model_.duration_s(t, &p_.op_costs);
+  duration_memo_.emplace(key, d);
+  return d;
 }
 
 void StepSimulator::flatten() {
@@ -98,7 +117,7 @@ void StepSimulator::flatten() {
       st.pending = static_cast<int32_t>(t.deps.size());
       switch (t.kind) {
         case plan::TaskKind::compute:
-          st.value = model_.duration_s(t) / rs.speed;
+          st.value = compute_duration(t) / rs.speed;
           flops_[s] += t.flops;
           ++compute_total;
           break;

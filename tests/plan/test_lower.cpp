@@ -1,5 +1,6 @@
 // plan::lower(): the program's invariants on a grid of plans, and its FLOPs and
 // communication volumes against closed forms from the model graph and the plan.
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -284,7 +285,7 @@ TEST_CASE("lower: ZeRO-1/2 reduce-scatter the gradients and all-gather the updat
 
 TEST_CASE("lower: ZeRO-3 moves 1.5x the bytes of plain data parallelism (gather forward + gather backward + reduce-scatter)", "[plan][lower]") {
   PlanSpec s;
-  s.model = "gpt2-124m";
+  s.model = "llama2-7b";  // untied embeddings: every parameter is gathered once per pass
   s.dp = 4;
   s.micro_batches = 1;
   auto plain = testing::resolve_plan(s);
@@ -309,6 +310,32 @@ TEST_CASE("lower: ZeRO-3 moves 1.5x the bytes of plain data parallelism (gather 
   const auto p3m = plan::lower(z3m->plan, z3m->ctx);
   CHECK(dp_bytes(p3m, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) ==
         Approx(2 * 3 * gradient_bytes(z3m->plan, z3m->ctx, 0)));
+}
+
+TEST_CASE("lower: with ZeRO-3 a tied LM head gathers the word embedding it reads", "[plan][lower]") {
+  // GPT-2 ties the head to the embedding of unit 0, which is gathered and freed long before
+  // the head runs: the head's visit gathers it again (forward and backward).
+  PlanSpec s;
+  s.model = "gpt2-124m";
+  s.dp = 4;
+  s.micro_batches = 1;
+  s.zero = 3;
+  auto z3 = testing::resolve_plan(s);
+  const auto p3 = plan::lower(z3->plan, z3->ctx);
+  const auto& spec = z3->ctx.model_spec;
+  const double embedding = static_cast<double>(spec.vocab) * static_cast<double>(spec.hidden) * 2.0;  // bf16
+  const double grads = gradient_bytes(z3->plan, z3->ctx, 0);
+  CHECK(dp_bytes(p3, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) == Approx(2 * (grads + embedding)));
+  const int head = static_cast<int>(z3->ctx.graph.units().size()) - 1;
+  bool found = false;
+  for (const auto& t : p3.ranks[0].tasks)
+    if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_param && t.unit == head) {
+      found = true;
+      const int tied = z3->ctx.graph.op_named("head.lm").tied_weight_op;
+      CHECK(tied >= 0);
+      CHECK(std::find(t.ops.begin(), t.ops.end(), tied) != t.ops.end());
+    }
+  CHECK(found);
 }
 
 TEST_CASE("lower: ZeRO-3 gathers each unit one visit ahead and holds at most two gathered units", "[plan][lower]") {
@@ -639,4 +666,41 @@ TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one rank pe
   INFO("GPT-3 175B, 1024 GPUs, layer granularity: " << tasks << " tasks on the 64 class representatives, " << full
                                                      << " for all ranks; lowered in " << seconds << " s");
   CHECK(seconds < 5.0);  // ~0.3 s measured; generous for loaded CI machines
+}
+
+TEST_CASE("lower: flash attention executes half the causal score FLOPs forward and 2.5x that backward", "[plan][lower]") {
+  // Per causal layer and sample: unfused QK^T + AV = 4 s^2 h forward, 8 s^2 h backward (plus
+  // softmax work); flash skips the masked half and recomputes QK^T in backward:
+  // 2 s^2 h forward, 5 s^2 h backward, and keeps no score matrix.
+  PlanSpec s;
+  s.model = "gpt2-124m";
+  s.seq_len = 256;
+  s.micro_batches = 2;
+  auto sum_flops = [](const plan::StepProgram& p, plan::Phase phase) {
+    double f = 0;
+    for (const auto& r : p.ranks)
+      for (const auto& t : r.tasks)
+        if (t.kind == plan::TaskKind::compute && t.phase == phase && t.op_kind == static_cast<int>(models::OpKind::attention))
+          f += t.flops;
+    return f;
+  };
+  s.attention = plan::AttentionImpl::flash;
+  auto rf = testing::resolve_plan(s);
+  const auto flash = plan::lower(rf->plan, rf->ctx);
+  const auto& spec = rf->ctx.model_spec;
+  const double seq = 256, h = static_cast<double>(spec.hidden), layers = static_cast<double>(spec.layers);
+  const double samples = static_cast<double>(rf->plan.global_batch);
+  CHECK(sum_flops(flash, plan::Phase::forward) == Approx(2.0 * seq * seq * h * layers * samples));
+  CHECK(sum_flops(flash, plan::Phase::backward) == Approx(5.0 * seq * seq * h * layers * samples));
+  // No score matrix: the attention op saves only its fp32 log-sum-exp (4 bytes per head and token).
+  for (const auto& op : rf->ctx.graph.ops())
+    if (op.kind == models::OpKind::attention) {
+      const auto c = plan::op_cost(op, 1, 1, false, Precision::bf16, plan::AttentionImpl::flash);
+      CHECK(c.saved_bytes == Approx(4.0 * static_cast<double>(op.heads) * seq));
+      CHECK_FALSE(c.recomputed_by_selective);
+    }
+  s.attention = plan::AttentionImpl::unfused;
+  auto ru = testing::resolve_plan(s);
+  const auto unfused = plan::lower(ru->plan, ru->ctx);
+  CHECK(sum_flops(unfused, plan::Phase::forward) > 2.0 * sum_flops(flash, plan::Phase::forward));
 }

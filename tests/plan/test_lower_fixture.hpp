@@ -30,6 +30,9 @@ struct PlanSpec {
   bool overlap = true;
   std::optional<Precision> precision;
   std::string instance = "g5.xlarge";  // one GPU per instance
+  /// Unfused by default: then the executed FLOPs and saved activations are the model graph's,
+  /// which the closed-form oracles of these tests are written in.
+  plan::AttentionImpl attention = plan::AttentionImpl::unfused;
 };
 
 struct Resolved {
@@ -55,6 +58,7 @@ inline std::unique_ptr<Resolved> resolve_plan(const PlanSpec& s) {
   p.bucket_size_bytes = s.bucket_size_bytes;
   p.overlap_grad_reduce = s.overlap;
   p.precision = s.precision;
+  p.attention = s.attention;
   plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
   plan::validate(p, ctx, "test");
   return std::make_unique<Resolved>(Resolved{std::move(p), std::move(ctx)});

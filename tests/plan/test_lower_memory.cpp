@@ -19,7 +19,8 @@ double op_saved(const plan::Plan& p, const plan::PlanContext& ctx, const models:
 }
 
 double unit_bytes(const plan::Plan& p, const plan::PlanContext& ctx, int u, plan::Recompute r) {
-  return plan::unit_activation_bytes(ctx.graph, u, p.micro_batch, p.tp, p.sequence_parallel, r, p.precision_or(ctx.precision));
+  return plan::unit_activation_bytes(ctx.graph, u, p.micro_batch, p.tp, p.sequence_parallel, r, p.precision_or(ctx.precision),
+                                     p.attention);
 }
 
 // Units of a single-chunk stage.

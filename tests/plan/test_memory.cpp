@@ -77,8 +77,22 @@ TEST_CASE("plan memory: GPT layer activations match Korthikanti et al. sbh(34 + 
   const int64_t b = 4;
   const int unit = 3;  // a transformer block
   auto act = [&](int tp, bool sp, plan::Recompute r) {
-    return plan::unit_activation_bytes(graph, unit, b, tp, sp, r, Precision::bf16);
+    return plan::unit_activation_bytes(graph, unit, b, tp, sp, r, Precision::bf16, plan::AttentionImpl::unfused);
   };
+  // Flash attention keeps no scores, only a 4-byte log-sum-exp per head and token: the
+  // selective-recomputation numbers plus 4as bytes per sample (sharded by heads), with nothing
+  // left for selective recomputation to drop.
+  for (int t : {1, 2, 8})
+    for (bool sp : {false, true}) {
+      if (sp && t == 1) continue;
+      const double lse = 4.0 * a * s * b / t;
+      const double flash = plan::unit_activation_bytes(graph, unit, b, t, sp, plan::Recompute::none, Precision::bf16,
+                                                       plan::AttentionImpl::flash);
+      const double korthikanti_selective = sp ? s * b * h * 34.0 / t : s * b * h * (10.0 + 24.0 / t);
+      CHECK(flash == Approx(korthikanti_selective + lse));
+      CHECK(plan::unit_activation_bytes(graph, unit, b, t, sp, plan::Recompute::selective, Precision::bf16,
+                                        plan::AttentionImpl::flash) == Approx(flash));
+    }
   CHECK(act(1, false, plan::Recompute::none) == Approx(s * b * h * (34.0 + 5.0 * a * s / h)));
   for (int t : {2, 4, 8}) {
     CHECK(act(t, false, plan::Recompute::none) == Approx(s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))));

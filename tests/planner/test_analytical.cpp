@@ -57,17 +57,19 @@ TEST_CASE("analytical: overlapping the gradient reduction hides it behind backwa
   CHECK(overlapped > 0);
 }
 
-TEST_CASE("analytical: 1F1B bubble is (p-1)/v of a stage's per-micro-batch time", "[planner]") {
+TEST_CASE("analytical: the 1F1B bubble is (p-1)/v stage times, whatever the number of micro-batches", "[planner]") {
+  // step = m * T_max + (p - 1)/v * T_mean: the bubble does not grow with m, its share is at
+  // most (p - 1)/(m + p - 1) (equal for even stages), and interleaving v chunks divides it by v.
   auto r = resolved("gpt3-1.3b", "p4d.24xlarge", 1, 2, 1, 4, 64, 1);
   const auto e1 = planner::estimate_step(r.plan, r.ctx);
   const double m = static_cast<double>(r.plan.num_micro_batches);
-  // step = m*T_max + (p-1)*T_mean (+ dp + optimizer): the bubble is below (p-1)/m of the
-  // pipeline part and at least (p-1)/m of it when the stages are even, within the embedding
-  // and head imbalance.
   const double pipeline = e1.step_time_s - e1.optimizer_s - e1.exposed_comm_s(plan::CommPurpose::dp);
-  const double fraction = e1.bubble_s / pipeline;
-  CHECK(fraction == Approx(3.0 / (m + 3.0)).epsilon(0.15));
-  // Interleaving with v = 2 halves the bubble.
+  CHECK(e1.bubble_s > 0);
+  CHECK(e1.bubble_s / pipeline <= 3.0 / (m + 3.0) + 1e-12);
+  CHECK(e1.bubble_s / pipeline >= 0.5 * 3.0 / (m + 3.0));
+  auto more = resolved("gpt3-1.3b", "p4d.24xlarge", 1, 2, 1, 4, 256, 1);
+  CHECK(planner::estimate_step(more.plan, more.ctx).bubble_s == Approx(e1.bubble_s));
+  // Interleaving with v = 2 halves it (the p2p term per chunk differs slightly).
   r.plan.schedule = plan::Schedule::interleaved_1f1b;
   r.plan.vp = 2;
   r.plan.stages = plan::even_stages(static_cast<int>(r.ctx.graph.units().size()), 8);
@@ -78,6 +80,11 @@ TEST_CASE("analytical: 1F1B bubble is (p-1)/v of a stage's per-micro-batch time"
 
 TEST_CASE("analytical: recomputation costs compute, tensor parallelism costs communication", "[planner]") {
   auto r = resolved("gpt3-2.7b", "p4d.24xlarge", 1, 2, 4, 1, 64, 2);
+  // With flash attention there are no scores to drop: selective recomputation costs nothing.
+  r.plan.recompute = plan::Recompute::selective;
+  CHECK(planner::estimate_step(r.plan, r.ctx).recompute_s == 0);
+  r.plan.attention = plan::AttentionImpl::unfused;  // Megatron-LM's original setting
+  r.plan.recompute = plan::Recompute::none;
   const auto none = planner::estimate_step(r.plan, r.ctx);
   r.plan.recompute = plan::Recompute::selective;
   const auto sel = planner::estimate_step(r.plan, r.ctx);

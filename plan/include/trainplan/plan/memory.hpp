@@ -69,8 +69,12 @@ MemoryBreakdown peak_memory(const Plan& plan, const PlanContext& ctx, const Memo
 
 /// Saved activation bytes of one layer unit for one micro-batch of `micro_batch` samples on one
 /// tp rank, under the plan's recompute / tp / sequence-parallel settings.
+/// Flash attention keeps no score matrix (only a log-sum-exp), so selective recomputation has
+/// nothing left to drop there; the Korthikanti et al. formulas above are those of unfused
+/// attention.
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch,
-                             int tp, bool sequence_parallel, Recompute recompute, Precision precision);
+                             int tp, bool sequence_parallel, Recompute recompute, Precision precision,
+                             AttentionImpl attention = AttentionImpl::flash);
 
 /// Micro-batches whose activations stage `stage` holds at its peak.
 double micro_batches_in_flight(Schedule schedule, int pp, int vp, int64_t num_micro_batches, int stage);

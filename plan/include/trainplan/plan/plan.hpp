@@ -36,12 +36,18 @@ enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 enum class DpAlgorithm { ring, tree, hierarchical, parameter_server };
 enum class Purchase { on_demand, spot };
 enum class Platform { ec2, sagemaker };
+/// How attention runs: `flash` = one fused kernel that never stores the score matrix
+/// (FlashAttention-2/3, cuDNN fused attention, PyTorch SDPA's flash / memory-efficient paths);
+/// `unfused` = QK^T, softmax (+ mask, dropout) and AV as separate kernels with the scores in
+/// memory (Megatron-LM before 2022).
+enum class AttentionImpl { flash, unfused };
 
 std::string_view recompute_name(Recompute r);        // "none", "selective", "full"
 std::string_view schedule_name(Schedule s);          // "gpipe", "1f1b", "interleaved-1f1b"
 std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server"
 std::string_view purchase_name(Purchase p);          // "on-demand", "spot"
 std::string_view platform_name(Platform p);          // "ec2", "sagemaker"
+std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused"
 
 /// Layer units [first_unit, last_unit] (inclusive) owned by one (virtual) pipeline stage.
 struct StageAssignment {
@@ -74,6 +80,7 @@ struct Plan {
 
   Recompute recompute = Recompute::none;
   Schedule schedule = Schedule::one_f_one_b;
+  AttentionImpl attention = AttentionImpl::flash;
   /// pp * vp entries, stage-major (virtual stage v of rank r is entry v * pp + r). Empty in the
   /// file means an even split, filled in by resolve().
   std::vector<StageAssignment> stages;

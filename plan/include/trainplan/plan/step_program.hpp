@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "trainplan/core/json.hpp"
+#include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/plan.hpp"
 
 namespace trainplan::plan {
@@ -140,6 +141,12 @@ struct StepProgram {
   int64_t num_micro_batches = 1;
   int64_t micro_batch = 1;
   Granularity granularity = Granularity::op;
+  AttentionImpl attention = AttentionImpl::flash;
+  /// Cost of every model op (indexed by op id) on one tp rank for one micro-batch under this
+  /// plan. A compute task's work is the sum over its op (`op`) or merged ops (`ops`) of these
+  /// in its phase (recompute = forward), which is how the simulator times merged tasks kernel
+  /// by kernel; empty for hand-built programs (then the task's own flops / mem_bytes apply).
+  std::vector<OpCost> op_costs;
   std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp"
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;

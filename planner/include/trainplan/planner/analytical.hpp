@@ -7,9 +7,10 @@
 //   e.step_time_s; e.mfu; e.exposed_comm_s(plan::CommPurpose::dp)
 //
 // Model (per step, on the slowest pipeline rank):
-// - Compute: every op of the rank's layer units, per micro-batch, on its tp shard, as a
-//   roofline: max(FLOPs / (peak x efficiency), bytes / (HBM bandwidth x efficiency)) plus a
-//   kernel launch overhead; recomputation re-runs forward work during backward.
+// - Compute: every op of the rank's layer units, per micro-batch, on its tp shard, timed by the
+//   simulator's compute model (sim::ComputeModel::op_duration_s on plan::op_cost: roofline with
+//   GEMM-shape efficiencies, flash or unfused attention, launch gaps); recomputation re-runs
+//   forward work during backward.
 // - Tensor parallel: the collectives of plan::tp_collectives(), each a ring over the tp group
 //   at the bandwidth left after every concurrent tp group's flows share the links (routes of
 //   the Cluster), fully exposed (Megatron-LM does not overlap them).
@@ -27,10 +28,12 @@
 
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
+#include "trainplan/simulator/compute_model.hpp"
 
 namespace trainplan::planner {
 
@@ -51,16 +54,11 @@ struct StepEstimate {
   double hfu = 0;            // hardware FLOPs likewise
 };
 
-/// Efficiency assumptions of the compute roofline (documented in analytical.cpp).
-struct ComputeEfficiency {
-  double matmul = 0.0;           // 0: the GPU's measured max-achievable matmul fraction (MAMF) or the default
-  double attention = 0.55;
-  double memory_bound = 0.80;    // share of HBM bandwidth reached by elementwise/norm kernels
-  double kernel_overhead_s = 4e-6;
-};
-
 struct AnalyticalOptions {
-  ComputeEfficiency efficiency;
+  /// Compute model settings, shared with the simulator (sim::ComputeModel): every op is timed
+  /// by the same roofline, efficiencies and calibration as in a simulated step.
+  sim::ComputeModelOptions compute;
+  std::shared_ptr<const sim::CalibrationTable> calibration;
 };
 
 /// Shares work between estimates of plans on the same cluster and model: group bandwidths
@@ -73,10 +71,13 @@ std::shared_ptr<EstimateCache> make_estimate_cache();
 StepEstimate estimate_step(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {},
                            EstimateCache* cache = nullptr);
 
-/// Seconds for one op's forward (or backward) on a rank: the roofline of estimate_step.
-/// `divisor` = how many ranks share the op's work (tp for split ops, tp for replicated ops
-/// under sequence parallelism, else 1).
-double op_time_s(const models::Op& op, bool backward, int64_t micro_batch, double divisor, Precision precision,
-                 const hw::GpuSpec& gpu, const ComputeEfficiency& eff);
+/// [Added for the partitioner, planner/partition.hpp.] Seconds per micro-batch of each layer
+/// unit (ctx.graph.units() order) on one rank of `plan`: forward + backward + recomputation +
+/// exposed tp communication, exactly the per-unit terms estimate_step sums into a pipeline
+/// rank's time (the per-stage p2p term is not included: it does not depend on the split).
+/// Only tp, sequence parallelism, micro-batch, recomputation and precision of `plan` matter
+/// (and dp/pp when tp spans nodes); its stages are ignored.
+std::vector<double> unit_times_s(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {},
+                                 EstimateCache* cache = nullptr);
 
 }  // namespace trainplan::planner

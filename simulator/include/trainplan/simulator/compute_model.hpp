@@ -119,7 +119,8 @@ struct ComputeModelOptions {
   /// Fraction of the dense tensor-core peak a large GEMM reaches (MAMF / peak). 0: by GPU
   /// (A100 0.869, H100/H200 0.803, others 0.80).
   double gemm_efficiency = 0;
-  /// Attention (fused, FlashAttention-2 class) fraction of peak. 0: 0.60.
+  /// Attention fraction of peak. 0: from the per-head GEMM shape (MAMF x K-loop ramp of the
+  /// head dimension), or 0.60 for attention tasks without a shape.
   double attention_efficiency = 0;
   /// Fraction of HBM bandwidth memory-bound kernels reach. 0: 0.80.
   double memory_efficiency = 0;
@@ -138,8 +139,20 @@ class ComputeModel {
   ComputeModel(const hw::GpuSpec& gpu, Precision precision, const ComputeModelOptions& options = {},
                const CalibrationTable* calibration = nullptr);
 
-  /// Seconds a compute task takes at full speed (no jitter, no overlap slowdown).
-  double duration_s(const plan::Task& task) const;
+  /// Seconds a compute task takes at full speed (no jitter, no overlap slowdown). With the
+  /// program's op costs (plan::StepProgram::op_costs, indexed by op id), a task is timed op
+  /// by op (its `op`, or each of its merged `ops`) and the kernels' times are summed: a merged
+  /// task is as long as its kernels run one after another, whatever their bounds. Without
+  /// them (hand-built programs), the task's own flops / mem_bytes / GEMM shape are used.
+  double duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs = nullptr) const;
+
+  /// Seconds one op's kernels take in a phase (forward, recompute = forward, backward):
+  /// max(FLOPs / (peak x efficiency), main-kernel bytes / (HBM x efficiency)) + separate
+  /// memory-bound passes / (HBM x efficiency) + launch gaps. Fused (flash) attention runs at the
+  /// attention efficiency; unfused attention's batched GEMMs (K = head_dim) at the GEMM shape
+  /// efficiency. Attention runs in bf16 under fp8 training (Transformer Engine keeps dot-product
+  /// attention in bf16 by default).
+  double op_duration_s(const plan::OpCost& cost, plan::Phase phase) const;
 
   /// Compute efficiency (fraction of the relevant peak) for an op kind and GEMM shape.
   double compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k) const;

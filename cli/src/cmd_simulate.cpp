@@ -1,0 +1,155 @@
+// `trainplan simulate plan.json`: one training step of a plan through the discrete-event
+// simulator: step time, breakdown, utilization, peak memory, a Timeline and a Chrome trace.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "table.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/plan/memory.hpp"
+#include "trainplan/plan/timeline.hpp"
+#include "trainplan/planner/analytical.hpp"
+#include "trainplan/simulator/simulate_plan.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct SimulateArgs {
+  std::string plan_path;
+  std::string trace;
+  std::string timeline;
+  std::string json_out;
+  std::string fidelity = "auto";
+  std::string granularity = "auto";
+  std::string calibration;
+  double straggler_stddev = 0;
+  uint64_t seed = 1;
+  double overlap_slowdown = 0;
+};
+
+void run(const SimulateArgs& a) {
+  plan::Plan p = plan::read_plan_file(a.plan_path);
+  plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_path);
+  plan::validate(p, ctx, a.plan_path);
+
+  sim::PlanSimOptions o;
+  if (a.fidelity != "auto") o.fidelity = a.fidelity == "full" ? sim::Fidelity::full : sim::Fidelity::symmetric;
+  if (a.granularity != "auto") o.granularity = a.granularity == "op" ? plan::Granularity::op : plan::Granularity::layer;
+  if (!a.calibration.empty())
+    o.sim.calibration = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
+  o.sim.straggler_stddev = a.straggler_stddev;
+  o.sim.straggler_seed = a.seed;
+  o.sim.overlap_slowdown = a.overlap_slowdown;
+  o.sim.record_timeline = !a.trace.empty() || !a.timeline.empty();
+  o.threads = 0;
+  const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
+  const sim::StepResult& s = r.step;
+
+  const Precision prec = p.precision_or(ctx.precision);
+  const double peak = ctx.gpu->peak_flops_per_s(prec);
+  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
+  const double mfu = model_flops / (s.step_time_s * p.world_size() * peak);
+  const double tokens_per_s = static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample() / s.step_time_s;
+  const auto est = planner::estimate_step(p, ctx);
+
+  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s, ZeRO-%d, %s\n", a.plan_path.c_str(), ctx.model_spec.name.c_str(),
+              p.instance_count, p.instance_type.c_str(), p.world_size(), p.dp, p.tp, p.pp,
+              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(prec)).c_str());
+  std::printf("simulated %s fidelity, %s granularity: %s tasks, %s events\n\n", std::string(sim::fidelity_name(r.fidelity)).c_str(),
+              r.granularity == plan::Granularity::op ? "op" : "layer", units::format_count(static_cast<double>(r.tasks)).c_str(),
+              units::format_count(static_cast<double>(s.stats.events)).c_str());
+  std::printf("step time: %s simulated; analytical estimate %s (%+.1f%%)\n", units::format_duration(s.step_time_s).c_str(),
+              units::format_duration(est.step_time_s).c_str(), 100.0 * (est.step_time_s / s.step_time_s - 1.0));
+  std::printf("throughput: %s tokens/s; MFU %s (model FLOPs = 6N + attention per token, %s dense peak %s per GPU)\n\n",
+              units::format_count(tokens_per_s).c_str(), percent(mfu).c_str(), std::string(precision_name(prec)).c_str(),
+              units::format_flops_rate(peak).c_str());
+
+  const auto& b = s.breakdown;
+  Table bt({"critical rank " + std::to_string(b.critical_rank), ">time", ">share"});
+  auto row = [&](const std::string& name, double t) {
+    if (t > 0) bt.add({name, units::format_duration(t), fmt::format("{:.1f}%", 100.0 * t / s.step_time_s)});
+  };
+  row("compute", b.compute_s);
+  row("optimizer", b.optimizer_s);
+  for (auto purpose : {plan::CommPurpose::tp, plan::CommPurpose::pp, plan::CommPurpose::dp, plan::CommPurpose::zero_grad,
+                       plan::CommPurpose::zero_param, plan::CommPurpose::ps})
+    row(fmt::format("exposed {} communication", plan::comm_purpose_name(purpose)), b.exposed_comm(purpose));
+  row("pipeline bubble", b.bubble_s);
+  row("other (launch gaps, waiting for peers)", b.other_s);
+  std::fputs(bt.render().c_str(), stdout);
+
+  // Per pipeline stage: utilization and peak memory (simulated vs the memory model).
+  std::printf("\nper pipeline stage (simulated ranks):\n");
+  Table st({">stage", ">GPU busy", ">HFU", ">peak memory", ">memory model", ">capacity"});
+  const auto model_mem = plan::memory_per_stage(p, ctx);
+  for (int stage = 0; stage < p.pp; ++stage) {
+    double busy = 0, hfu = 0, mem = 0;
+    int n = 0;
+    for (int d = 0; d < p.dp; ++d)
+      for (int t = 0; t < p.tp; ++t) {
+        const size_t rank = static_cast<size_t>((stage * p.dp + d) * p.tp + t);
+        busy += s.gpu_utilization[rank];
+        hfu += s.flops_utilization[rank];
+        mem = std::max(mem, s.peak_memory_bytes[rank]);
+        ++n;
+      }
+    const auto& mm = model_mem[static_cast<size_t>(stage)];
+    st.add({std::to_string(stage), percent(busy / n), percent(hfu / n), units::format_bytes(mem), units::format_bytes(mm.total_bytes()),
+            units::format_bytes(mm.capacity_bytes)});
+  }
+  std::fputs(st.render("  ").c_str(), stdout);
+  std::string traffic;
+  for (int i = 0; i < sim::kNumPurposes; ++i)
+    if (s.bytes_sent_by_purpose[static_cast<size_t>(i)] > 0)
+      traffic += fmt::format("{}{} {}", traffic.empty() ? "" : ", ", plan::comm_purpose_name(static_cast<plan::CommPurpose>(i)),
+                             units::format_bytes(s.bytes_sent_by_purpose[static_cast<size_t>(i)]));
+  std::printf("\ntraffic per step (whole cluster): %s\n", traffic.empty() ? "none" : traffic.c_str());
+  if (p.training_tokens > 0) {
+    const double steps = std::ceil(p.training_tokens / (static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample()));
+    std::printf("%s tokens = %.0f steps: %s of training at the simulated step time\n", units::format_count(p.training_tokens).c_str(),
+                steps, units::format_duration(steps * s.step_time_s).c_str());
+  }
+  if (!a.timeline.empty()) {
+    plan::write_timeline_file(a.timeline, s.timeline);
+    std::printf("timeline written to %s\n", a.timeline.c_str());
+  }
+  if (!a.trace.empty()) {
+    plan::write_chrome_trace_file(a.trace, s.timeline);
+    std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
+  }
+  if (!a.json_out.empty()) {
+    json::Json j = sim::to_json(s);
+    j["plan"] = a.plan_path;
+    j["fidelity"] = std::string(sim::fidelity_name(r.fidelity));
+    j["granularity"] = r.granularity == plan::Granularity::op ? "op" : "layer";
+    j["analytical_step_time_s"] = est.step_time_s;
+    j["mfu"] = mfu;
+    json::write_file(a.json_out, j);
+    std::printf("result written to %s\n", a.json_out.c_str());
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto a = std::make_shared<SimulateArgs>();
+  CLI::App* cmd = app.add_subcommand("simulate", "Simulate one training step of a plan (discrete-event): time, breakdown, memory, trace");
+  cmd->add_option("plan", a->plan_path, "Plan JSON file")->required();
+  cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto / chrome://tracing) of the step");
+  cmd->add_option("--timeline", a->timeline, "Write the predicted Timeline JSON (same format as `trainplan execute`)");
+  cmd->add_option("--json", a->json_out, "Write the result summary as JSON");
+  cmd->add_option("--fidelity", a->fidelity, "full: every rank; symmetric: one rank per class; auto: symmetric above 64 GPUs")
+      ->check(CLI::IsMember({"auto", "full", "symmetric"}))->capture_default_str();
+  cmd->add_option("--granularity", a->granularity, "op: a task per operator; layer: merged; auto: layer above 64 GPUs")
+      ->check(CLI::IsMember({"auto", "op", "layer"}))->capture_default_str();
+  cmd->add_option("--calibration", a->calibration, "Calibration table JSON (measured kernel efficiencies) overriding the defaults");
+  cmd->add_option("--straggler-stddev", a->straggler_stddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
+  cmd->add_option("--seed", a->seed, "Seed of the straggler jitter")->capture_default_str();
+  cmd->add_option("--overlap-slowdown", a->overlap_slowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,71 @@
+// File: trainplan/plan/op_cost.hpp
+//
+// What one model op costs on one tensor-parallel rank for one micro-batch, under a plan's
+// tensor parallelism, sequence parallelism, precision and attention implementation: the work
+// the GPU executes (FLOPs and bytes, split into the op's main kernel and separate memory-bound
+// kernels), its GEMM shape, kernel count, saved activations and parameters. The lowering, the
+// memory model, the simulator's compute model and the analytical estimate all read op costs
+// from here, so they agree op by op.
+//
+//   plan::OpCost c = plan::op_cost(graph.op(id), /*micro_batch=*/4, /*tp=*/8, /*sp=*/true,
+//                                  Precision::bf16, plan::AttentionImpl::flash);
+//   c.flops_fwd; c.saved_bytes; c.recomputed_by_selective;
+//
+// The model graph's per-op numbers describe the math (model FLOPs, the unfused attention's
+// score matrix). What executes differs for attention:
+// - flash: one fused kernel per pass; FLOPs 4·s²·h forward (QKᵀ and AV) and 10·s²·h backward
+//   (it recomputes QKᵀ: 2.5x forward, FlashAttention-2), halved for causal masks (the kernel
+//   skips the masked blocks); traffic Q, K, V, O (and their gradients); saved: the softmax
+//   log-sum-exp (4 bytes per head and token) instead of the s² scores, so selective
+//   recomputation has nothing to drop;
+// - unfused: batched GEMMs QKᵀ and AV (4·s²·h forward, 8·s²·h backward, K = head_dim) plus
+//   separate memory-bound passes over the score matrix (scale/mask/softmax, dropout), the
+//   graph's score traffic.
+// Both carry the per-head GEMM shape (M = micro_batch·heads/tp·s, N = s, K = head_dim), which
+// is what limits their tensor-core efficiency.
+// The cross-entropy runs in fp32 over 16-bit logits (PyTorch, Megatron-LM): ~18 bytes per logit
+// forward and ~26 backward instead of the graph's one read and one write.
+#pragma once
+
+#include <cstdint>
+
+#include "trainplan/core/precision.hpp"
+#include "trainplan/models/model.hpp"
+#include "trainplan/plan/plan.hpp"
+
+namespace trainplan::plan {
+
+struct OpCost {
+  int op = -1;                 // op id in the model graph
+  int op_kind = -1;            // models::OpKind as int
+  /// Executed FLOPs on this rank for the micro-batch.
+  double flops_fwd = 0, flops_bwd = 0;
+  /// Bytes read + written by the op's main kernel(s); overlap with its FLOPs (roofline).
+  double mem_fwd_bytes = 0, mem_bwd_bytes = 0;
+  /// Bytes of separate memory-bound kernels that run before/after the main one and do not
+  /// overlap it (unfused attention's passes over the scores).
+  double serial_mem_fwd_bytes = 0, serial_mem_bwd_bytes = 0;
+  /// Forward GEMM shape on this rank (M rows incl. the micro-batch); attention: the batched
+  /// QKᵀ as M = micro_batch·heads/tp·s, N = s, K = head_dim. 0: not a GEMM.
+  int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
+  bool fused_attention = false;  // attention op run as one fused kernel
+  int kernels_fwd = 1, kernels_bwd = 1;
+  /// Activations kept from forward to backward without recomputation (bytes on this rank).
+  double saved_bytes = 0;
+  /// Selective recomputation drops this op's saved activations and re-runs its forward
+  /// before its backward (unfused attention's score terms; never with flash attention).
+  bool recomputed_by_selective = false;
+  /// Parameters held by this tp rank (split ops hold 1/tp), not counting a tied copy.
+  double params = 0;
+};
+
+/// How many ranks share the op's per-sample work: tp for split ops (column, row, heads,
+/// vocab), tp for replicated ops under sequence parallelism, else 1.
+double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
+/// Parameters of `op` held by one tp rank.
+double op_params_on_rank(const models::Op& op, int tp);
+
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision,
+               AttentionImpl attention);
+
+}  // namespace trainplan::plan

@@ -1,0 +1,92 @@
+// File: trainplan/planner/validate.hpp
+//
+// Checks predictions against published measurements (the format of
+// ../shared/validation/published-results.json): every training-throughput point that maps
+// onto a catalog cluster is turned into a plan and predicted by the simulator (and the
+// analytical estimate); every collective benchmark is simulated on its cluster. Points that
+// cannot be mapped are kept with the reason.
+//
+//   planner::ValidationReport r = planner::validate_published("published-results.json", catalog);
+//   for (const auto& s : r.sources) s.title, s.mape_simulated, s.points;
+//   json::write_file("validation.json", planner::to_json(r));
+//
+// Convention: training points are compared on the step time (seconds per optimizer step),
+// the quantity every source measured; a source's TFLOP/s are converted back to a step time
+// with that source's own FLOP formula (e.g. Narayanan et al.'s 96·B·s·l·h²(1 + s/6h + V/16lh),
+// which counts the recomputed forward: hardware FLOPs), tokens/s with the global batch's
+// tokens. Model TFLOP/s per GPU (6N + attention, no recomputation) are then recomputed from
+// the measured and the predicted step time on one convention. Collectives are compared on
+// nccl-tests bus bandwidth (busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for
+// all-gather).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainplan/core/json.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
+#include "trainplan/plan/plan.hpp"
+#include "trainplan/simulator/compute_model.hpp"
+
+namespace trainplan::planner {
+
+struct ValidationPoint {
+  std::string id;
+  std::string kind;          // training_throughput, collective_benchmark, ...
+  std::string source;        // source title
+  std::string locator;
+  std::string verification;
+  bool mapped = false;
+  std::string reason;        // why not mapped
+  std::string cluster;       // "16 x dgx-a100-80gb"
+  std::string setup;         // "gpt3-175b tp8 pp12 dp4 mb1 full recompute"
+  std::vector<std::string> assumptions;  // what the point leaves open and we assumed
+  std::string metric;        // "step_time_s" or "busbw_GBps"
+  std::string measured_from; // how the measured value was obtained (the FLOP convention)
+  double measured = 0;
+  double predicted = 0;      // simulator
+  double predicted_analytical = 0;  // analytical estimate (training points)
+  double error = 0;          // (predicted - measured) / measured
+  double error_analytical = 0;
+  bool fits_memory = true;   // our memory model's verdict on the published plan
+  double model_tflops_measured = 0;   // per GPU, one convention (6N + attention)
+  double model_tflops_predicted = 0;
+};
+
+struct SourceSummary {
+  std::string title;
+  std::string metric;
+  int points = 0;
+  int unmapped = 0;
+  double mape = 0;             // simulator, on the metric (step time or busbw)
+  double mape_analytical = 0;  // analytical estimate (training points)
+  /// Training: MAPE of the throughput (TFLOP/s per GPU = work / step time), i.e. the mean of
+  /// |measured step / predicted step - 1|.
+  double mape_throughput = 0;
+  double mean_error = 0;       // signed: > 0 over-predicts the metric
+};
+
+struct ValidationReport {
+  std::string file;
+  std::vector<ValidationPoint> points;
+  std::vector<SourceSummary> sources;
+  /// Over all mapped training points (step time) and collective points (busbw).
+  SourceSummary training;
+  SourceSummary collectives;
+};
+
+struct ValidationOptions {
+  int threads = 0;
+  std::shared_ptr<const sim::CalibrationTable> calibration;  // none: uncalibrated
+  /// Only points whose id contains this (empty: all).
+  std::string filter;
+};
+
+ValidationReport validate_published(const std::string& path, const hw::Catalog& catalog, const ValidationOptions& options = {});
+ValidationReport validate_published_json(const json::Json& doc, const std::string& name, const hw::Catalog& catalog,
+                                         const ValidationOptions& options = {});
+json::Json to_json(const ValidationReport& report);
+
+}  // namespace trainplan::planner
