@@ -38,8 +38,20 @@ void run(const SimulateArgs& a) {
   sim::PlanSimOptions o;
   if (a.fidelity != "auto") o.fidelity = a.fidelity == "full" ? sim::Fidelity::full : sim::Fidelity::symmetric;
   if (a.granularity != "auto") o.granularity = a.granularity == "op" ? plan::Granularity::op : plan::Granularity::layer;
-  if (!a.calibration.empty())
-    o.sim.calibration = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
+  if (!a.calibration.empty()) {
+    auto cal = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
+    const Precision want = p.precision_or(ctx.precision);
+    if (!cal->gpu.empty() && cal->gpu != ctx.gpu->name)
+      throw Error(fmt::format("the calibration table is for {}, the plan runs on {}", cal->gpu, ctx.gpu->name))
+          .at(a.calibration, "/gpu")
+          .hint("use the calibration profile measured on this GPU type (scripts/device-check.sh writes one per GPU)");
+    if (cal->precision && *cal->precision != want)
+      throw Error(fmt::format("the calibration table is for {}, the plan trains in {}", precision_name(*cal->precision),
+                              precision_name(want)))
+          .at(a.calibration, "/precision")
+          .hint("use the calibration profile measured in the plan's precision");
+    o.sim.calibration = cal;
+  }
   o.sim.straggler_stddev = a.straggler_stddev;
   o.sim.straggler_seed = a.seed;
   o.sim.overlap_slowdown = a.overlap_slowdown;

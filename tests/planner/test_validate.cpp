@@ -1,0 +1,63 @@
+// Validation against published measurements: mapping, FLOP-convention conversions, errors.
+#include <cmath>
+
+#include "test_support.hpp"
+#include "trainplan/planner/validate.hpp"
+
+using namespace trainplan;
+
+namespace {
+const planner::ValidationPoint& point(const planner::ValidationReport& r, const std::string& id) {
+  for (const auto& p : r.points)
+    if (p.id == id) return p;
+  FAIL("no point " << id);
+  return r.points.front();
+}
+}  // namespace
+
+TEST_CASE("validate: published TFLOP/s are converted back to a step time with the source's FLOP formula", "[planner]") {
+  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin(),
+                                             {.threads = 2});
+  const auto& n = point(r, "mini-narayanan-1.7B");
+  REQUIRE(n.mapped);
+  // F = 96 B s l h^2 (1 + s/6h + V/16lh); step = F / (137 TFLOP/s x 32 GPUs).
+  const double B = 512, s = 2048, l = 24, h = 2304, V = 51200;
+  const double F = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  CHECK(n.measured == Approx(F / (137e12 * 32)));
+  CHECK(n.cluster == "4 x dgx-a100-80gb");
+  CHECK(n.error == Approx(n.predicted / n.measured - 1));
+  CHECK(n.predicted > 0);
+  const auto& m = point(r, "mini-mosaic-125m");
+  REQUIRE(m.mapped);
+  CHECK(m.measured == Approx(256.0 * 2048 / 1e6));  // global batch tokens / tokens per second
+  CHECK(m.setup.find("zero3") != std::string::npos);
+  CHECK(m.setup.find("flash") != std::string::npos);
+}
+
+TEST_CASE("validate: points that cannot be mapped say why", "[planner]") {
+  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+  CHECK_FALSE(point(r, "mini-cp").mapped);
+  CHECK(point(r, "mini-cp").reason.find("context parallelism") != std::string::npos);
+  CHECK(point(r, "mini-dgx2").reason.find("DGX-2") != std::string::npos);
+  CHECK(point(r, "mini-claim").reason.find("vendor_claim") != std::string::npos);
+  CHECK(r.training.points == 2);
+  CHECK(r.training.unmapped == 2);  // the vendor claim is neither a training nor a collective point
+}
+
+TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus bandwidth", "[planner]") {
+  // Ring all-reduce of S over 8 GPUs on NVSwitch at B per direction: busbw = 2(n-1)/n S / t -> B
+  // for large S (the link bandwidth, 450 GB/s on DGX H100), minus latency.
+  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+  const auto& c = point(r, "mini-nccl-1n");
+  REQUIRE(c.mapped);
+  CHECK(c.metric == "busbw_GBps");
+  CHECK(c.predicted == Approx(450.0).epsilon(0.01));
+  CHECK(c.error == Approx(450.0 / 480.0 - 1).epsilon(0.02));
+  CHECK(r.collectives.points == 1);
+  CHECK(r.collectives.mape == Approx(std::fabs(c.error)));
+}
+
+TEST_CASE("validate: a malformed file is an error naming it", "[planner]") {
+  auto doc = json::parse_text(R"({"data_points": 3})", "bad.json");
+  REQUIRE_ERROR_CONTAINS(planner::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");
+}
