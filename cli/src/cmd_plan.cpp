@@ -1,7 +1,9 @@
-// `trainplan plan`: search plans for a model and a token budget, print the ranked table and
-// write the best plan.
+// `trainplan plan`: search plans for a model, a token budget and a deadline or a budget; print
+// the ranked table, the Pareto frontier and (on request) why the winner wins; write the best
+// plan and optionally every evaluated candidate.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -10,6 +12,7 @@
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/planner/partition.hpp"
 #include "trainplan/planner/search.hpp"
 
 namespace trainplan::cli {
@@ -22,18 +25,71 @@ struct PlanArgs {
   std::string model;
   std::string tokens;
   int64_t global_batch = 0;
+  std::string global_batch_range;
   int64_t seq_len = 0;
   std::string instances;
+  std::string counts;
   int max_gpus = 1024;
   int max_instances = 0;
   std::string objective = "time";
+  std::string deadline;
+  std::string budget;
   std::string platform = "ec2";
+  std::string purchase = "on-demand";
   bool spot = false;
+  std::string micro_batches;
+  std::string zero;
+  std::string recompute;
+  std::string schedules;
+  std::string virtual_stages;
+  std::string dp_algorithms;
+  std::string bucket_sizes;
+  bool no_sequence_parallel = false;
+  bool tp_across_nodes = false;
+  std::string partition = "time";
+  std::string framework;
+  size_t simulate_top = 0;
+  size_t exact_top = 50;
+  size_t spot_runs = 200;
+  uint64_t seed = 1;
+  std::vector<std::string> off;
   size_t top = 10;
+  size_t pareto_rows = 12;
+  bool explain = false;
   int threads = 0;
   std::string output = "plan.json";
   std::string json_out;
 };
+
+template <typename T, typename F>
+std::vector<T> list_of(const std::string& text, const std::string& option, F&& parse) {
+  std::vector<T> out;
+  if (text.empty()) return out;
+  for (const auto& item : split(text, ',')) {
+    try {
+      out.push_back(parse(item));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", option, e.message())).hint(e.hint_text());
+    }
+  }
+  return out;
+}
+
+int64_t positive_int(const std::string& s, const std::string& what) {
+  const double v = units::parse(s, units::Dimension::count);
+  if (!(v >= 1) || v != std::floor(v)) throw Error(fmt::format("{} must be a positive integer, got \"{}\"", what, s)).hint("e.g. 1,2,4,8");
+  return static_cast<int64_t>(v);
+}
+
+template <typename E>
+E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& what) {
+  std::vector<std::string> names;
+  for (E e : all) {
+    if (name(e) == s) return e;
+    names.emplace_back(name(e));
+  }
+  throw Error(fmt::format("unknown {} \"{}\"", what, s)).hint("use one of " + join(names, ", "));
+}
 
 std::string split_text(const plan::Plan& p) {
   std::string s = fmt::format("{}/{}/{}", p.dp, p.tp, p.pp);
@@ -41,58 +97,247 @@ std::string split_text(const plan::Plan& p) {
   return s;
 }
 
-void print_result(const planner::SearchResult& res, const planner::SearchRequest& req, size_t top) {
-  Table t({">#", ">time to train", ">on-demand", ">spot*", "instances", ">dp/tp/pp", ">ZeRO", ">mb", "recompute", "sp",
-           ">memory/GPU", ">MFU"});
+std::string usd_or_na(const std::optional<double>& v) { return v ? short_usd(*v) : "n/a"; }
+
+bool uses_job_model(const planner::SearchRequest& req) { return req.both_purchases || req.purchase == plan::Purchase::spot; }
+
+void print_table(const planner::SearchResult& res, const planner::SearchRequest& req, size_t top) {
+  const bool jobs = uses_job_model(req);
+  const bool sim = res.counts.simulated > 0;
+  std::vector<std::string> head = {">#", ">time to train"};
+  if (jobs) head.insert(head.end(), {"buy", ">expected cost", ">cost p50/p90"});
+  else head.insert(head.end(), {">on-demand", ">spot*"});
+  head.insert(head.end(), {"instances", ">dp/tp/pp", ">ZeRO", ">mb", "recompute", "sp", "dp algorithm", ">memory/GPU", ">MFU"});
+  if (sim) head.insert(head.end(), {">step est", ">step sim"});
+  Table t(head);
   for (size_t i = 0; i < std::min(top, res.ranked.size()); ++i) {
     const auto& c = res.ranked[i];
     const auto& p = c.plan;
-    t.add({std::to_string(i + 1), units::format_duration(c.time_to_train_s),
-           c.cost_on_demand_usd ? short_usd(*c.cost_on_demand_usd) : "n/a", c.cost_spot_usd ? short_usd(*c.cost_spot_usd) : "n/a",
-           fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
-           std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)), p.sequence_parallel ? "yes" : "no",
-           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(c.step.mfu)});
+    std::vector<std::string> row = {std::to_string(i + 1), units::format_duration(c.objective_time_s)};
+    if (jobs) {
+      const auto& job = c.purchase == plan::Purchase::spot ? c.spot_job : c.on_demand_job;
+      row.push_back(std::string(plan::purchase_name(c.purchase)));
+      row.push_back(usd_or_na(c.objective_cost_usd));
+      row.push_back(job && job->cost_usd ? fmt::format("{}/{}", short_usd(job->cost_usd->p50), short_usd(job->cost_usd->p90)) : "-");
+    } else {
+      row.push_back(usd_or_na(c.cost_on_demand_usd));
+      row.push_back(usd_or_na(c.cost_spot_usd));
+    }
+    row.insert(row.end(), {fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
+                           std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)),
+                           p.sequence_parallel ? "yes" : "no", p.dp > 1 ? std::string(plan::dp_algorithm_name(p.dp_algorithm)) : "-",
+                           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(c.step.mfu)});
+    if (sim) {
+      row.push_back(units::format_duration(c.step.step_time_s));
+      row.push_back(c.simulated ? units::format_duration(c.simulated->step_time_s) : "-");
+    }
+    t.add(row);
   }
   std::fputs(t.render().c_str(), stdout);
-  std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s %s, us-east-1.\n",
-              std::string(plan::platform_name(req.platform)).c_str(), "on-demand");
+  if (jobs)
+    std::printf("Costs and times are whole-job expectations (startup, checkpoints at Young's interval, spot interruptions and\n"
+                "restarts) from the job model's closed form; p50/p90 from %zu Monte Carlo runs. Prices: %s, us-east-1.\n",
+                req.spot_runs, std::string(plan::platform_name(req.platform)).c_str());
+  else
+    std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, us-east-1.\n",
+                std::string(plan::platform_name(req.platform)).c_str());
 }
 
-void run(const PlanArgs& a) {
+void print_pareto(const planner::SearchResult& res, size_t rows) {
+  if (res.pareto.empty()) return;
+  std::printf("\nPareto frontier of (time, cost): %zu plans no other plan beats on both", res.pareto.size());
+  std::printf("%s\n", res.pareto.size() > rows ? fmt::format(" (the {} fastest shown)", rows).c_str() : "");
+  Table t({">rank", ">time to train", ">cost", "instances", ">dp/tp/pp", ">ZeRO", ">mb", "recompute"});
+  for (size_t k = 0; k < std::min(rows, res.pareto.size()); ++k) {
+    const auto& c = res.ranked[res.pareto[k]];
+    const auto& p = c.plan;
+    t.add({std::to_string(res.pareto[k] + 1), units::format_duration(c.objective_time_s), usd_or_na(c.objective_cost_usd),
+           fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
+           std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute))});
+  }
+  std::fputs(t.render("  ").c_str(), stdout);
+}
+
+void print_explanation(const planner::SearchResult& res) {
+  if (res.ranked.size() < 2) {
+    std::printf("\n--explain: only one plan was evaluated; nothing to compare\n");
+    return;
+  }
+  const auto e = planner::explain(res.ranked[0], res.ranked[1]);
+  std::printf("\nWhy #1 beats #2:\n");
+  Table t({"", ">#1", ">#2", ">#2 - #1"});
+  auto fmt_v = [](double v, const std::string& unit) {
+    if (unit == "s") return units::format_duration(v);
+    if (unit == "B") return units::format_bytes(v);
+    if (unit == "USD") return short_usd(v);
+    return fmt::format("{:.0f}", v);
+  };
+  for (const auto& r : e.rows) {
+    const double d = r.runner_up - r.winner;
+    std::string diff = (d < 0 ? "-" : "+") + fmt_v(std::abs(d), r.unit);
+    t.add({r.what, fmt_v(r.winner, r.unit), fmt_v(r.runner_up, r.unit), diff});
+  }
+  std::fputs(t.render("  ").c_str(), stdout);
+  std::printf("  %s\n", e.summary.c_str());
+}
+
+void print_verbose(const planner::SearchResult& res, const hw::Catalog& catalog) {
+  Table st({"stage", ">seconds", ">kept", "note"});
+  for (const auto& s : res.stages)
+    st.add({s.name + (s.enabled ? "" : " (off)"), fmt::format("{:.3f}", s.seconds), std::to_string(s.kept), s.note});
+  std::fputs(st.render().c_str(), stdout);
+  const auto& k = res.counts;
+  std::printf("candidates: %zu enumerated (%zu families), %zu memory evaluations, %zu estimated (%.0f/s), %zu lazy variants "
+              "evaluated and %zu skipped by bounds, %zu whole-job evaluations, %zu simulated\n",
+              k.enumerated, k.families, k.memory_evaluations, k.analytical, k.analytical_per_s, k.expanded, k.expansion_skipped,
+              k.job_evaluations, k.simulated);
+  for (const auto& [why, n] : res.dropped) std::printf("dropped: %zu candidates: %s\n", n, why.c_str());
+  if (res.rank_correlation)
+    std::printf("analytical vs simulated step times over the %zu simulated: Spearman rank correlation %.3f\n", k.simulated,
+                *res.rank_correlation);
+  if (!res.ranked.empty() && res.ranked.front().plan.pp > 1) {
+    plan::Plan best = res.ranked.front().plan;
+    const plan::PlanContext ctx = plan::resolve(best, catalog, "<best>");
+    std::printf("\nbest plan per pipeline stage (time per micro-batch, memory per GPU):\n");
+    Table t({">stage", "units", ">layers", ">time/mb", ">memory"});
+    for (const auto& s : planner::stage_loads(best, ctx)) {
+      std::string units_text;
+      for (const auto& a : s.chunks) units_text += fmt::format("{}{}-{}", units_text.empty() ? "" : ",", a.first_unit, a.last_unit);
+      t.add({std::to_string(s.rank), units_text, std::to_string(s.units), units::format_duration(s.time_s),
+             memory_of(s.memory_bytes, s.capacity_bytes)});
+    }
+    std::fputs(t.render("  ").c_str(), stdout);
+  }
+  std::printf("\n");
+}
+
+json::Json predicted_json(const planner::Candidate& c) {
+  json::Json j = {{"source", c.simulated ? "simulated" : "analytical"},
+                  {"step_time_s", c.step_time_s()},
+                  {"analytical_step_time_s", c.step.step_time_s},
+                  {"steps", c.steps},
+                  {"time_to_train_s", c.time_to_train_s},
+                  {"mfu", c.step.mfu},
+                  {"tokens_per_s", c.step.tokens_per_s},
+                  {"peak_memory_bytes", c.memory.total_bytes()},
+                  {"gpu_memory_capacity_bytes", c.memory.capacity_bytes}};
+  if (c.simulated) j["simulated_step_time_s"] = c.simulated->step_time_s;
+  if (c.cost_on_demand_usd) j["cost_on_demand_usd"] = *c.cost_on_demand_usd;
+  if (c.cost_spot_usd) j["cost_spot_no_interruptions_usd"] = *c.cost_spot_usd;
+  for (const auto* job : {&c.on_demand_job, &c.spot_job}) {
+    if (!*job) continue;
+    const std::string k = (*job)->purchase == plan::Purchase::spot ? "spot_job" : "on_demand_job";
+    j[k] = {{"expected_time_s", (*job)->expected_time_s},
+            {"expected_cost_usd", (*job)->expected_cost_usd},
+            {"expected_interruptions", (*job)->expected_interruptions},
+            {"checkpoint_interval_s", (*job)->checkpoint_interval_s}};
+    if ((*job)->cost_usd) {
+      j[k]["cost_p50_usd"] = (*job)->cost_usd->p50;
+      j[k]["cost_p90_usd"] = (*job)->cost_usd->p90;
+      j[k]["time_p50_s"] = (*job)->time_s->p50;
+      j[k]["time_p90_s"] = (*job)->time_s->p90;
+    }
+  }
+  return j;
+}
+
+planner::SearchRequest request_of(const PlanArgs& a) {
   planner::SearchRequest req;
   req.model = a.model;
   req.tokens = units::parse(a.tokens, units::Dimension::count);
   req.global_batch = a.global_batch;
+  if (!a.global_batch_range.empty()) {
+    const auto parts = split(a.global_batch_range, ':');
+    if (parts.size() != 2)
+      throw Error(fmt::format("--global-batch-range takes MIN:MAX, got \"{}\"", a.global_batch_range)).hint("e.g. 512:2048");
+    req.global_batch_min = positive_int(parts[0], "--global-batch-range");
+    req.global_batch_max = positive_int(parts[1], "--global-batch-range");
+  }
   req.seq_len = a.seq_len;
   req.instance_types = split(a.instances, ',');
+  req.instance_counts = list_of<int>(a.counts, "--counts", [](const std::string& s) { return static_cast<int>(positive_int(s, "an instance count")); });
   req.max_gpus = a.max_gpus;
   req.max_instances = a.max_instances;
-  req.objective = a.objective == "cost" ? planner::Objective::cost : planner::Objective::time;
+  req.objective = planner::parse_objective(a.objective);
+  if (!a.deadline.empty()) req.deadline_s = units::parse(a.deadline, units::Dimension::duration);
+  if (!a.budget.empty()) {
+    std::string b = a.budget;
+    if (!b.empty() && b.front() == '$') b.erase(0, 1);
+    req.budget_usd = units::parse(b, units::Dimension::count);
+  }
   req.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
-  req.purchase = a.spot ? plan::Purchase::spot : plan::Purchase::on_demand;
+  const std::string purchase = a.spot ? "spot" : a.purchase;
+  req.both_purchases = purchase == "both";
+  req.purchase = purchase == "spot" ? plan::Purchase::spot : plan::Purchase::on_demand;
+  if (!a.micro_batches.empty())
+    req.micro_batches = list_of<int64_t>(a.micro_batches, "--micro-batches", [](const std::string& s) { return positive_int(s, "a micro-batch"); });
+  if (!a.zero.empty())
+    req.zero_stages = list_of<int>(a.zero, "--zero", [](const std::string& s) {
+      if (s != "0" && s != "1" && s != "2" && s != "3") throw Error(fmt::format("ZeRO stages are 0..3, got \"{}\"", s)).hint("e.g. --zero 0,1,3");
+      return std::stoi(s);
+    });
+  if (!a.recompute.empty())
+    req.recomputes = list_of<plan::Recompute>(a.recompute, "--recompute", [](const std::string& s) {
+      return choice(s, {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full}, plan::recompute_name, "recomputation");
+    });
+  if (!a.schedules.empty())
+    req.schedules = list_of<plan::Schedule>(a.schedules, "--schedules", [](const std::string& s) {
+      return choice(s, {plan::Schedule::gpipe, plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b}, plan::schedule_name, "schedule");
+    });
+  if (!a.virtual_stages.empty())
+    req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a virtual stage count")); });
+  if (!a.dp_algorithms.empty())
+    req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
+      return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
+                    plan::dp_algorithm_name, "data-parallel algorithm");
+    });
+  if (!a.bucket_sizes.empty())
+    req.bucket_sizes_bytes = list_of<double>(a.bucket_sizes, "--bucket-sizes", [](const std::string& s) { return units::parse(s, units::Dimension::bytes); });
+  req.sequence_parallel = !a.no_sequence_parallel;
+  req.allow_tp_across_nodes = a.tp_across_nodes;
+  req.partition = planner::parse_partition_mode(a.partition);
+  if (!a.framework.empty()) req.framework = planner::parse_export_target(a.framework);
+  req.simulate_top = a.simulate_top;
+  req.exact_top = std::max<size_t>(1, std::max(a.exact_top, a.top));
+  req.spot_runs = a.spot_runs;
+  req.spot_rows = a.top;
+  req.seed = a.seed;
   req.threads = a.threads;
+  for (const auto& stage : a.off) {
+    if (stage == "partition") req.stages.partition = false;
+    else if (stage == "prune-memory") req.stages.prune_memory = false;
+    else if (stage == "expand") req.stages.expand = false;
+    else if (stage == "lazy") req.stages.lazy = false;
+    else if (stage == "checks") req.stages.check_invariants = false;
+    else
+      throw Error(fmt::format("--off: unknown stage \"{}\"", stage))
+          .hint("stages that can be switched off: partition, prune-memory, expand, lazy, checks");
+  }
   req.cancel = &g_interrupted;
+  return req;
+}
+
+void run(const PlanArgs& a) {
+  const planner::SearchRequest req = request_of(a);
   const hw::Catalog& catalog = user_catalog();
 
+  g_interrupted = false;
   std::signal(SIGINT, on_sigint);
   planner::SearchResult res = planner::search(req, catalog);
   std::signal(SIGINT, SIG_DFL);
 
-  const models::ModelSpec spec = models::resolve_model(a.model);
+  models::ModelSpec spec = models::resolve_model(a.model);
   const auto graph_params = models::build_graph(spec).total_params();
+  std::string goal(planner::objective_name(req.objective));
+  if (req.objective == planner::Objective::cost_under_deadline) goal += " (deadline " + units::format_duration(req.deadline_s) + ")";
+  if (req.objective == planner::Objective::time_under_budget) goal += " (budget " + units::format_usd(req.budget_usd) + ")";
   std::printf("trainplan plan: %s (%s parameters), %s tokens, global batch %lld x %lld tokens, objective: %s\n",
               spec.name.c_str(), units::format_count(graph_params).c_str(), units::format_count(req.tokens).c_str(),
-              static_cast<long long>(res.global_batch), static_cast<long long>(res.seq_len),
-              std::string(planner::objective_name(req.objective)).c_str());
-  size_t oom = res.dropped.count("does not fit in GPU memory") ? res.dropped.at("does not fit in GPU memory") : 0;
-  std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n\n", res.enumerated, oom,
-              res.ranked.size(), res.cancelled ? " (interrupted: showing the best found so far)" : "");
-  if (global_options().verbose) {
-    Table st({"stage", ">seconds", ">kept", "note"});
-    for (const auto& s : res.stages) st.add({s.name, fmt::format("{:.3f}", s.seconds), std::to_string(s.kept), s.note});
-    std::fputs(st.render().c_str(), stdout);
-    std::printf("\n");
-  }
+              static_cast<long long>(res.global_batch), static_cast<long long>(res.seq_len), goal.c_str());
+  const size_t oom = res.dropped.count("does not fit in GPU memory") ? res.dropped.at("does not fit in GPU memory") : 0;
+  std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n\n", res.enumerated, oom, res.ranked.size(),
+              res.cancelled ? " (interrupted: showing the best found so far)" : "");
+  if (global_options().verbose) print_verbose(res, catalog);
   if (res.ranked.empty()) {
     // Nothing fits: say how far the closest attempt was, and what would work.
     std::string detail;
@@ -115,30 +360,28 @@ void run(const PlanArgs& a) {
     }
     throw Error(fmt::format("no plan for {} fits in GPU memory within {} GPUs{}", spec.name, req.max_gpus, detail)).hint(hint);
   }
-  print_result(res, req, a.top);
+  if (!res.ranked.front().meets_constraints)
+    std::printf("note: no plan meets the %s; the table shows the closest (%s first)\n\n",
+                req.objective == planner::Objective::cost_under_deadline ? "deadline" : "budget",
+                req.objective == planner::Objective::cost_under_deadline ? "fastest" : "cheapest");
+  print_table(res, req, a.top);
+  print_pareto(res, a.pareto_rows);
+  if (a.explain) print_explanation(res);
   const auto& best = res.ranked.front();
   plan::Plan out = best.plan;
-  out.predicted = {{"source", "analytical"},
-                   {"step_time_s", best.step.step_time_s},
-                   {"steps", best.steps},
-                   {"time_to_train_s", best.time_to_train_s},
-                   {"mfu", best.step.mfu},
-                   {"tokens_per_s", best.step.tokens_per_s},
-                   {"peak_memory_bytes", best.memory.total_bytes()},
-                   {"gpu_memory_capacity_bytes", best.memory.capacity_bytes}};
-  if (best.cost_on_demand_usd) out.predicted["cost_on_demand_usd"] = *best.cost_on_demand_usd;
-  if (best.cost_spot_usd) out.predicted["cost_spot_no_interruptions_usd"] = *best.cost_spot_usd;
+  out.predicted = predicted_json(best);
   if (!a.output.empty()) {
     plan::write_plan_file(a.output, out);
     std::printf("\nbest plan written to %s\n", a.output.c_str());
   }
   if (!a.json_out.empty()) {
     json::Json all = json::Json::array();
-    for (const auto& c : res.ranked) {
+    for (size_t i = 0; i < res.ranked.size(); ++i) {
+      const auto& c = res.ranked[i];
       json::Json j = plan::to_json(c.plan);
-      j["predicted"] = {{"step_time_s", c.step.step_time_s}, {"time_to_train_s", c.time_to_train_s},
-                        {"mfu", c.step.mfu}, {"peak_memory_bytes", c.memory.total_bytes()}};
-      if (c.cost_on_demand_usd) j["predicted"]["cost_on_demand_usd"] = *c.cost_on_demand_usd;
+      j["predicted"] = predicted_json(c);
+      j["rank"] = i + 1;
+      j["pareto"] = std::find(res.pareto.begin(), res.pareto.end(), i) != res.pareto.end();
       all.push_back(j);
     }
     json::write_file(a.json_out, all);
@@ -149,23 +392,51 @@ void run(const PlanArgs& a) {
 }  // namespace
 
 void add_plan_command(CLI::App& app) {
-  auto args = std::make_shared<PlanArgs>();
-  CLI::App* cmd = app.add_subcommand("plan", "Search parallel plans, instance types and counts for a model and a token budget");
-  cmd->add_option("--model,-m", args->model, "Catalog model name (see `trainplan model`) or a path to a Hugging Face config.json")->required();
-  cmd->add_option("--tokens,-t", args->tokens, "Training tokens (e.g. 300e9 or 300B)")->required();
-  cmd->add_option("--global-batch", args->global_batch, "Sequences per optimizer step (default: ~1M tokens)");
-  cmd->add_option("--seq-len", args->seq_len, "Sequence length (default: the model's)");
-  cmd->add_option("--instances,-i", args->instances, "Comma-separated instance types (default: every AWS type in the catalog)");
-  cmd->add_option("--max-gpus", args->max_gpus, "Largest cluster to consider, in GPUs")->capture_default_str();
-  cmd->add_option("--max-instances", args->max_instances, "Largest cluster to consider, in instances (0: no limit)");
-  cmd->add_option("--objective", args->objective, "Rank by time to train or by cost")->check(CLI::IsMember({"time", "cost"}))->capture_default_str();
-  cmd->add_option("--platform", args->platform, "Price on EC2 or SageMaker training")->check(CLI::IsMember({"ec2", "sagemaker"}))->capture_default_str();
-  cmd->add_flag("--spot", args->spot, "Rank costs at spot prices (with --objective cost)");
-  cmd->add_option("--top", args->top, "Rows to print")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Worker threads (0: all cores)");
-  cmd->add_option("--output,-o", args->output, "Where to write the best plan (empty: do not write)")->capture_default_str();
-  cmd->add_option("--json", args->json_out, "Write every evaluated candidate to this JSON file");
-  cmd->callback([args] { run(*args); });
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd = app.add_subcommand("plan", "Search instance types, counts and parallel plans for a model, a token budget and a deadline or budget");
+  cmd->add_option("--model,-m", a->model, "Catalog model name (see `trainplan model`) or a path to a Hugging Face config.json")->required();
+  cmd->add_option("--tokens,-t", a->tokens, "Training tokens (e.g. 300e9 or 300B)")->required();
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per optimizer step (default: ~1M tokens)");
+  cmd->add_option("--global-batch-range", a->global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's)");
+  cmd->add_option("--instances,-i", a->instances, "Comma-separated instance types (default: every AWS type in the catalog)");
+  cmd->add_option("--counts", a->counts, "Comma-separated instance counts (default: 1, 2, 4, ... within the limits)");
+  cmd->add_option("--max-gpus", a->max_gpus, "Largest cluster to consider, in GPUs")->capture_default_str();
+  cmd->add_option("--max-instances", a->max_instances, "Largest cluster to consider, in instances (0: no limit)");
+  cmd->add_option("--objective", a->objective, "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget)")
+      ->capture_default_str();
+  cmd->add_option("--deadline", a->deadline, "Deadline for cost-under-deadline, e.g. 30d or 72h");
+  cmd->add_option("--budget", a->budget, "Budget in US dollars for time-under-budget, e.g. 2M or 250k");
+  cmd->add_option("--platform", a->platform, "Price on EC2 or SageMaker training")->check(CLI::IsMember({"ec2", "sagemaker"}))->capture_default_str();
+  cmd->add_option("--purchase", a->purchase, "on-demand, spot (whole-job expectation with interruptions) or both")
+      ->check(CLI::IsMember({"on-demand", "spot", "both"}))
+      ->capture_default_str();
+  cmd->add_flag("--spot", a->spot, "Same as --purchase spot");
+  cmd->add_option("--micro-batches", a->micro_batches, "Micro-batch sizes to try (default 1,2,4,8,16,32)");
+  cmd->add_option("--zero", a->zero, "ZeRO stages to try (default 0,1,2,3)");
+  cmd->add_option("--recompute", a->recompute, "Recomputation to try: none,selective,full (default all)");
+  cmd->add_option("--schedules", a->schedules, "Pipeline schedules to try: gpipe,1f1b,interleaved-1f1b (default 1f1b,interleaved-1f1b)");
+  cmd->add_option("--vp", a->virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
+  cmd->add_option("--dp-algorithms", a->dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server (default all)");
+  cmd->add_option("--bucket-sizes", a->bucket_sizes, "Gradient bucket sizes (default 25MB)");
+  cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Do not try sequence parallelism");
+  cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");
+  cmd->add_option("--partition", a->partition, "Layer split over pipeline stages: time, memory or even")
+      ->check(CLI::IsMember({"time", "memory", "even"}))
+      ->capture_default_str();
+  cmd->add_option("--for", a->framework, "Only plans this framework can run: deepspeed, megatron, sagemaker or torchrun (see `trainplan export`)");
+  cmd->add_option("--simulate-top", a->simulate_top, "Simulate the best K candidates and re-rank them (0: off)")->capture_default_str();
+  cmd->add_option("--exact-top", a->exact_top, "Lazy stages are exact for at least this many best candidates")->capture_default_str();
+  cmd->add_option("--spot-runs", a->spot_runs, "Monte Carlo runs for the p50/p90 of the rows shown (spot/both)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Monte Carlo seed")->capture_default_str();
+  cmd->add_option("--off", a->off, "Switch a stage off (experiments): partition, prune-memory, expand, lazy, checks");
+  cmd->add_option("--top", a->top, "Rows to print")->capture_default_str();
+  cmd->add_option("--pareto", a->pareto_rows, "Pareto frontier rows to print")->capture_default_str();
+  cmd->add_flag("--explain", a->explain, "Show why the winner beats the runner-up");
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)");
+  cmd->add_option("--output,-o", a->output, "Where to write the best plan (empty: do not write)")->capture_default_str();
+  cmd->add_option("--json", a->json_out, "Write every evaluated candidate to this JSON file");
+  cmd->callback([a] { run(*a); });
 }
 
 }  // namespace trainplan::cli

@@ -24,5 +24,6 @@ void add_validate_command(CLI::App& app);
 void add_job_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_execute_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace trainplan::cli

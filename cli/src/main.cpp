@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   add_job_command(app);
   add_report_command(app);
   add_execute_command(app);
+  add_export_command(app);
 
   try {
     // A mistyped command would otherwise read as a stray argument.

@@ -1,20 +1,47 @@
 // File: trainplan/planner/search.hpp
 //
-// Plan search: a pipeline of named stages over the candidates of a request.
+// Plan search: the best plan for a model, a token budget and a deadline or a budget in
+// dollars, over instance types, cluster sizes and every parallel layout, as a pipeline of
+// named stages.
 //
 //   planner::SearchRequest req;
 //   req.model = "gpt3-13b";
 //   req.tokens = 300e9;
 //   req.instance_types = {"p4d.24xlarge", "p5.48xlarge"};
+//   req.objective = planner::Objective::cost_under_deadline;
+//   req.deadline_s = 30 * 86400.0;
+//   req.simulate_top = 10;                       // re-rank the best 10 with the simulator
 //   planner::SearchResult res = planner::search(req, hw::Catalog::builtin());
 //   res.ranked.front().plan;   // the best plan, ready for plan::write_plan_file
+//   res.pareto;                // (time, cost) frontier, indices into res.ranked
 //   for (const auto& st : res.stages) st.name, st.seconds, st.kept;
 //
-// Stages: enumerate (instance type x count x dp/tp/pp x ZeRO x micro-batch x recomputation
-// x sequence parallel x schedule) -> prune_memory (drop what does not fit, counting why) ->
-// analytical (estimate_step for each survivor, in parallel) -> rank (by the objective). Each
-// stage is timed, can be switched off where that makes sense, and checks its invariants.
-// Results do not depend on the thread count.
+// Stages (each named, timed, checked; those marked * can be switched off):
+//   enumerate     instance type x count x dp/tp/pp (tp inside the NVLink/NVSwitch domain unless
+//                 allowed across nodes) x schedule and virtual stages x ZeRO 0-3 x
+//                 recomputation x sequence parallelism (tp > 1) x global batch x micro-batch;
+//                 precision is the GPU's 16-bit type (bf16, else fp16).
+//   partition*    layer units to pipeline stages (partition.hpp), shared by every candidate
+//                 with the same unit costs; off: plan::even_stages.
+//   prune_memory* per family, micro-batches in increasing order until one does not fit (memory
+//                 grows with the micro-batch, so the larger ones cannot fit); a split that does
+//                 not fit is re-partitioned under the memory limit before giving up.
+//   analytical    estimate_step for every survivor, in parallel (microseconds each).
+//   expand*       lazy axes: data-parallel algorithm (ZeRO-0 with dp > 1) and gradient bucket
+//                 size (dp > 1) are tried only for candidates whose lower bound (the step
+//                 without any data-parallel exposure) could still reach the best `exact_top`
+//                 or the Pareto frontier; the result equals trying them all (tested).
+//   job           whole-job expectations (startup, checkpoints, interruptions) with the job
+//                 model's closed form (sim::closed_form), for spot or both purchase options,
+//                 computed branch-and-bound for the candidates that can reach the best
+//                 `exact_top` or the Pareto frontier; Monte Carlo p50/p90 for the rows shown.
+//   simulate      the best `simulate_top` lowered (layer granularity, one rank per symmetry
+//                 class) and simulated by the discrete-event simulator; Spearman correlation of
+//                 analytical and simulated step times over them.
+//   rank          the simulated candidates in simulated order, then the rest by estimate;
+//                 ties broken by the other metric and the plan's JSON, so the order is total.
+// Results do not depend on the thread count. `cancel` (SIGINT) stops the current stage and
+// ranks what was evaluated.
 #pragma once
 
 #include <atomic>
@@ -27,39 +54,133 @@
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/planner/analytical.hpp"
+#include "trainplan/planner/export.hpp"
+#include "trainplan/planner/partition.hpp"
+#include "trainplan/simulator/simulate.hpp"
+#include "trainplan/simulator/spot.hpp"
 
 namespace trainplan::planner {
 
-enum class Objective { time, cost };
-std::string_view objective_name(Objective o);
+enum class Objective {
+  time,                 // minimise time to train
+  cost,                 // minimise cost
+  cost_under_deadline,  // minimise cost among plans that finish by deadline_s
+  time_under_budget,    // minimise time among plans that cost at most budget_usd
+};
+std::string_view objective_name(Objective o);  // "time", "cost", "cost-under-deadline", "time-under-budget"
+/// Throws Error listing the names.
+Objective parse_objective(const std::string& name);
+
+/// How pipeline stages get their layer units.
+enum class PartitionMode {
+  even,    // plan::even_stages
+  time,    // partition_units(Balance::time): slowest stage as fast as possible, within memory
+  memory,  // partition_units(Balance::memory): fullest stage as empty as possible
+};
+std::string_view partition_mode_name(PartitionMode m);  // "even", "time", "memory"
+PartitionMode parse_partition_mode(const std::string& name);
+
+/// Stages that can be switched off for experiments (analytical, job, rank always run;
+/// simulate runs when simulate_top > 0).
+struct SearchStages {
+  bool partition = true;     // off: plan::even_stages
+  bool prune_memory = true;  // off: candidates that do not fit are ranked too (Candidate::fits false)
+  bool expand = true;        // off: only the first dp algorithm and bucket size
+  bool lazy = true;          // off: expand every variant, no bounds (for tests: same result)
+  bool check_invariants = true;
+};
 
 struct SearchRequest {
   std::string model;              // catalog name or path (see models::resolve_model)
   double tokens = 0;              // training work in tokens (samples for image models)
   int64_t global_batch = 0;       // sequences per step; 0 = ~1M tokens (LLMs) / 256 samples
+  /// Search the global batch too: every power of two in [min, max] (both > 0). The token count
+  /// is fixed, so larger batches mean fewer steps; convergence is not modelled.
+  int64_t global_batch_min = 0, global_batch_max = 0;
   int64_t seq_len = 0;            // 0 = the model's
   std::vector<std::string> instance_types;  // empty = every AWS instance type in the catalog
+  std::vector<int> instance_counts;         // empty = 1, 2, 4, ... within max_gpus / max_instances
   int max_gpus = 1024;
   int max_instances = 0;          // 0 = no limit
   Objective objective = Objective::time;
+  double deadline_s = 0;          // cost_under_deadline
+  double budget_usd = 0;          // time_under_budget
   plan::Platform platform = plan::Platform::ec2;
-  plan::Purchase purchase = plan::Purchase::on_demand;  // prices used for the cost objective
+  /// Purchase option the objective prices. on_demand: steps x step time x price (no startup,
+  /// no checkpoints); spot: the whole job's expectation with interruptions (job stage).
+  plan::Purchase purchase = plan::Purchase::on_demand;
+  /// Consider on-demand and spot for every candidate (both as whole-job expectations); the
+  /// candidate takes the better for the objective. Overrides `purchase`.
+  bool both_purchases = false;
   std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16, 32};
+  std::vector<int> zero_stages = {0, 1, 2, 3};
+  std::vector<plan::Recompute> recomputes = {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full};
+  /// GPipe equals 1F1B in the analytical time and needs more memory, so it is off by default.
+  std::vector<plan::Schedule> schedules = {plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b};
+  std::vector<int> virtual_stages = {2, 4};  // for interleaved 1F1B
+  std::vector<plan::DpAlgorithm> dp_algorithms = {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree,
+                                                  plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server};
+  std::vector<double> bucket_sizes_bytes = {25e6};
+  bool sequence_parallel = true;  // also try sequence parallelism where tp > 1
   bool allow_tp_across_nodes = false;
+  PartitionMode partition = PartitionMode::time;
+  /// Only plans this framework can run (export_refusal): no parameter server anywhere, the
+  /// even layer split for DeepSpeed and SageMaker (they split layers themselves), ...
+  std::optional<ExportTarget> framework;
+  size_t simulate_top = 0;        // 0 = no simulation
+  /// The lazy stages (expand, job) are exact for at least this many best candidates and for
+  /// the Pareto frontier.
+  size_t exact_top = 50;
+  size_t spot_runs = 0;           // Monte Carlo runs for p50/p90 of the first `spot_rows` (0: none)
+  size_t spot_rows = 10;
+  uint64_t seed = 1;
   int threads = 0;                // 0 = hardware concurrency
   AnalyticalOptions analytical;
+  SearchStages stages;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. on SIGINT) to stop early
+};
+
+/// A whole job on one purchase option: the job model's closed-form expectation (spot.hpp),
+/// checkpointing at Young's interval; Monte Carlo percentiles where computed.
+struct JobOutcome {
+  plan::Purchase purchase = plan::Purchase::on_demand;
+  double expected_time_s = 0;
+  double expected_cost_usd = 0;
+  double expected_interruptions = 0;
+  double checkpoint_interval_s = 0;
+  std::optional<sim::MonteCarloStats> time_s;     // Monte Carlo (p50, p90, ...)
+  std::optional<sim::MonteCarloStats> cost_usd;
+};
+
+/// One simulated step of a candidate (symmetric fidelity, layer granularity).
+struct SimulatedStep {
+  double step_time_s = 0;
+  sim::Breakdown breakdown;
+  int64_t tasks_simulated = 0;
+  double wall_s = 0;  // not deterministic; never written to files compared in tests
 };
 
 struct Candidate {
   plan::Plan plan;
-  StepEstimate step;
+  StepEstimate step;              // analytical
   plan::MemoryBreakdown memory;   // the rank with the largest total
+  bool fits = true;
   double steps = 0;               // optimizer steps for the requested tokens
+  /// steps x step time (the simulated step where simulated, else the estimate).
   double time_to_train_s = 0;
   double gpus = 0;
-  std::optional<double> cost_on_demand_usd;  // for the request's platform
-  std::optional<double> cost_spot_usd;       // spot price, no interruptions
+  std::optional<double> cost_on_demand_usd;  // time_to_train x on-demand price (request's platform)
+  std::optional<double> cost_spot_usd;       // time_to_train x spot price, no interruptions
+  std::optional<JobOutcome> on_demand_job;   // whole job (purchase both)
+  std::optional<JobOutcome> spot_job;        // whole job with interruptions (purchase spot or both)
+  std::optional<SimulatedStep> simulated;
+  /// What the objective ranks by: the chosen purchase option's time and cost.
+  plan::Purchase purchase = plan::Purchase::on_demand;
+  double objective_time_s = 0;
+  std::optional<double> objective_cost_usd;
+  bool meets_constraints = true;  // deadline / budget
+
+  double step_time_s() const { return simulated ? simulated->step_time_s : step.step_time_s; }
 };
 
 struct StageReport {
@@ -67,15 +188,39 @@ struct StageReport {
   double seconds = 0;
   size_t kept = 0;                // candidates leaving the stage
   std::string note;
+  bool enabled = true;
+};
+
+/// How many candidates each part of the search touched.
+struct SearchCounts {
+  size_t enumerated = 0;          // the whole space, lazily expanded axes included
+  size_t families = 0;            // candidates that differ only in the micro-batch (and lazy axes)
+  size_t memory_evaluations = 0;  // memory model runs
+  size_t inferred_out_of_memory = 0;  // larger micro-batches skipped after one did not fit
+  size_t repartitioned = 0;       // pipeline splits redone under the memory limit (and then fit)
+  size_t partitions_computed = 0; // distinct time-balanced splits
+  size_t analytical = 0;          // step estimates
+  double analytical_per_s = 0;    // estimates per second of the analytical stage
+  size_t expanded = 0;            // lazy variants evaluated
+  size_t expansion_skipped = 0;   // lazy variants proven unable to reach the top or the frontier
+  size_t job_evaluations = 0;     // whole-job closed forms
+  size_t simulated = 0;
 };
 
 struct SearchResult {
   std::vector<Candidate> ranked;  // best first
-  size_t enumerated = 0;
-  /// Why candidates were dropped ("out of memory", "tp does not divide heads", ...) -> count.
+  /// Indices into `ranked` of the (objective time, objective cost) Pareto frontier, fastest
+  /// first (pareto_candidates); candidates without a price are left out.
+  std::vector<size_t> pareto;
+  size_t enumerated = 0;          // = counts.enumerated
+  SearchCounts counts;
+  /// Why candidates were dropped ("does not fit in GPU memory", ...) -> count.
   std::map<std::string, size_t> dropped;
   std::vector<StageReport> stages;
   bool cancelled = false;
+  /// Spearman rank correlation of analytical and simulated step times over the simulated
+  /// candidates (needs at least 3).
+  std::optional<double> rank_correlation;
   /// When nothing fits: per instance type, the smallest peak memory per GPU any candidate
   /// needed, and that candidate (for "needs >= X GB per GPU with ZeRO-3" messages).
   struct Closest {
@@ -85,11 +230,12 @@ struct SearchResult {
     plan::Plan plan;
   };
   std::vector<Closest> closest;
-  int64_t global_batch = 0;
+  int64_t global_batch = 0;       // the requested (or default) global batch
   int64_t seq_len = 0;
 };
 
-/// Runs the search. Throws Error for bad requests (unknown model or instance type, no tokens).
+/// Runs the search. Throws Error for bad requests (unknown model or instance type, no tokens,
+/// an objective without its deadline or budget).
 /// An empty `ranked` means nothing fits; `closest` says how far off the best attempts were.
 SearchResult search(const SearchRequest& request, const hw::Catalog& catalog);
 
@@ -100,5 +246,30 @@ int64_t default_global_batch(const models::ModelSpec& spec);
 /// Price per instance-hour for the platform, if known.
 std::optional<double> on_demand_price(const hw::InstanceType& inst, plan::Platform platform);
 std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform platform);
+
+/// Indices of the candidates on the Pareto frontier of (objective_time_s, objective_cost_usd),
+/// both minimised, fastest first: no other candidate is at most as slow and as costly and
+/// better in one. Of candidates at the same point only the first (lowest index) is listed;
+/// candidates without a cost are never on it.
+std::vector<size_t> pareto_candidates(const std::vector<Candidate>& candidates);
+
+/// Spearman rank correlation of two equally long samples (average ranks for ties); nullopt
+/// for fewer than 2 points or a constant sample.
+std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+/// Why `winner` beats `runner_up`: the step-time breakdown side by side (analytical;
+/// simulated step times where both were simulated), memory headroom and the objective's
+/// numbers, with the largest differences named in `summary`.
+struct Explanation {
+  struct Row {
+    std::string what;    // "compute", "exposed dp communication", "pipeline bubble", ...
+    double winner = 0;   // seconds per step (memory rows: bytes; totals: seconds / USD)
+    double runner_up = 0;
+    std::string unit;    // "s", "B", "USD", "steps"
+  };
+  std::vector<Row> rows;
+  std::string summary;
+};
+Explanation explain(const Candidate& winner, const Candidate& runner_up);
 
 }  // namespace trainplan::planner

@@ -1,0 +1,65 @@
+// The job and simulate stages' per-candidate work: whole-job expectations on a purchase
+// option and one simulated step.
+#include "search_internal.hpp"
+#include "trainplan/simulator/job_builder.hpp"
+
+namespace trainplan::planner::detail {
+
+std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::PlanContext& ctx, const Candidate& c,
+                                      plan::Purchase purchase, size_t monte_carlo_runs) {
+  const bool spot = purchase == plan::Purchase::spot;
+  if (spot ? !spot_price(*ctx.instance, req.platform) : !on_demand_price(*ctx.instance, req.platform)) return std::nullopt;
+  sim::JobOptions jo;
+  jo.step_time_s = c.step_time_s();
+  jo.tokens = req.tokens;
+  jo.purchase = spot ? sim::PurchaseOption::spot : sim::PurchaseOption::on_demand;
+  jo.platform = req.platform;
+  sim::JobSpec job;
+  try {
+    job = sim::build_job_spec(c.plan, ctx, jo);
+  } catch (const Error&) {
+    return std::nullopt;  // a combination the job model refuses (no price, storage): no whole-job figure
+  }
+  const sim::InterruptionModel model = spot ? sim::default_interruption_model(*ctx.instance) : sim::InterruptionModel::none();
+  // Checkpoint at Young's interval for the job's interruption rate (hardware failures too).
+  const double rate = sim::job_interruption_rate_per_s(job, model);
+  const double write_s = job.checkpoint.write_s();
+  if (rate > 0 && write_s > 0) job.checkpoint_interval_s = sim::young_interval_s(write_s, 1.0 / rate);
+  const sim::ClosedForm cf = sim::closed_form(job, model);
+  JobOutcome out;
+  out.purchase = purchase;
+  out.expected_time_s = cf.expected_time_s;
+  out.expected_cost_usd = cf.expected_cost_usd;
+  out.expected_interruptions = cf.expected_interruptions;
+  out.checkpoint_interval_s = job.checkpoint_interval_s;
+  if (monte_carlo_runs > 0 && rate > 0) {
+    sim::MonteCarloOptions mc;
+    mc.runs = monte_carlo_runs;
+    mc.seed = req.seed;
+    mc.threads = 1;
+    const sim::MonteCarloResult r = sim::run_monte_carlo(job, model, mc);
+    out.time_s = r.time_s;
+    out.cost_usd = r.cost_usd;
+  }
+  return out;
+}
+
+SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& ctx) {
+  plan::LowerOptions lo;
+  lo.granularity = plan::Granularity::layer;
+  lo.representatives_only = true;
+  lo.memory_events = false;
+  const plan::StepProgram program = plan::lower(p, ctx, lo);
+  sim::SimOptions opt = sim::options_for(p);
+  opt.fidelity = sim::Fidelity::symmetric;
+  opt.record_timeline = false;
+  const sim::StepResult r = sim::simulate_step(program, ctx.cluster, opt);
+  SimulatedStep out;
+  out.step_time_s = r.step_time_s;
+  out.breakdown = r.breakdown;
+  out.tasks_simulated = r.stats.tasks_simulated;
+  out.wall_s = r.stats.wall_s;
+  return out;
+}
+
+}  // namespace trainplan::planner::detail

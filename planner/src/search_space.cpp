@@ -1,0 +1,340 @@
+// The search space: enumeration of candidate families, plans of skeletons, the partition
+// cache, prices and names. See search.hpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "search_internal.hpp"
+#include "trainplan/core/strings.hpp"
+
+namespace trainplan::planner {
+
+std::string_view objective_name(Objective o) {
+  switch (o) {
+    case Objective::time: return "time";
+    case Objective::cost: return "cost";
+    case Objective::cost_under_deadline: return "cost-under-deadline";
+    case Objective::time_under_budget: return "time-under-budget";
+  }
+  return "time";
+}
+
+Objective parse_objective(const std::string& name) {
+  for (Objective o : {Objective::time, Objective::cost, Objective::cost_under_deadline, Objective::time_under_budget})
+    if (objective_name(o) == name) return o;
+  throw Error(fmt::format("unknown objective \"{}\"", name))
+      .hint("use time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget)");
+}
+
+std::string_view partition_mode_name(PartitionMode m) {
+  switch (m) {
+    case PartitionMode::even: return "even";
+    case PartitionMode::time: return "time";
+    case PartitionMode::memory: return "memory";
+  }
+  return "time";
+}
+
+PartitionMode parse_partition_mode(const std::string& name) {
+  for (PartitionMode m : {PartitionMode::even, PartitionMode::time, PartitionMode::memory})
+    if (partition_mode_name(m) == name) return m;
+  throw Error(fmt::format("unknown partition mode \"{}\"", name))
+      .hint("use time (balance stage times within memory), memory (balance memory) or even (equal layer counts)");
+}
+
+int64_t default_global_batch(const models::ModelSpec& spec) {
+  if (spec.seq_len > 1 && (spec.family == models::Family::gpt || spec.family == models::Family::llama ||
+                           spec.family == models::Family::bert)) {
+    // ~1M tokens per step (GPT-3 13B trained with 1M-token batches), as a power of two.
+    double seqs = 1048576.0 / static_cast<double>(spec.seq_len);
+    return std::max<int64_t>(1, static_cast<int64_t>(std::pow(2.0, std::round(std::log2(seqs)))));
+  }
+  return 256;
+}
+
+std::optional<double> on_demand_price(const hw::InstanceType& inst, plan::Platform platform) {
+  return platform == plan::Platform::sagemaker ? inst.prices.sagemaker_on_demand : inst.prices.ec2_on_demand;
+}
+
+std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform platform) {
+  if (!inst.prices.spot) return std::nullopt;
+  if (platform == plan::Platform::ec2) return inst.prices.spot;
+  // SageMaker managed spot: the same discount off the SageMaker on-demand price.
+  if (!inst.prices.sagemaker_on_demand || !inst.prices.ec2_on_demand) return std::nullopt;
+  return *inst.prices.sagemaker_on_demand * (*inst.prices.spot / *inst.prices.ec2_on_demand);
+}
+
+namespace detail {
+namespace {
+
+bool divides(int64_t d, int64_t n) { return d > 0 && n % d == 0; }
+
+std::vector<int> divisors(int n) {
+  std::vector<int> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+std::vector<int64_t> global_batches(const SearchRequest& req, int64_t default_batch) {
+  if (req.global_batch_min <= 0 && req.global_batch_max <= 0) return {req.global_batch > 0 ? req.global_batch : default_batch};
+  if (req.global_batch_min <= 0 || req.global_batch_max < req.global_batch_min)
+    throw Error(fmt::format("the global batch range [{}, {}] is empty", req.global_batch_min, req.global_batch_max))
+        .hint("give two positive bounds, the smaller first, e.g. --global-batch-range 512:2048");
+  std::vector<int64_t> out;
+  for (int64_t b = 1; b <= req.global_batch_max; b *= 2)
+    if (b >= req.global_batch_min) out.push_back(b);
+  if (out.empty())
+    throw Error(fmt::format("no power of two lies in the global batch range [{}, {}]", req.global_batch_min, req.global_batch_max))
+        .hint("widen the range");
+  return out;
+}
+
+std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
+  std::vector<int> out;
+  if (!req.instance_counts.empty()) {
+    for (int c : req.instance_counts) {
+      if (c < 1) throw Error(fmt::format("instance counts must be positive, got {}", c)).hint("e.g. --counts 1,2,4,8");
+      out.push_back(c);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  for (int count = 1; count * gpus_per_node <= req.max_gpus; count *= 2) {
+    if (req.max_instances > 0 && count > req.max_instances) break;
+    out.push_back(count);
+  }
+  return out;
+}
+
+}  // namespace
+
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
+  Space space;
+  space.types = req.instance_types;
+  if (space.types.empty())
+    for (const auto& name : catalog.instance_names())
+      if (catalog.instance(name).aws) space.types.push_back(name);
+  for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
+  const std::vector<int64_t> batches = global_batches(req, default_batch);
+  models::ModelSpec spec = models::resolve_model(req.model);
+  if (req.seq_len > 0) spec.seq_len = req.seq_len;
+  const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
+  const bool lazy_axes = req.stages.expand;
+
+  for (size_t ti = 0; ti < space.types.size(); ++ti) {
+    const hw::InstanceType& inst = catalog.instance(space.types[ti]);
+    const int gpn = inst.gpu_count;
+    for (int count : counts_for(req, gpn)) {
+      Context c;
+      c.type_index = static_cast<int>(ti);
+      c.base.model = req.model;
+      c.base.instance_type = inst.name;
+      c.base.instance_count = count;
+      c.base.global_batch = batches.front();
+      c.base.seq_len = req.seq_len;
+      c.base.training_tokens = req.tokens;
+      c.base.platform = req.platform;
+      c.base.purchase = req.both_purchases ? plan::Purchase::on_demand : req.purchase;
+      c.base.dp = count * gpn;
+      c.base.dp_algorithm = req.dp_algorithms.empty() ? plan::DpAlgorithm::ring : req.dp_algorithms.front();
+      c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
+      c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
+      c.base.precision = c.ctx->precision;
+      c.base.stages.clear();
+      // Selective recomputation only helps where it drops something (with flash attention
+      // there is no score matrix to drop): otherwise it is a duplicate of "none".
+      bool selective_saves = false;
+      for (int u = 0; u < static_cast<int>(c.ctx->graph.units().size()) && !selective_saves; ++u)
+        selective_saves = plan::unit_activation_bytes(c.ctx->graph, u, 1, 1, false, plan::Recompute::selective, c.ctx->precision,
+                                                      c.base.attention) <
+                          plan::unit_activation_bytes(c.ctx->graph, u, 1, 1, false, plan::Recompute::none, c.ctx->precision,
+                                                      c.base.attention);
+      const uint32_t ci = static_cast<uint32_t>(space.contexts.size());
+      const int gpus = count * gpn;
+      const int blocks = c.ctx->graph.num_blocks();
+      const int units = static_cast<int>(c.ctx->graph.units().size());
+      for (int tp = 1; tp <= (req.allow_tp_across_nodes ? gpus : gpn); tp *= 2) {
+        if (gpus % tp) continue;
+        if (tp > 1 && (!transformer || !divides(tp, spec.heads) || !divides(tp, spec.kv_heads) || !divides(tp, spec.hidden) ||
+                       !divides(tp, spec.ffn_hidden)))
+          continue;
+        for (int pp : divisors(gpus / tp)) {
+          if (pp > std::max(1, blocks)) continue;
+          const int dp = gpus / (tp * pp);
+          struct Sched {
+            plan::Schedule s;
+            int vp;
+          };
+          std::vector<Sched> scheds;
+          if (pp == 1) {
+            scheds.push_back({plan::Schedule::one_f_one_b, 1});
+          } else {
+            for (plan::Schedule s : req.schedules) {
+              if (s != plan::Schedule::interleaved_1f1b) {
+                scheds.push_back({s, 1});
+                continue;
+              }
+              for (int vp : req.virtual_stages)
+                if (vp >= 2 && pp * vp <= blocks && pp * vp <= units) scheds.push_back({s, vp});
+            }
+          }
+          for (int64_t gb : batches) {
+            std::vector<int64_t> mbs;
+            for (int64_t mb : req.micro_batches)
+              if (mb > 0 && gb % (mb * dp) == 0) mbs.push_back(mb);
+            std::sort(mbs.begin(), mbs.end());
+            mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
+            if (mbs.empty()) continue;
+            for (int zero : req.zero_stages) {
+              if (zero < 0 || zero > 3) throw Error(fmt::format("ZeRO stages are 0..3, got {}", zero)).hint("e.g. --zero 0,1,3");
+              if (zero > 0 && dp == 1) continue;
+              if (zero >= 2 && pp > 1) continue;
+              for (const auto& sc : scheds) {
+                for (plan::Recompute rc : req.recomputes) {
+                  if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
+                  for (bool sp : {false, true}) {
+                    if (sp && (tp == 1 || !req.sequence_parallel)) continue;
+                    Family f;
+                    f.context = ci;
+                    f.tp = static_cast<int16_t>(tp);
+                    f.pp = static_cast<int16_t>(pp);
+                    f.vp = static_cast<int16_t>(sc.vp);
+                    f.zero = static_cast<int8_t>(zero);
+                    f.schedule = sc.s;
+                    f.recompute = rc;
+                    f.sp = sp;
+                    f.global_batch = gb;
+                    for (int64_t mb : mbs)
+                      if (sc.s != plan::Schedule::interleaved_1f1b || (gb / (mb * dp)) % pp == 0) f.micro_batches.push_back(mb);
+                    if (f.micro_batches.empty()) continue;
+                    if (req.framework) {
+                      // A representative of the family (the lazy axes are filtered up front).
+                      Skeleton rep;
+                      rep.micro_batch = f.micro_batches.front();
+                      rep.algorithm = c.base.dp_algorithm;
+                      rep.bucket_size_bytes = c.base.bucket_size_bytes;
+                      if (export_refusal(plan_of(c, f, rep), *c.ctx, *req.framework)) {
+                        space.not_expressible += f.micro_batches.size();
+                        continue;
+                      }
+                    }
+                    size_t variants = 1;
+                    if (lazy_axes && dp > 1) {
+                      variants *= std::max<size_t>(1, req.bucket_sizes_bytes.size());
+                      if (zero == 0) variants *= std::max<size_t>(1, req.dp_algorithms.size());
+                    }
+                    space.enumerated += f.micro_batches.size() * variants;
+                    space.families.push_back(std::move(f));
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      space.contexts.push_back(std::move(c));
+    }
+  }
+  return space;
+}
+
+plan::Plan make_plan(const Space& space, const Skeleton& s) {
+  const Family& f = space.families[s.family];
+  return plan_of(space.contexts[f.context], f, s);
+}
+
+plan::Plan plan_of(const Context& c, const Family& f, const Skeleton& s) {
+  plan::Plan p = c.base;
+  p.tp = f.tp;
+  p.pp = f.pp;
+  p.vp = f.vp;
+  p.dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp);
+  p.zero_stage = f.zero;
+  p.schedule = f.schedule;
+  p.recompute = f.recompute;
+  p.sequence_parallel = f.sp;
+  p.global_batch = f.global_batch;
+  p.micro_batch = s.micro_batch;
+  p.num_micro_batches = p.global_batch / (p.micro_batch * p.dp);
+  p.dp_algorithm = s.algorithm;
+  p.bucket_size_bytes = s.bucket_size_bytes;
+  p.stages = s.stages ? *s.stages : plan::even_stages(static_cast<int>(c.ctx->graph.units().size()), p.pp * p.vp);
+  return p;
+}
+
+std::shared_ptr<const std::vector<plan::StageAssignment>> PartitionCache::time_split(const Family& f, int64_t micro_batch) {
+  const Context& c = space_.contexts[f.context];
+  const bool tp_in_node = f.tp <= c.ctx->cluster.gpus_per_node();
+  const int dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp);
+  const Key key{c.type_index, f.tp, micro_batch, f.sp, static_cast<int>(f.recompute), f.pp, f.vp, tp_in_node ? 0 : dp,
+                tp_in_node ? -1 : static_cast<int>(f.context)};
+  {
+    std::lock_guard lock(mutex_);
+    auto it = splits_.find(key);
+    if (it != splits_.end()) return it->second;
+  }
+  Skeleton s;
+  s.family = static_cast<uint32_t>(&f - space_.families.data());
+  s.micro_batch = micro_batch;
+  plan::Plan p = make_plan(space_, s);
+  // Time only: memory is checked per candidate (prune_memory).
+  PartitionProblem prob;
+  prob.pp = p.pp;
+  prob.vp = p.vp;
+  prob.unit_time_s = unit_times_s(p, *c.ctx, analytical_, cache_);
+  const size_t n = prob.unit_time_s.size();
+  prob.static_bytes.assign(n, 0.0);
+  prob.kept_bytes.assign(n, 0.0);
+  prob.excursion_bytes.assign(n, 0.0);
+  prob.fixed_bytes.assign(static_cast<size_t>(p.pp), 0.0);
+  prob.in_flight.assign(static_cast<size_t>(p.pp), 1.0);
+  auto split = std::make_shared<const std::vector<plan::StageAssignment>>(partition_units(prob, Balance::time, false).stages);
+  std::lock_guard lock(mutex_);
+  return splits_.emplace(key, std::move(split)).first->second;
+}
+
+size_t PartitionCache::computed() const {
+  std::lock_guard lock(mutex_);
+  return splits_.size();
+}
+
+const UnitMemoryTerms& MemoryTermsCache::terms(const plan::Plan& p, const plan::PlanContext& ctx) {
+  const Key key{p.tp, p.sequence_parallel, p.micro_batch, static_cast<int>(p.recompute),
+                static_cast<int>(p.precision_or(ctx.precision)), static_cast<int>(p.attention)};
+  {
+    std::lock_guard lock(mutex_);
+    auto it = terms_.find(key);
+    if (it != terms_.end()) return *it->second;
+  }
+  auto t = std::make_unique<UnitMemoryTerms>(unit_memory_terms(p, ctx));
+  std::lock_guard lock(mutex_);
+  return *terms_.emplace(key, std::move(t)).first->second;  // map nodes are stable
+}
+
+plan::MemoryBreakdown peak_memory_of(const plan::Plan& p, const plan::PlanContext& ctx, MemoryTermsCache& terms) {
+  const auto all = memory_per_rank(p, ctx, terms.terms(p, ctx));
+  const plan::MemoryBreakdown fast = *std::max_element(all.begin(), all.end(), [](const plan::MemoryBreakdown& a, const plan::MemoryBreakdown& b) {
+    return a.total_bytes() < b.total_bytes();
+  });
+  if (p.schedule != plan::Schedule::interleaved_1f1b) return fast;
+  // Interleaved chunks: the mirror is within 10% of the replay (tests), so it decides the fit
+  // outside that band and plan::peak_memory inside it.
+  const double ratio = fast.total_bytes() / fast.capacity_bytes;
+  if (ratio <= 0.9 || ratio >= 1.1) return fast;
+  return plan::peak_memory(p, ctx);
+}
+
+std::optional<std::vector<plan::StageAssignment>> memory_split(const plan::Plan& p, const plan::PlanContext& ctx,
+                                                               PartitionMode mode, const AnalyticalOptions& analytical,
+                                                               EstimateCache* cache, MemoryTermsCache& terms) {
+  PartitionProblem prob = make_partition_problem(p, ctx, unit_times_s(p, ctx, analytical, cache), terms.terms(p, ctx));
+  auto part = fitting_partition(prob, mode == PartitionMode::memory ? Balance::memory : Balance::time, false);
+  if (!part) return std::nullopt;
+  return std::move(part->stages);
+}
+
+}  // namespace detail
+}  // namespace trainplan::planner
