@@ -2,6 +2,7 @@
 #include <benchmark/benchmark.h>
 
 #include "trainplan/planner/analytical.hpp"
+#include "trainplan/planner/partition.hpp"
 #include "trainplan/planner/search.hpp"
 
 using namespace trainplan;
@@ -68,6 +69,60 @@ void BM_Planner_SearchGpt3_13B(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(candidates) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Planner_SearchGpt3_13B)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1);
+
+// Counters of one search result, in domain units.
+void search_counters(benchmark::State& state, const planner::SearchResult& res) {
+  const auto& k = res.counts;
+  state.counters["candidates"] = static_cast<double>(k.enumerated);
+  state.counters["families"] = static_cast<double>(k.families);
+  state.counters["memory_evaluations"] = static_cast<double>(k.memory_evaluations);
+  state.counters["estimated"] = static_cast<double>(k.analytical);
+  state.counters["estimates_per_s"] = k.analytical_per_s;
+  state.counters["lazy_variants_evaluated"] = static_cast<double>(k.expanded);
+  state.counters["lazy_variants_skipped"] = static_cast<double>(k.expansion_skipped);
+  state.counters["simulated"] = static_cast<double>(k.simulated);
+  state.counters["rank_correlation"] = res.rank_correlation.value_or(0.0);
+  for (const auto& st : res.stages) state.counters[st.name + "_s"] = st.seconds;
+  if (!res.ranked.empty()) {
+    state.counters["best_step_time_s"] = res.ranked.front().step_time_s();
+    state.counters["best_time_to_train_days"] = res.ranked.front().objective_time_s / 86400.0;
+  }
+}
+
+// The scenario: GPT-3 175B, 300B tokens, six instance types, up to 1024 GPUs, the best
+// 50 simulated; wall time of the whole search (all cores of the machine).
+void BM_Planner_SearchGpt3_175B(benchmark::State& state) {
+  planner::SearchRequest req;
+  req.model = "gpt3-175b";
+  req.tokens = 300e9;
+  req.instance_types = {"g4dn.12xlarge", "p3.16xlarge", "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge"};
+  req.max_gpus = 1024;
+  req.simulate_top = static_cast<size_t>(state.range(0));
+  req.threads = 0;
+  planner::SearchResult res;
+  for (auto _ : state) {
+    res = planner::search(req, hw::Catalog::builtin());
+    benchmark::DoNotOptimize(res.ranked.data());
+  }
+  search_counters(state, res);
+}
+BENCHMARK(BM_Planner_SearchGpt3_175B)->ArgName("simulate_top")->Arg(0)->Arg(50)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+// The partitioner on GPT-3 175B's 98 units: 8 pipeline ranks, then 8 ranks x 4 virtual stages.
+void BM_Planner_Partition(benchmark::State& state) {
+  plan::Plan p = gpt3_plan(128, 16, 8, 8);
+  p.vp = static_cast<int>(state.range(0));
+  p.schedule = p.vp > 1 ? plan::Schedule::interleaved_1f1b : plan::Schedule::one_f_one_b;
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "bench");
+  const auto prob = planner::make_partition_problem(p, ctx, planner::unit_times_s(p, ctx));
+  double sink = 0;
+  for (auto _ : state) {
+    sink += planner::partition_units(prob, planner::Balance::time).max_time_s();
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["partitions_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Planner_Partition)->ArgName("vp")->Arg(1)->Arg(4)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
