@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <map>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -156,6 +157,35 @@ void print_pareto(const planner::SearchResult& res, size_t rows) {
            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute))});
   }
   std::fputs(t.render("  ").c_str(), stdout);
+  // Across instance types: each type's fastest and cheapest plan, and whether it is on the frontier.
+  std::map<std::string, std::pair<size_t, size_t>> by_type;  // type -> (fastest, cheapest)
+  std::vector<std::string> order;
+  for (size_t i = 0; i < res.ranked.size(); ++i) {
+    const auto& c = res.ranked[i];
+    auto it = by_type.find(c.plan.instance_type);
+    if (it == by_type.end()) {
+      by_type[c.plan.instance_type] = {i, i};
+      order.push_back(c.plan.instance_type);
+      continue;
+    }
+    auto& [fast, cheap] = it->second;
+    if (c.objective_time_s < res.ranked[fast].objective_time_s) fast = i;
+    const auto& cc = res.ranked[cheap].objective_cost_usd;
+    if (c.objective_cost_usd && (!cc || *c.objective_cost_usd < *cc)) cheap = i;
+  }
+  std::printf("\nBest per instance type (* = on the frontier):\n");
+  Table b({"instance type", ">fastest", ">its cost", ">cheapest", ">its time"});
+  auto mark = [&](size_t i) {
+    return std::find(res.pareto.begin(), res.pareto.end(), i) != res.pareto.end() ? "*" : "";
+  };
+  for (const auto& type : order) {
+    const auto [fast, cheap] = by_type.at(type);
+    const auto& f = res.ranked[fast];
+    const auto& c = res.ranked[cheap];
+    b.add({type, units::format_duration(f.objective_time_s) + mark(fast), usd_or_na(f.objective_cost_usd),
+           usd_or_na(c.objective_cost_usd) + mark(cheap), units::format_duration(c.objective_time_s)});
+  }
+  std::fputs(b.render("  ").c_str(), stdout);
 }
 
 void print_explanation(const planner::SearchResult& res) {

@@ -339,3 +339,41 @@ TEST_CASE("search: --explain names the terms that separate the winner from the r
   CHECK(e.summary.find("sooner") != std::string::npos);
   CHECK(e.summary.find(res.ranked[other].plan.instance_type) != std::string::npos);
 }
+
+TEST_CASE("search: a search for one framework ranks only plans its exporter accepts", "[planner]") {
+  for (auto target : {planner::ExportTarget::deepspeed, planner::ExportTarget::megatron, planner::ExportTarget::sagemaker}) {
+    planner::SearchRequest req;
+    req.model = "gpt3-1.3b";
+    req.tokens = 5e9;
+    req.instance_types = {"p4d.24xlarge", "g5.12xlarge"};
+    req.max_gpus = 16;
+    req.threads = 2;
+    req.framework = target;
+    const auto res = planner::search(req, hw::Catalog::builtin());
+    INFO("framework " << planner::export_target_name(target));
+    REQUIRE(!res.ranked.empty());
+    CHECK(res.dropped.count(std::string(planner::export_target_name(target)) + " cannot run it") == 1);
+    for (size_t i = 0; i < std::min<size_t>(res.ranked.size(), 40); ++i) {
+      plan::Plan p = res.ranked[i].plan;
+      p.predicted = {{"time_to_train_s", res.ranked[i].objective_time_s}};
+      auto ctx = plan::resolve(p, hw::Catalog::builtin(), "ranked");
+      INFO("plan " << json::dump(plan::to_json(p)));
+      CHECK_NOTHROW(planner::export_plan(p, ctx, target));
+    }
+    if (target == planner::ExportTarget::sagemaker) CHECK(res.ranked.front().plan.platform == plan::Platform::sagemaker);
+  }
+  // Without the restriction the same search ranks plans DeepSpeed refuses (tensor parallelism).
+  planner::SearchRequest req;
+  req.model = "gpt3-1.3b";
+  req.tokens = 5e9;
+  req.instance_types = {"p4d.24xlarge"};
+  req.max_gpus = 16;
+  const auto all = planner::search(req, hw::Catalog::builtin());
+  size_t refused = 0;
+  for (size_t i = 0; i < std::min<size_t>(all.ranked.size(), 40); ++i) {
+    plan::Plan p = all.ranked[i].plan;
+    auto ctx = plan::resolve(p, hw::Catalog::builtin(), "ranked");
+    refused += planner::export_refusal(p, ctx, planner::ExportTarget::deepspeed) ? 1 : 0;
+  }
+  CHECK(refused > 0);
+}
