@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs one benchmark binary for real and keeps its JSON result with the date and machine:
 #   benches/run.sh planner [extra google-benchmark flags]
-# writes benches/results/<lib>-<YYYY-MM-DD>.json. Build first (./setup.sh).
+# writes benches/results/<lib>-<YYYY-MM-DD>.json. Build first (./setup.sh); another build
+# folder: TRAINPLAN_BUILD_DIR=build-x benches/run.sh planner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=$1; shift
-bin=build/benches/trainplan_bench_${lib}
+bin=${TRAINPLAN_BUILD_DIR:-build}/benches/trainplan_bench_${lib}
 [[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
 date=$(date +%F)
 out=benches/results/${lib}-${date}.json
