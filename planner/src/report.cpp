@@ -317,25 +317,6 @@ void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOption
 
 }  // namespace
 
-std::vector<size_t> pareto_frontier(const std::vector<std::pair<double, double>>& points) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < points.size(); ++i)
-    if (std::isfinite(points[i].first) && std::isfinite(points[i].second)) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (points[a].first != points[b].first) return points[a].first < points[b].first;
-    return points[a].second < points[b].second;
-  });
-  // Sweep by x: a point is on the frontier when its y is below every y seen so far.
-  std::vector<size_t> out;
-  double best_y = std::numeric_limits<double>::infinity();
-  for (size_t i : order) {
-    if (points[i].second < best_y) {
-      out.push_back(i);
-      best_y = points[i].second;
-    }
-  }
-  return out;
-}
 
 Report build_report(const SearchRequest& req, const SearchResult& res, const hw::Catalog& catalog, const ReportOptions& o) {
   if (res.ranked.empty())

@@ -128,23 +128,32 @@ std::vector<bool> may_matter(const std::vector<Bound>& lower, const std::vector<
 
 }  // namespace detail
 
-std::vector<size_t> pareto_candidates(const std::vector<Candidate>& cands) {
+std::vector<size_t> pareto_frontier(const std::vector<std::pair<double, double>>& points) {
   std::vector<size_t> order;
-  for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].objective_cost_usd && std::isfinite(*cands[i].objective_cost_usd)) order.push_back(i);
+  for (size_t i = 0; i < points.size(); ++i)
+    if (std::isfinite(points[i].first) && std::isfinite(points[i].second)) order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (cands[a].objective_time_s != cands[b].objective_time_s) return cands[a].objective_time_s < cands[b].objective_time_s;
-    return *cands[a].objective_cost_usd < *cands[b].objective_cost_usd;
+    if (points[a].first != points[b].first) return points[a].first < points[b].first;
+    return points[a].second < points[b].second;
   });
-  // By time: a candidate is on the frontier when it is cheaper than every faster one.
+  // Sweep by x: a point is on the frontier when its y is below every y seen so far.
   std::vector<size_t> out;
-  double best = std::numeric_limits<double>::infinity();
-  for (size_t i : order)
-    if (*cands[i].objective_cost_usd < best) {
-      best = *cands[i].objective_cost_usd;
+  double best_y = std::numeric_limits<double>::infinity();
+  for (size_t i : order) {
+    if (points[i].second < best_y) {
       out.push_back(i);
+      best_y = points[i].second;
     }
+  }
   return out;
+}
+
+std::vector<size_t> pareto_candidates(const std::vector<Candidate>& cands) {
+  std::vector<std::pair<double, double>> points;
+  points.reserve(cands.size());
+  for (const auto& c : cands)
+    points.emplace_back(c.objective_time_s, c.objective_cost_usd ? *c.objective_cost_usd : std::numeric_limits<double>::infinity());
+  return pareto_frontier(points);
 }
 
 std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b) {

@@ -170,9 +170,6 @@ std::string render_markdown(const Report& report);
 /// One HTML file: the same content, inline CSS and inline SVG charts.
 std::string render_html(const Report& report);
 
-/// Indices of the points on the Pareto frontier of (x, y), both minimised: no other point is
-/// <= in both and < in one. Sorted by x. Non-finite points are never on it.
-std::vector<size_t> pareto_frontier(const std::vector<std::pair<double, double>>& points);
 
 /// A Gantt chart of `ranks` of a timeline: one row per (rank, stream) that has tasks of
 /// non-zero duration; compute coloured by phase, communication by purpose; alloc/free left

@@ -247,9 +247,11 @@ int64_t default_global_batch(const models::ModelSpec& spec);
 std::optional<double> on_demand_price(const hw::InstanceType& inst, plan::Platform platform);
 std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform platform);
 
-/// Indices of the candidates on the Pareto frontier of (objective_time_s, objective_cost_usd),
-/// both minimised, fastest first: no other candidate is at most as slow and as costly and
-/// better in one. Of candidates at the same point only the first (lowest index) is listed;
+/// Indices of the points on the Pareto frontier of (x, y), both minimised: no other point is
+/// <= in both and < in one. Sorted by x; of equal points only the first (lowest index) is
+/// listed. Non-finite points are never on it.
+std::vector<size_t> pareto_frontier(const std::vector<std::pair<double, double>>& points);
+/// The frontier of candidates by (objective_time_s, objective_cost_usd), fastest first;
 /// candidates without a cost are never on it.
 std::vector<size_t> pareto_candidates(const std::vector<Candidate>& candidates);
 
