@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "search_options.hpp"
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -19,78 +20,13 @@
 namespace trainplan::cli {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
 struct PlanArgs {
-  std::string model;
-  std::string tokens;
-  int64_t global_batch = 0;
-  std::string global_batch_range;
-  int64_t seq_len = 0;
-  std::string instances;
-  std::string counts;
-  int max_gpus = 1024;
-  int max_instances = 0;
-  std::string objective = "time";
-  std::string deadline;
-  std::string budget;
-  std::string platform = "ec2";
-  std::string purchase = "on-demand";
-  bool spot = false;
-  std::string micro_batches;
-  std::string zero;
-  std::string recompute;
-  std::string schedules;
-  std::string virtual_stages;
-  std::string dp_algorithms;
-  std::string bucket_sizes;
-  bool no_sequence_parallel = false;
-  bool tp_across_nodes = false;
-  std::string partition = "time";
-  std::string framework;
-  size_t simulate_top = 0;
-  size_t exact_top = 50;
-  size_t spot_runs = 200;
-  uint64_t seed = 1;
-  std::vector<std::string> off;
-  size_t top = 10;
+  SearchArgs search;
   size_t pareto_rows = 12;
   bool explain = false;
-  int threads = 0;
   std::string output = "plan.json";
   std::string json_out;
 };
-
-template <typename T, typename F>
-std::vector<T> list_of(const std::string& text, const std::string& option, F&& parse) {
-  std::vector<T> out;
-  if (text.empty()) return out;
-  for (const auto& item : split(text, ',')) {
-    try {
-      out.push_back(parse(item));
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", option, e.message())).hint(e.hint_text());
-    }
-  }
-  return out;
-}
-
-int64_t positive_int(const std::string& s, const std::string& what) {
-  const double v = units::parse(s, units::Dimension::count);
-  if (!(v >= 1) || v != std::floor(v)) throw Error(fmt::format("{} must be a positive integer, got \"{}\"", what, s)).hint("e.g. 1,2,4,8");
-  return static_cast<int64_t>(v);
-}
-
-template <typename E>
-E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& what) {
-  std::vector<std::string> names;
-  for (E e : all) {
-    if (name(e) == s) return e;
-    names.emplace_back(name(e));
-  }
-  throw Error(fmt::format("unknown {} \"{}\"", what, s)).hint("use one of " + join(names, ", "));
-}
 
 std::string split_text(const plan::Plan& p) {
   std::string s = fmt::format("{}/{}/{}", p.dp, p.tp, p.pp);
@@ -271,92 +207,12 @@ json::Json predicted_json(const planner::Candidate& c) {
   return j;
 }
 
-planner::SearchRequest request_of(const PlanArgs& a) {
-  planner::SearchRequest req;
-  req.model = a.model;
-  req.tokens = units::parse(a.tokens, units::Dimension::count);
-  req.global_batch = a.global_batch;
-  if (!a.global_batch_range.empty()) {
-    const auto parts = split(a.global_batch_range, ':');
-    if (parts.size() != 2)
-      throw Error(fmt::format("--global-batch-range takes MIN:MAX, got \"{}\"", a.global_batch_range)).hint("e.g. 512:2048");
-    req.global_batch_min = positive_int(parts[0], "--global-batch-range");
-    req.global_batch_max = positive_int(parts[1], "--global-batch-range");
-  }
-  req.seq_len = a.seq_len;
-  req.instance_types = split(a.instances, ',');
-  req.instance_counts = list_of<int>(a.counts, "--counts", [](const std::string& s) { return static_cast<int>(positive_int(s, "an instance count")); });
-  req.max_gpus = a.max_gpus;
-  req.max_instances = a.max_instances;
-  req.objective = planner::parse_objective(a.objective);
-  if (!a.deadline.empty()) req.deadline_s = units::parse(a.deadline, units::Dimension::duration);
-  if (!a.budget.empty()) {
-    std::string b = a.budget;
-    if (!b.empty() && b.front() == '$') b.erase(0, 1);
-    req.budget_usd = units::parse(b, units::Dimension::count);
-  }
-  req.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
-  const std::string purchase = a.spot ? "spot" : a.purchase;
-  req.both_purchases = purchase == "both";
-  req.purchase = purchase == "spot" ? plan::Purchase::spot : plan::Purchase::on_demand;
-  if (!a.micro_batches.empty())
-    req.micro_batches = list_of<int64_t>(a.micro_batches, "--micro-batches", [](const std::string& s) { return positive_int(s, "a micro-batch"); });
-  if (!a.zero.empty())
-    req.zero_stages = list_of<int>(a.zero, "--zero", [](const std::string& s) {
-      if (s != "0" && s != "1" && s != "2" && s != "3") throw Error(fmt::format("ZeRO stages are 0..3, got \"{}\"", s)).hint("e.g. --zero 0,1,3");
-      return std::stoi(s);
-    });
-  if (!a.recompute.empty())
-    req.recomputes = list_of<plan::Recompute>(a.recompute, "--recompute", [](const std::string& s) {
-      return choice(s, {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full}, plan::recompute_name, "recomputation");
-    });
-  if (!a.schedules.empty())
-    req.schedules = list_of<plan::Schedule>(a.schedules, "--schedules", [](const std::string& s) {
-      return choice(s, {plan::Schedule::gpipe, plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b}, plan::schedule_name, "schedule");
-    });
-  if (!a.virtual_stages.empty())
-    req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a virtual stage count")); });
-  if (!a.dp_algorithms.empty())
-    req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
-      return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
-                    plan::dp_algorithm_name, "data-parallel algorithm");
-    });
-  if (!a.bucket_sizes.empty())
-    req.bucket_sizes_bytes = list_of<double>(a.bucket_sizes, "--bucket-sizes", [](const std::string& s) { return units::parse(s, units::Dimension::bytes); });
-  req.sequence_parallel = !a.no_sequence_parallel;
-  req.allow_tp_across_nodes = a.tp_across_nodes;
-  req.partition = planner::parse_partition_mode(a.partition);
-  if (!a.framework.empty()) req.framework = planner::parse_export_target(a.framework);
-  req.simulate_top = a.simulate_top;
-  req.exact_top = std::max<size_t>(1, std::max(a.exact_top, a.top));
-  req.spot_runs = a.spot_runs;
-  req.spot_rows = a.top;
-  req.seed = a.seed;
-  req.threads = a.threads;
-  for (const auto& stage : a.off) {
-    if (stage == "partition") req.stages.partition = false;
-    else if (stage == "prune-memory") req.stages.prune_memory = false;
-    else if (stage == "expand") req.stages.expand = false;
-    else if (stage == "lazy") req.stages.lazy = false;
-    else if (stage == "checks") req.stages.check_invariants = false;
-    else
-      throw Error(fmt::format("--off: unknown stage \"{}\"", stage))
-          .hint("stages that can be switched off: partition, prune-memory, expand, lazy, checks");
-  }
-  req.cancel = &g_interrupted;
-  return req;
-}
-
 void run(const PlanArgs& a) {
-  const planner::SearchRequest req = request_of(a);
+  const planner::SearchRequest req = search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
+  planner::SearchResult res = run_search(req);
 
-  g_interrupted = false;
-  std::signal(SIGINT, on_sigint);
-  planner::SearchResult res = planner::search(req, catalog);
-  std::signal(SIGINT, SIG_DFL);
-
-  models::ModelSpec spec = models::resolve_model(a.model);
+  models::ModelSpec spec = models::resolve_model(a.search.model);
   const auto graph_params = models::build_graph(spec).total_params();
   std::string goal(planner::objective_name(req.objective));
   if (req.objective == planner::Objective::cost_under_deadline) goal += " (deadline " + units::format_duration(req.deadline_s) + ")";
@@ -394,7 +250,7 @@ void run(const PlanArgs& a) {
     std::printf("note: no plan meets the %s; the table shows the closest (%s first)\n\n",
                 req.objective == planner::Objective::cost_under_deadline ? "deadline" : "budget",
                 req.objective == planner::Objective::cost_under_deadline ? "fastest" : "cheapest");
-  print_table(res, req, a.top);
+  print_table(res, req, a.search.top);
   print_pareto(res, a.pareto_rows);
   if (a.explain) print_explanation(res);
   const auto& best = res.ranked.front();
@@ -424,46 +280,9 @@ void run(const PlanArgs& a) {
 void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand("plan", "Search instance types, counts and parallel plans for a model, a token budget and a deadline or budget");
-  cmd->add_option("--model,-m", a->model, "Catalog model name (see `trainplan model`) or a path to a Hugging Face config.json")->required();
-  cmd->add_option("--tokens,-t", a->tokens, "Training tokens (e.g. 300e9 or 300B)")->required();
-  cmd->add_option("--global-batch", a->global_batch, "Sequences per optimizer step (default: ~1M tokens)");
-  cmd->add_option("--global-batch-range", a->global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");
-  cmd->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's)");
-  cmd->add_option("--instances,-i", a->instances, "Comma-separated instance types (default: every AWS type in the catalog)");
-  cmd->add_option("--counts", a->counts, "Comma-separated instance counts (default: 1, 2, 4, ... within the limits)");
-  cmd->add_option("--max-gpus", a->max_gpus, "Largest cluster to consider, in GPUs")->capture_default_str();
-  cmd->add_option("--max-instances", a->max_instances, "Largest cluster to consider, in instances (0: no limit)");
-  cmd->add_option("--objective", a->objective, "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget)")
-      ->capture_default_str();
-  cmd->add_option("--deadline", a->deadline, "Deadline for cost-under-deadline, e.g. 30d or 72h");
-  cmd->add_option("--budget", a->budget, "Budget in US dollars for time-under-budget, e.g. 2M or 250k");
-  cmd->add_option("--platform", a->platform, "Price on EC2 or SageMaker training")->check(CLI::IsMember({"ec2", "sagemaker"}))->capture_default_str();
-  cmd->add_option("--purchase", a->purchase, "on-demand, spot (whole-job expectation with interruptions) or both")
-      ->check(CLI::IsMember({"on-demand", "spot", "both"}))
-      ->capture_default_str();
-  cmd->add_flag("--spot", a->spot, "Same as --purchase spot");
-  cmd->add_option("--micro-batches", a->micro_batches, "Micro-batch sizes to try (default 1,2,4,8,16,32)");
-  cmd->add_option("--zero", a->zero, "ZeRO stages to try (default 0,1,2,3)");
-  cmd->add_option("--recompute", a->recompute, "Recomputation to try: none,selective,full (default all)");
-  cmd->add_option("--schedules", a->schedules, "Pipeline schedules to try: gpipe,1f1b,interleaved-1f1b (default 1f1b,interleaved-1f1b)");
-  cmd->add_option("--vp", a->virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
-  cmd->add_option("--dp-algorithms", a->dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server (default all)");
-  cmd->add_option("--bucket-sizes", a->bucket_sizes, "Gradient bucket sizes (default 25MB)");
-  cmd->add_flag("--no-sequence-parallel", a->no_sequence_parallel, "Do not try sequence parallelism");
-  cmd->add_flag("--tp-across-nodes", a->tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");
-  cmd->add_option("--partition", a->partition, "Layer split over pipeline stages: time, memory or even")
-      ->check(CLI::IsMember({"time", "memory", "even"}))
-      ->capture_default_str();
-  cmd->add_option("--for", a->framework, "Only plans this framework can run: deepspeed, megatron, sagemaker or torchrun (see `trainplan export`)");
-  cmd->add_option("--simulate-top", a->simulate_top, "Simulate the best K candidates and re-rank them (0: off)")->capture_default_str();
-  cmd->add_option("--exact-top", a->exact_top, "Lazy stages are exact for at least this many best candidates")->capture_default_str();
-  cmd->add_option("--spot-runs", a->spot_runs, "Monte Carlo runs for the p50/p90 of the rows shown (spot/both)")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Monte Carlo seed")->capture_default_str();
-  cmd->add_option("--off", a->off, "Switch a stage off (experiments): partition, prune-memory, expand, lazy, checks");
-  cmd->add_option("--top", a->top, "Rows to print")->capture_default_str();
+  add_search_options(cmd, a->search, /*model_required=*/true);
   cmd->add_option("--pareto", a->pareto_rows, "Pareto frontier rows to print")->capture_default_str();
   cmd->add_flag("--explain", a->explain, "Show why the winner beats the runner-up");
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)");
   cmd->add_option("--output,-o", a->output, "Where to write the best plan (empty: do not write)")->capture_default_str();
   cmd->add_option("--json", a->json_out, "Write every evaluated candidate to this JSON file");
   cmd->callback([a] { run(*a); });
