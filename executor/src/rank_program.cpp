@@ -323,6 +323,8 @@ void RankState::start_task(int id, std::vector<Pending>& pending) {
     Param& q = params_[static_cast<size_t>(p)];
     if (q.value_generation == generation) q.value = Tensor();
   }
+  // A device backend queues the kernels: the task ends when the stream has run them (no-op on the cpu).
+  backend_->synchronize(*stream_);
   record(t, start, Backend::now_s());
 }
 

@@ -8,6 +8,9 @@
 #include "cpu_backend.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
+#if TRAINPLAN_HAVE_CUDA
+#include "trainplan/executor/cuda_backend.hpp"
+#endif
 
 namespace trainplan::executor {
 namespace {
@@ -22,7 +25,10 @@ struct Entry {
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> kEntries = {
       {"cpu", make_cpu_backend, [] { return std::string(); }},
-      // The CUDA backend registers here, under #if TRAINPLAN_HAVE_CUDA, when it exists.
+#if TRAINPLAN_HAVE_CUDA
+      // The calling thread's current GPU (cudaSetDevice per rank thread picks one per rank).
+      {"cuda", [] { return make_cuda_backend(); }, cuda_unavailable_reason},
+#endif
   };
   return kEntries;
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "runtime_internal.hpp"
+#include "staging_communicator.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -221,7 +222,10 @@ StepResult Runtime::step() {
   std::vector<rt::RankStepResult> results(static_cast<size_t>(world));
   const double t0 = Backend::now_s();
   const std::vector<std::string> errors = on_all_ranks(world, [&](int r) {
-    Communicator& comm = m.world->communicator(r);
+    // Ranks on a device backend (GPU memory) talk through host copies of their tensors.
+    const std::unique_ptr<Communicator> staged =
+        make_staging_communicator(m.world->communicator(r), m.ranks[static_cast<size_t>(r)]->backend());
+    Communicator& comm = staged ? *staged : m.world->communicator(r);
     try {
       results[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->run_step(step, comm, t0);
     } catch (const std::exception& e) {

@@ -1,0 +1,396 @@
+// Calibration microbenchmarks (cuda_benchmarks.hpp): the executor's kernels on the ops of
+// catalog models, timed with CUDA events, and NCCL collectives over message sizes.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "trainplan/core/error.hpp"
+#include "trainplan/core/random.hpp"
+#include "trainplan/core/strings.hpp"
+#include "trainplan/executor/cuda_benchmarks.hpp"
+#include "trainplan/models/model.hpp"
+#include "trainplan/plan/op_cost.hpp"
+
+namespace trainplan::executor {
+namespace {
+
+std::vector<std::string> words(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!cur.empty()) {
+      out.push_back(cur);
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+// Seconds per call of `fn` on `stream`: warm-up calls, then `repeats` calls between events.
+double time_calls(Backend& be, Stream& s, int warmup, int repeats, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  auto start = be.create_event(), stop = be.create_event();
+  be.record(*start, s);
+  for (int i = 0; i < repeats; ++i) fn();
+  be.record(*stop, s);
+  return be.elapsed_s(*start, *stop) / repeats;
+}
+
+// Tensors of random values (the values do not matter for timing, only that they are finite).
+Tensor random_tensor(Backend& be, Stream& s, DType t, const Shape& shape, Rng& rng, double stddev = 1.0) {
+  Tensor x = be.empty(t, shape);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& e : v) e = rng.normal(0.0, stddev);
+  be.upload_values(s, x, v);
+  return x;
+}
+Tensor random_ids(Backend& be, Stream& s, int64_t n, int64_t vocab, Rng& rng) {
+  Tensor x = be.empty(DType::i32, {n});
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (int32_t& e : v) e = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab)));
+  be.upload_ids(s, x, v);
+  return x;
+}
+
+}  // namespace
+
+const hw::GpuSpec* match_catalog_gpu(const hw::Catalog& catalog, const std::string& device_name,
+                                     const std::string& compute_capability, double memory_bytes) {
+  const std::vector<std::string> device_words = words(device_name);
+  const hw::GpuSpec* best = nullptr;
+  double best_gap = 0;
+  int best_shared = -1;
+  for (const auto& [name, gpu] : catalog.gpus()) {
+    if (gpu.compute_capability != compute_capability) continue;
+    const double gap = std::abs(gpu.memory_bytes - memory_bytes) / std::max(gpu.memory_bytes, 1.0);
+    int shared = 0;
+    for (const std::string& w : words(name))
+      if (std::find(device_words.begin(), device_words.end(), w) != device_words.end()) ++shared;
+    // Memory decides unless two sizes are within 10% of each other; then the name does.
+    const bool better = !best || gap < best_gap - 0.1 || (std::abs(gap - best_gap) <= 0.1 && shared > best_shared);
+    if (better) {
+      best = &gpu;
+      best_gap = gap;
+      best_shared = shared;
+    }
+  }
+  return best;
+}
+
+const hw::GpuSpec* catalog_gpu_of(const CudaDeviceInfo& device) {
+  return match_catalog_gpu(hw::Catalog::builtin(), device.name, device.compute_capability(), device.memory_bytes);
+}
+
+double nccl_bus_factor(std::string_view collective, int ranks) {
+  if (ranks < 1) throw Error(fmt::format("nccl_bus_factor: {} ranks", ranks));
+  const double n = ranks;
+  if (collective == "all_reduce") return 2.0 * (n - 1.0) / n;
+  if (collective == "all_gather" || collective == "reduce_scatter") return (n - 1.0) / n;
+  if (collective == "broadcast" || collective == "reduce") return 1.0;
+  throw Error(fmt::format("nccl_bus_factor: unknown collective \"{}\"", collective))
+      .hint("all_reduce, all_gather, reduce_scatter, broadcast, reduce");
+}
+
+double model_flops_utilization(double flops, double seconds, double peak_flops_per_s) {
+  if (!(seconds > 0) || !(peak_flops_per_s > 0)) return 0;
+  return flops / (seconds * peak_flops_per_s);
+}
+
+CalibrationResult run_compute_calibration(Backend& gpu, const CalibrationOptions& options) {
+  const int device = cuda_backend_device(gpu);
+  if (device < 0) throw Error(fmt::format("calibration: backend \"{}\" is not a cuda backend", gpu.name()));
+  if (options.repeats < 1 || options.warmup < 0 || options.micro_batch < 1)
+    throw Error("calibration: repeats and micro_batch must be >= 1, warmup >= 0");
+  const CudaDeviceInfo info = cuda_device_info(device);
+  const hw::GpuSpec* spec_gpu = catalog_gpu_of(info);
+  const DType dt = options.dtype.value_or(gpu.supports(DType::bf16) ? DType::bf16 : DType::f16);
+  const Precision precision = dt == DType::bf16 ? Precision::bf16 : dt == DType::f16 ? Precision::fp16 : Precision::fp32;
+  CalibrationResult result;
+  result.gpu = spec_gpu ? spec_gpu->name : "";
+  result.precision = std::string(precision_name(precision));
+  const double peak = spec_gpu && spec_gpu->supports(precision) ? spec_gpu->peak_flops_per_s(precision) : 0.0;
+  const double hbm = spec_gpu ? spec_gpu->memory_bandwidth_bytes_per_s : 0.0;
+  if (!spec_gpu)
+    result.notes.push_back(fmt::format("{} (sm {}) is not in the catalog: only GEMM durations are written", info.name,
+                                       info.compute_capability()));
+
+  Stream& s = gpu.default_stream();
+  Rng rng(2024);
+  json::Json entries = json::Json::array();
+  json::Json points = json::Json::array();
+  std::set<std::string> seen;
+  auto clamp_efficiency = [&](double e, const std::string& what) {
+    if (e > 1.0) {
+      result.notes.push_back(fmt::format("{}: measured efficiency {:.3f} above 1 (cache effects) written as 1", what, e));
+      return 1.0;
+    }
+    return e;
+  };
+  auto point = [&](const std::string& model, const std::string& op, const std::string& kind, const std::string& shape,
+                   double flops, double bytes, double seconds) {
+    json::Json p;
+    p["model"] = model;
+    p["op"] = op;
+    p["op_kind"] = kind;
+    p["shape"] = shape;
+    p["flops"] = flops;
+    p["bytes"] = bytes;
+    p["duration_s"] = seconds;
+    p["flops_per_s"] = seconds > 0 ? flops / seconds : 0.0;
+    p["bytes_per_s"] = seconds > 0 ? bytes / seconds : 0.0;
+    points.push_back(std::move(p));
+  };
+  const int wu = options.warmup, rep = options.repeats;
+
+  for (const std::string& model_name : options.models) {
+    models::ModelSpec spec = models::ModelCatalog::builtin().spec(model_name);
+    spec.seq_len = std::min(spec.seq_len, options.max_seq_len);
+    const models::ModelGraph graph = models::build_graph(spec);
+    const int64_t B = options.micro_batch, T = spec.seq_len, N = B * T;
+    // The attention the backend runs at this length (CudaAttention::automatic: unfused while the
+    // backward's T x T workspace of one head fits), for op_cost's FLOPs and bytes.
+    const CudaBackendOptions bo = cuda_backend_options(gpu);
+    const double per_head = static_cast<double>(T) * static_cast<double>(T) * (8.0 + 2.0 * dtype_size_bytes(dt));
+    const bool unfused = bo.attention == CudaAttention::unfused ||
+                         (bo.attention == CudaAttention::automatic &&
+                          per_head <= static_cast<double>(bo.attention_workspace_bytes));
+    const plan::AttentionImpl impl = unfused ? plan::AttentionImpl::unfused : plan::AttentionImpl::flash;
+    for (const models::Op& op : graph.ops()) {
+      const plan::OpCost cost = plan::op_cost(op, B, 1, false, precision, impl);
+      const std::string kind(models::op_kind_name(op.kind));
+      const int64_t width = op.out_shape.empty() ? 0 : op.out_shape.back();
+      std::string shape;
+      double seconds = 0;
+      switch (op.kind) {
+        case models::OpKind::linear: {
+          shape = fmt::format("m {} n {} k {}", cost.gemm_m, cost.gemm_n, cost.gemm_k);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor inp = random_tensor(gpu, s, dt, {cost.gemm_m, cost.gemm_k}, rng);
+          Tensor w = random_tensor(gpu, s, dt, {cost.gemm_n, cost.gemm_k}, rng, 0.02);
+          Tensor out = gpu.empty(dt, {cost.gemm_m, cost.gemm_n});
+          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.linear_forward(s, out, inp, w, Tensor()); });
+          json::Json e;
+          e["op_kind"] = kind;
+          e["m"] = cost.gemm_m;
+          e["n"] = cost.gemm_n;
+          e["k"] = cost.gemm_k;
+          e["duration_s"] = seconds;
+          entries.push_back(std::move(e));
+          point(model_name, op.name, kind, shape, 2.0 * static_cast<double>(cost.gemm_m * cost.gemm_n) *
+                                                      static_cast<double>(cost.gemm_k),
+                cost.mem_fwd_bytes, seconds);
+          // The two backward products, as points only.
+          Tensor dinp = gpu.empty(dt, {cost.gemm_m, cost.gemm_k});
+          Tensor dw = gpu.zeros(s, dt, {cost.gemm_n, cost.gemm_k});
+          const double bwd = time_calls(gpu, s, wu, rep, [&] { gpu.linear_backward(s, dinp, dw, Tensor(), out, inp, w); });
+          point(model_name, op.name + " backward", kind, shape, 4.0 * static_cast<double>(cost.gemm_m * cost.gemm_n) *
+                                                                     static_cast<double>(cost.gemm_k),
+                cost.mem_bwd_bytes, bwd);
+          continue;
+        }
+        case models::OpKind::attention: {
+          const AttentionShape sh{B, T, op.heads, op.kv_heads > 0 ? op.kv_heads : op.heads, op.head_dim, op.causal};
+          shape = fmt::format("B {} T {} H {} KVH {} D {}", B, T, sh.heads, sh.kv_heads, sh.head_dim);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor qkv = random_tensor(gpu, s, dt, {sh.tokens(), sh.qkv_cols()}, rng);
+          Tensor out = gpu.empty(dt, {sh.tokens(), sh.out_cols()});
+          Tensor lse = gpu.empty(DType::f32, {B, sh.heads, T});
+          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.attention_forward(s, out, lse, qkv, sh); });
+          Tensor dqkv = gpu.empty(dt, {sh.tokens(), sh.qkv_cols()});
+          const double bwd =
+              time_calls(gpu, s, wu, rep, [&] { gpu.attention_backward(s, dqkv, out, qkv, out, lse, sh); });
+          point(model_name, op.name + " backward", kind, shape, cost.flops_bwd, cost.mem_bwd_bytes, bwd);
+          if (peak > 0) {
+            json::Json e;
+            e["op_kind"] = kind;
+            e["m"] = cost.gemm_m;
+            e["n"] = cost.gemm_n;
+            e["k"] = cost.gemm_k;
+            e["compute_efficiency"] = clamp_efficiency(cost.flops_fwd / (seconds * peak), model_name + " attention");
+            entries.push_back(std::move(e));
+          }
+          break;
+        }
+        case models::OpKind::layernorm:
+        case models::OpKind::rmsnorm: {
+          shape = fmt::format("N {} C {}", N, width);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor inp = random_tensor(gpu, s, dt, {N, width}, rng);
+          Tensor w = random_tensor(gpu, s, dt, {width}, rng);
+          Tensor out = gpu.empty(dt, {N, width});
+          Tensor mean = gpu.empty(DType::f32, {N}), rstd = gpu.empty(DType::f32, {N});
+          if (op.kind == models::OpKind::layernorm)
+            seconds = time_calls(gpu, s, wu, rep, [&] { gpu.layernorm_forward(s, out, mean, rstd, inp, w, w, 1e-5); });
+          else
+            seconds = time_calls(gpu, s, wu, rep, [&] { gpu.rmsnorm_forward(s, out, rstd, inp, w, 1e-5); });
+          break;
+        }
+        case models::OpKind::activation: {
+          const bool swiglu = op.activation == models::Activation::swiglu;
+          shape = fmt::format("N {} F {}{}", N, width, swiglu ? " swiglu" : "");
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor inp = random_tensor(gpu, s, dt, {N, swiglu ? 2 * width : width}, rng);
+          Tensor out = gpu.empty(dt, {N, width});
+          seconds = time_calls(gpu, s, wu, rep, [&] {
+            if (swiglu)
+              gpu.swiglu_forward(s, out, inp);
+            else if (op.activation == models::Activation::relu)
+              gpu.relu_forward(s, out, inp);
+            else
+              gpu.gelu_forward(s, out, inp);
+          });
+          break;
+        }
+        case models::OpKind::residual: {
+          shape = fmt::format("N {} C {}", N, width);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor a = random_tensor(gpu, s, dt, {N, width}, rng), b = random_tensor(gpu, s, dt, {N, width}, rng);
+          Tensor out = gpu.empty(dt, {N, width});
+          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.add(s, out, a, b); });
+          break;
+        }
+        case models::OpKind::embedding: {
+          const int64_t rows = op.weight_shape.empty() ? spec.vocab : op.weight_shape.front();
+          shape = fmt::format("N {} rows {} C {}", N, rows, width);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor table = random_tensor(gpu, s, dt, {rows, width}, rng);
+          Tensor ids = random_ids(gpu, s, N, rows, rng);
+          Tensor out = gpu.empty(dt, {N, width});
+          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.embedding_forward(s, out, ids, table, 0, false); });
+          break;
+        }
+        case models::OpKind::loss: {
+          const int64_t vocab = op.inputs.empty() ? spec.vocab : graph.ops()[static_cast<size_t>(op.inputs.front())].n;
+          shape = fmt::format("N {} V {}", N, vocab);
+          if (!seen.insert(kind + shape).second) continue;
+          Tensor logits = random_tensor(gpu, s, dt, {N, vocab}, rng);
+          Tensor targets = random_ids(gpu, s, N, vocab, rng);
+          Tensor losses = gpu.empty(DType::f32, {N}), mx = gpu.empty(DType::f32, {N}), se = gpu.empty(DType::f32, {N});
+          seconds =
+              time_calls(gpu, s, wu, rep, [&] { gpu.cross_entropy_forward(s, losses, mx, se, logits, targets); });
+          break;
+        }
+        default: continue;  // dropout runs as identity; no other kinds in decoders
+      }
+      point(model_name, op.name, kind, shape, cost.flops_fwd, cost.mem_fwd_bytes, seconds);
+      if (op.kind != models::OpKind::attention && hbm > 0 && cost.mem_fwd_bytes > 0) {
+        json::Json e;
+        e["op_kind"] = kind;
+        e["memory_efficiency"] =
+            clamp_efficiency(cost.mem_fwd_bytes / (seconds * hbm), model_name + " " + op.name);
+        entries.push_back(std::move(e));
+      }
+    }
+  }
+
+  // AdamW over 64 Mi parameters: f32 masters and moments, 16-bit gradients and model copy; the
+  // lowering counts 30 bytes per parameter for a mixed-precision optimizer step.
+  {
+    const int64_t p = int64_t{1} << 26;
+    Tensor params = random_tensor(gpu, s, DType::f32, {p}, rng, 0.02);
+    Tensor grads = random_tensor(gpu, s, dt, {p}, rng, 0.01);
+    Tensor m = gpu.zeros(s, DType::f32, {p}), v = gpu.zeros(s, DType::f32, {p});
+    Tensor copy = gpu.empty(dt, {p}), scale = gpu.empty(DType::f32, {1});
+    gpu.fill(s, scale, 1.0);
+    int64_t step = 0;
+    const double seconds = time_calls(gpu, s, wu, rep, [&] {
+      gpu.adamw_step(s, params, grads, m, v, scale, AdamWConfig{}, ++step, copy);
+    });
+    const double bytes = 30.0 * static_cast<double>(p);
+    point("", "adamw", "optimizer", fmt::format("P {}", p), 10.0 * static_cast<double>(p), bytes, seconds);
+    if (hbm > 0) {
+      json::Json e;
+      e["op_kind"] = "optimizer";
+      e["memory_efficiency"] = clamp_efficiency(bytes / (seconds * hbm), "adamw");
+      entries.push_back(std::move(e));
+    }
+  }
+
+  json::Json table;
+  table["schema_version"] = 1;
+  table["gpu"] = result.gpu;
+  table["precision"] = result.precision;
+  table["source"] = fmt::format("trainplan executor microbenchmarks on {} (sm {}, CUDA runtime {}, driver {}); "
+                                "micro-batch {}, {} repeats after {} warm-up",
+                                info.name, info.compute_capability(), info.runtime_version, info.driver_version,
+                                options.micro_batch, rep, wu);
+  table["entries"] = std::move(entries);
+  result.table = std::move(table);
+  json::Json meas;
+  meas["device"] = info.name;
+  meas["compute_capability"] = info.compute_capability();
+  meas["catalog_gpu"] = result.gpu;
+  meas["precision"] = result.precision;
+  meas["peak_flops_per_s"] = peak;
+  meas["memory_bandwidth_bytes_per_s"] = hbm;
+  meas["points"] = std::move(points);
+  meas["notes"] = result.notes;
+  result.measurements = std::move(meas);
+  return result;
+}
+
+json::Json run_nccl_benchmark(Communicator& comm, Backend& backend, const NcclBenchOptions& options,
+                              const std::string& gpu_name) {
+  if (options.min_bytes < 4 || options.max_bytes < options.min_bytes || options.iterations < 1)
+    throw Error("nccl benchmark: needs 4 <= min_bytes <= max_bytes and iterations >= 1");
+  const int n = comm.world_size();
+  CommGroup world{1 << 20, {}, "world"};  // an id no plan group uses
+  for (int r = 0; r < n; ++r) world.ranks.push_back(r);
+  Stream& s = backend.default_stream();
+  int64_t tag = 0;
+  json::Json entries = json::Json::array();
+  for (const std::string& coll : options.collectives) {
+    const double factor = nccl_bus_factor(coll, n);
+    for (int64_t size = options.min_bytes; size <= options.max_bytes; size *= 2) {
+      // nccl-tests sizes: the whole buffer; all_gather / reduce_scatter split it in n chunks.
+      const int64_t count = std::max<int64_t>(1, size / 4);
+      const int64_t chunk = std::max<int64_t>(1, count / n);
+      Tensor big = backend.zeros(s, DType::f32, {chunk * n});
+      Tensor part = backend.zeros(s, DType::f32, {chunk});
+      Tensor whole = backend.zeros(s, DType::f32, {count});
+      auto issue = [&]() -> std::shared_ptr<CommRequest> {
+        ++tag;
+        if (coll == "all_reduce") return comm.start_all_reduce(world, tag, whole, ReduceOp::sum);
+        if (coll == "all_gather") return comm.start_all_gather(world, tag, big, part);
+        if (coll == "reduce_scatter") return comm.start_reduce_scatter(world, tag, part, big, ReduceOp::sum);
+        if (coll == "reduce") return comm.start_reduce(world, tag, whole, ReduceOp::sum, 0);
+        return comm.start_broadcast(world, tag, whole, 0);
+      };
+      const int iters = size > (int64_t{64} << 20) ? std::max(2, options.iterations / 4) : options.iterations;
+      for (int i = 0; i < options.warmup; ++i) issue()->wait();
+      comm.barrier(world, ++tag);
+      const double t0 = Backend::now_s();
+      std::vector<std::shared_ptr<CommRequest>> requests;
+      for (int i = 0; i < iters; ++i) requests.push_back(issue());
+      for (auto& r : requests) r->wait();
+      const double seconds = (Backend::now_s() - t0) / iters;
+      const double bytes = static_cast<double>(coll == "all_reduce" || coll == "broadcast" || coll == "reduce"
+                                                   ? count * 4
+                                                   : chunk * n * 4);
+      json::Json e;
+      e["collective"] = coll;
+      e["size_bytes"] = bytes;
+      e["duration_s"] = seconds;
+      e["algbw_bytes_per_s"] = bytes / seconds;
+      e["busbw_bytes_per_s"] = bytes / seconds * factor;
+      entries.push_back(std::move(e));
+    }
+  }
+  json::Json table;
+  table["schema_version"] = 1;
+  table["gpu"] = gpu_name;
+  table["ranks"] = n;
+  table["source"] = "trainplan executor NCCL benchmark (host-timed, back-to-back operations on one communicator)";
+  table["entries"] = std::move(entries);
+  return table;
+}
+
+}  // namespace trainplan::executor

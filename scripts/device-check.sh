@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Everything the CUDA backend needs checked on a GPU machine, in one go:
+#
+#   scripts/device-check.sh [OUT_DIR] [STAGES]      (OUT_DIR default: $OUT, else ./device-check)
+#
+# STAGES (comma-separated, default "build,test,calibrate,bench,runtime,torch"):
+#   build      Release build for this GPU's architecture only (nvidia-smi compute_cap) in
+#              build-device/: the GPU test binary, the CUDA benchmarks, the trainplan CLI
+#   test       the GPU tests: every CUDA kernel vs the CPU reference, the tiny GPT step and loss
+#              curves, the runtime's plans on the GPU, NCCL on the GPUs present, event timing,
+#              out-of-memory message                               -> gpu-tests.xml (JUnit)
+#   calibrate  microbenchmarks (GEMMs of the catalog's models, attention, norms, elementwise,
+#              loss, AdamW; NCCL collectives 1 KiB .. 1 GiB)      -> calibration-<gpu>-<prec>.json,
+#                                                                     microbench-<gpu>.json
+#   bench      GPT-2 124M / 355M training steps (tokens/s, MFU), GEMM, attention and LayerNorm
+#              benchmarks                                          -> bench-cuda.json
+#   runtime    `trainplan execute` of the dp2 x tp2 x pp2 tiny plan on the GPU (8 ranks sharing
+#              it through the staging communicator), measured timeline -> timeline-cuda.json
+#   torch      the PyTorch baseline, when torch imports            -> pytorch-baseline.json
+# A summary of every stage (exit codes, log tails, nvidia-smi) goes to summary.txt: at most 8
+# files in OUT_DIR. Each stage runs even when an earlier one failed; the exit code is the number
+# of failed stages. On a machine where one call may run 10 minutes, run "build" first, then the
+# other stages (the build folder is kept).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-${OUT:-$root/device-check}}
+cd "$root"  # plan files name their model relative to the repository
+stages=${2:-build,test,calibrate,bench,runtime,torch}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build=${BUILD_DIR:-$root/build-device}
+summary=$out/summary.txt
+failed=0
+
+note() { echo "$*" | tee -a "$summary"; }
+want() { [[ ",$stages," == *",$1,"* ]]; }
+# run NAME CMD...: runs a stage, logs its tail into the summary, counts failures (77 = skipped).
+run() {
+  local name=$1; shift
+  local log=$build/logs/$name.log
+  mkdir -p "$build/logs"
+  local t0=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  note "== $name: exit $rc in $((SECONDS - t0)) s ($*)"
+  tail -n 40 "$log" >>"$summary"
+  if [[ $rc -ne 0 && $rc -ne 77 ]]; then failed=$((failed + 1)); fi
+  return $rc
+}
+
+: >"$summary"
+note "device-check $(date -u +%FT%TZ) commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if ! command -v nvidia-smi >/dev/null; then
+  note "no nvidia-smi: not a GPU machine"
+  exit 77
+fi
+nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv >>"$summary" 2>&1
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+
+if want build; then
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  run configure cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DTRAINPLAN_CUDA_ARCHITECTURES="${arch}-real"
+  run build cmake --build "$build" -j "$(nproc)" --target trainplan_tests_executor_gpu \
+    trainplan_bench_executor_cuda trainplan
+fi
+
+bin_tests=$build/tests/trainplan_tests_executor_gpu
+bin_bench=$build/benches/trainplan_bench_executor_cuda
+bin_cli=$build/trainplan
+
+if want test; then
+  run gpu-tests "$bin_tests" -r junit -o "$out/gpu-tests.xml"
+  grep -o 'tests="[0-9]*" failures="[0-9]*"\|errors="[0-9]*" failures="[0-9]*" tests="[0-9]*"' \
+    "$out/gpu-tests.xml" 2>/dev/null | head -1 >>"$summary"
+fi
+if want calibrate; then
+  run calibrate "$bin_bench" --calibrate="$out"
+fi
+if want bench; then
+  run bench "$bin_bench" --benchmark_out="$out/bench-cuda.json" --benchmark_out_format=json \
+    --benchmark_context=git_commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+fi
+if want runtime; then
+  run runtime "$bin_cli" execute "$root/tests/executor/data/plan-tiny-gpt-dp2-tp2-pp2.json" \
+    --backend cuda --steps 3 --timeline "$out/timeline-cuda.json"
+fi
+if want torch; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    run torch python3 "$root/benches/baselines/gpt2_torch.py" --out "$out/pytorch-baseline.json"
+  else
+    note "== torch: skipped (torch with CUDA does not import here)"
+  fi
+fi
+
+note "== $failed stage(s) failed; results in $out"
+exit "$failed"
