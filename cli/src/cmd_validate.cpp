@@ -59,10 +59,15 @@ void run(const ValidateArgs& a) {
            training && x.points ? fmt::format("{:.1f}%", 100 * x.mape_throughput) : "-",
            training && x.points ? fmt::format("{:.1f}%", 100 * x.mape_analytical) : "-"});
   };
-  for (const auto& x : r.sources) add(x);
+  size_t silent = 0;
+  for (const auto& x : r.sources) {
+    if (x.points > 0) add(x);
+    else ++silent;
+  }
   add(r.training);
   add(r.collectives);
   std::fputs(s.render("  ").c_str(), stdout);
+  if (silent) std::printf("  (%zu more sources have no point that maps onto a catalog cluster)\n", silent);
   size_t unmapped = 0;
   for (const auto& p : r.points) unmapped += !p.mapped;
   if (a.unmapped) {
