@@ -73,6 +73,8 @@ void embedding_forward(DevPtr out, const int32_t* ids, CDevPtr table, int64_t n,
 /// increasing i (the host sorted the token rows by table row, stably).
 void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* order, const int32_t* seg_start,
                         const int32_t* seg_row, int64_t segments, int64_t c, cudaStream_t stream);
+/// *dst = value, queued on the stream (a message header; no host synchronization).
+void write_int64(int64_t* dst, int64_t value, cudaStream_t stream);
 /// out (N,C) += bias (C) broadcast over rows (the linear's bias when no epilogue applies).
 void add_bias_rows(DevPtr out, CDevPtr bias, int64_t n, int64_t c, cudaStream_t stream);
 

@@ -119,6 +119,7 @@ __global__ void embedding_backward_kernel(DevPtr dtable, CDevPtr dout, const int
   const int64_t at = static_cast<int64_t>(seg_row[s]) * c + j;
   st(dtable, at, ld(dtable, at) + sum);
 }
+__global__ void write_int64_kernel(int64_t* dst, int64_t value) { *dst = value; }
 __global__ void add_bias_rows_kernel(DevPtr out, CDevPtr bias, int64_t n, int64_t c) {
   for (int64_t i = first_index(); i < n * c; i += grid_stride()) st(out, i, ld(out, i) + ld(bias, i % c));
 }
@@ -186,6 +187,10 @@ void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* order, const
   const dim3 grid(static_cast<unsigned>(segments), static_cast<unsigned>((c + kThreads - 1) / kThreads));
   embedding_backward_kernel<<<grid, kThreads, 0, s>>>(dtable, dout, order, seg_start, seg_row, c);
   TP_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
+}
+void write_int64(int64_t* dst, int64_t value, cudaStream_t s) {
+  write_int64_kernel<<<1, 1, 0, s>>>(dst, value);
+  TP_CUDA_CHECK_LAUNCH("write_int64_kernel");
 }
 void add_bias_rows(DevPtr out, CDevPtr bias, int64_t n, int64_t c, cudaStream_t s) {
   TP_LAUNCH_1D(add_bias_rows_kernel, n * c, s, out, bias, n, c);

@@ -17,6 +17,7 @@
 
 #include "backend_impl.hpp"
 #include "check.hpp"
+#include "kernels.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/executor/nccl_communicator.hpp"
@@ -401,8 +402,8 @@ class NcclCommunicator final : public Communicator {
     const size_t bytes = data.size_bytes();
     std::shared_ptr<Buffer> staging = s.backend->allocate(bytes + sizeof(int64_t));
     s.order_after_compute(c);
-    const int64_t header = tag;  // pageable source: copied before cudaMemcpyAsync returns
-    TP_CUDA_CHECK(cudaMemcpyAsync(staging->data(), &header, sizeof(header), cudaMemcpyHostToDevice, c.stream));
+    // The tag header by a one-thread kernel: a copy from pageable memory would block the host.
+    cuda::write_int64(static_cast<int64_t*>(staging->data()), tag, c.stream);
     if (bytes > 0)
       TP_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(staging->data()) + sizeof(int64_t), data.data(), bytes,
                                     cudaMemcpyDeviceToDevice, c.stream));
