@@ -31,7 +31,12 @@ TEST_CASE("nccl: collectives on the GPUs present match their definitions", "[cud
   run_rank_threads(n, [&](int rank, Rendezvous& store) {
     auto be = make_backend("cuda");
     Stream& s = be->default_stream();
-    auto comm = make_nccl_communicator(store, rank, n, *be, s, NcclOptions{60});
+    NcclOptions o;
+    o.timeout_s = 60;
+    o.groups = {world};  // created up front; the messages' pairs below are created up front too
+    if (n > 1) o.peers = {(rank + 1) % n, (rank + n - 1) % n};
+    if (n == 2) o.peers = {1 - rank};
+    auto comm = make_nccl_communicator(store, rank, n, *be, s, o);
     CHECK(comm->rank() == rank);
     CHECK(comm->world_size() == n);
     std::vector<double> mine(static_cast<size_t>(k)), sum(static_cast<size_t>(k), 0.0), max(static_cast<size_t>(k), 0.0);
@@ -86,7 +91,7 @@ TEST_CASE("nccl: collectives on the GPUs present match their definitions", "[cud
     comm->barrier(world, 7);
 
     // Eager sends around the ring: everyone sends before receiving (rendezvous sends would
-    // deadlock here).
+    // deadlock here, and so would creating the pairs' communicators at first use).
     if (n > 1) {
       Tensor send = be->empty(DType::f32, {k}), recv = be->empty(DType::f32, {k});
       be->upload_values(s, send, mine);
@@ -110,7 +115,9 @@ TEST_CASE("nccl: a peer that never arrives ends the wait with an error instead o
   auto store = make_in_process_rendezvous();
   auto be = make_backend("cuda");
   Stream& s = be->default_stream();
-  auto comm = make_nccl_communicator(*store, 0, n, *be, s, NcclOptions{2});
+  NcclOptions o;
+  o.timeout_s = 2;
+  auto comm = make_nccl_communicator(*store, 0, n, *be, s, o);
   Tensor t = be->zeros(s, DType::f32, {16});
   REQUIRE_ERROR_CONTAINS(comm->all_reduce(world, 1, t, ReduceOp::sum), "was not set within 2 s");
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -129,7 +136,9 @@ TEST_CASE("nccl: a rank that stops before a collective makes the others fail wit
   run_rank_threads(2, [&](int rank, Rendezvous& store) {
     auto be = make_backend("cuda");
     Stream& s = be->default_stream();
-    auto comm = make_nccl_communicator(store, rank, 2, *be, s, NcclOptions{3});
+    NcclOptions o;
+    o.timeout_s = 3;
+    auto comm = make_nccl_communicator(store, rank, 2, *be, s, o);
     Tensor t = be->zeros(s, DType::f32, {16});
     comm->all_reduce(world, 1, t, ReduceOp::sum);  // both: creates the communicator
     if (rank == 1) return;                          // rank 1 "dies"
@@ -156,7 +165,9 @@ TEST_CASE("nccl: two ranks on one GPU are refused, naming both", "[cuda][nccl]")
         o.device = 0;  // both on GPU 0
         auto be = make_cuda_backend(o);
         Stream& s = be->default_stream();
-        auto comm = make_nccl_communicator(*store, rank, 2, *be, s, NcclOptions{10});
+        NcclOptions no;
+        no.timeout_s = 10;
+        auto comm = make_nccl_communicator(*store, rank, 2, *be, s, no);
         Tensor t = be->zeros(s, DType::f32, {4});
         comm->all_reduce(world, 1, t, ReduceOp::sum);
       } catch (const Error& e) {

@@ -190,52 +190,90 @@ struct State {
     }
   }
 
-  // Creates the communicator of `members` (global ranks in NCCL rank order) on first use.
-  NcclComm& comm(const std::string& key, const std::vector<int>& members, const std::string& name) {
-    auto it = comms.find(key);
-    if (it != comms.end()) {
-      if (it->second->aborted) throw Error(fmt::format("rank {}: {} was aborted: {}", rank, name, abort_message));
-      return *it->second;
-    }
-    const int me = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
-    TP_ASSERT(me < static_cast<int>(members.size()));
+  // A communicator's creation happens in three steps, so that creating several at once cannot
+  // deadlock: (1) member 0 publishes a fresh NCCL unique id (never waits), (2) every member
+  // reads the id and starts the non-blocking init, (3) every member waits for its inits.
+  struct Pending {
+    std::string key, name;
+    std::vector<int> members;
+  };
+
+  void publish_id(const Pending& p) {
+    if (p.members.front() != rank) return;
+    ncclUniqueId id{};
+    TP_NCCL_CHECK(ncclGetUniqueId(&id));
+    store.set(prefix + "id/" + p.key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+  }
+
+  NcclComm& start_init(const Pending& p) {
+    const int me = static_cast<int>(std::find(p.members.begin(), p.members.end(), rank) - p.members.begin());
+    TP_ASSERT(me < static_cast<int>(p.members.size()));
     // NCCL cannot put two ranks of one communicator on one GPU: say so instead of hanging.
     std::map<std::string, int> gpu_of;
-    for (int r : members) {
+    for (int r : p.members) {
       const std::string gpu = store.get(prefix + fmt::format("gpu/{}", r), options.timeout_s);
       auto [pos, fresh] = gpu_of.emplace(gpu, r);
       if (!fresh)
         throw Error(fmt::format("rank {}: {}: ranks {} and {} are on the same GPU ({}); NCCL runs one rank per GPU",
-                                rank, name, pos->second, r, gpu))
+                                rank, p.name, pos->second, r, gpu))
             .hint("run as many ranks as GPUs, or run the plan's ranks with the in-process communicator, which may "
                   "share GPUs");
     }
     ncclUniqueId id{};
-    const std::string id_key = prefix + "id/" + key;
-    if (me == 0) {
-      TP_NCCL_CHECK(ncclGetUniqueId(&id));
-      store.set(id_key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
-    } else {
-      const std::string bytes = store.get(id_key, options.timeout_s);
-      if (bytes.size() != sizeof(id)) throw Error(fmt::format("rank {}: {}: corrupt NCCL id in the store", rank, name));
-      std::memcpy(&id, bytes.data(), sizeof(id));
-    }
+    const std::string bytes = store.get(prefix + "id/" + p.key, options.timeout_s);
+    if (bytes.size() != sizeof(id)) throw Error(fmt::format("rank {}: {}: corrupt NCCL id in the store", rank, p.name));
+    std::memcpy(&id, bytes.data(), sizeof(id));
     auto c = std::make_unique<NcclComm>();
-    c->name = name;
+    c->name = p.name;
     DeviceGuard guard(backend->device());
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    TP_NCCL_CHECK(ncclCommInitRankConfig(&c->comm, static_cast<int>(members.size()), id, me, &config));
+    TP_NCCL_CHECK(ncclCommInitRankConfig(&c->comm, static_cast<int>(p.members.size()), id, me, &config));
+    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     NcclComm& ref = *c;
-    comms.emplace(key, std::move(c));
+    comms.emplace(p.key, std::move(c));
+    return ref;
+  }
+
+  void wait_ready(NcclComm& c, const std::vector<int>& members) {
     try {
-      wait_enqueued(ref, fmt::format("creating the NCCL communicator of {} (ranks {})", name, ranks_csv(members)));
+      wait_enqueued(c, fmt::format("creating the NCCL communicator of {} (ranks {})", c.name, ranks_csv(members)));
     } catch (...) {
-      ref.aborted = true;  // fail() aborted it already
+      c.aborted = true;  // fail() aborted it already
       throw;
     }
-    TP_CUDA_CHECK(cudaStreamCreateWithFlags(&ref.stream, cudaStreamNonBlocking));
-    return ref;
+  }
+
+  // Creates the given communicators together (steps 1-3 over all of them).
+  void create(const std::vector<Pending>& list) {
+    std::vector<Pending> fresh;
+    for (const Pending& p : list)
+      if (!comms.count(p.key) && std::find_if(fresh.begin(), fresh.end(), [&](const Pending& q) { return q.key == p.key; }) == fresh.end())
+        fresh.push_back(p);
+    for (const Pending& p : fresh) publish_id(p);
+    std::vector<NcclComm*> started;
+    for (const Pending& p : fresh) started.push_back(&start_init(p));
+    for (size_t i = 0; i < fresh.size(); ++i) wait_ready(*started[i], fresh[i].members);
+  }
+
+  // The communicator of `members` (global ranks in NCCL rank order), created on first use when
+  // it was not created up front; creation on first use waits for every member to use it too.
+  NcclComm& comm(const std::string& key, const std::vector<int>& members, const std::string& name) {
+    auto it = comms.find(key);
+    if (it == comms.end()) {
+      create({Pending{key, name, members}});
+      it = comms.find(key);
+    }
+    if (it->second->aborted) throw Error(fmt::format("rank {}: {} was aborted: {}", rank, name, abort_message));
+    return *it->second;
+  }
+
+  static Pending group_comm(const CommGroup& g) {
+    return Pending{fmt::format("group/{}/{}", g.id, ranks_csv(g.ranks)), g.describe(), g.ranks};
+  }
+  static Pending pair_comm(int src, int dst) {
+    return Pending{fmt::format("p2p/{}/{}", src, dst), fmt::format("messages from rank {} to rank {}", src, dst),
+                   {src, dst}};
   }
 
   // The operation's stream waits for the compute stream's work so far and for allocations.
@@ -329,6 +367,21 @@ class NcclCommunicator final : public Communicator {
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown-host");
     store.set(s.prefix + fmt::format("gpu/{}", rank), fmt::format("{} {}", host, bus));
+    // The communicators named up front, created together (cannot deadlock, see State::create).
+    std::vector<State::Pending> up_front;
+    for (const CommGroup& g : options.groups)
+      if (g.index_of(rank) >= 0) up_front.push_back(State::group_comm(g));
+    for (int peer : options.peers) {
+      if (peer < 0 || peer >= world || peer == rank)
+        throw Error(fmt::format("nccl communicator: peer {} of rank {} is not another rank of the world of {}", peer,
+                                rank, world));
+      // Both directions, in the same order on both ranks (the lower rank's sends first).
+      const int lo = std::min(rank, peer), hi = std::max(rank, peer);
+      up_front.push_back(State::pair_comm(lo, hi));
+      up_front.push_back(State::pair_comm(hi, lo));
+    }
+    std::lock_guard lock(s.mutex);
+    s.create(up_front);
   }
 
   int rank() const override { return state_->rank; }
@@ -491,8 +544,8 @@ class NcclCommunicator final : public Communicator {
     return e;
   }
   NcclComm& pair(int src, int dst) {
-    return state_->comm(fmt::format("p2p/{}/{}", src, dst), {src, dst},
-                        fmt::format("messages from rank {} to rank {}", src, dst));
+    const State::Pending p = State::pair_comm(src, dst);
+    return state_->comm(p.key, p.members, p.name);
   }
 
   template <class Issue>
@@ -506,7 +559,8 @@ class NcclCommunicator final : public Communicator {
       throw Error(fmt::format("rank {}: {}: this rank is not a member of the group", s.rank, what));
     for (const Tensor* t : tensors) check_tensor(*t, what, "a tensor");
     s.check_health(nullptr, what);
-    NcclComm& c = s.comm(fmt::format("group/{}/{}", g.id, ranks_csv(g.ranks)), g.ranks, g.describe());
+    const State::Pending p = State::group_comm(g);
+    NcclComm& c = s.comm(p.key, p.members, p.name);
     DeviceGuard guard(s.backend->device());
     s.order_after_compute(c);
     issue(c);

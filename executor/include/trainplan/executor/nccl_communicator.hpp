@@ -10,8 +10,10 @@
 //
 //   run_rank_threads(2, [&](int rank, Rendezvous& store) {
 //     std::unique_ptr<Backend> be = make_backend("cuda");                 // GPU `rank`
-//     auto comm = make_nccl_communicator(store, rank, 2, *be, be->default_stream());
 //     CommGroup world{.id = 0, .ranks = {0, 1}, .name = "world"};
+//     NcclOptions o;
+//     o.groups = {world};                                                 // created up front
+//     auto comm = make_nccl_communicator(store, rank, 2, *be, be->default_stream(), o);
 //     comm->all_reduce(world, /*tag=*/1, grads, ReduceOp::sum);
 //   });
 //
@@ -31,6 +33,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainplan/executor/backend.hpp"
 #include "trainplan/executor/communicator.hpp"
@@ -41,6 +44,15 @@ namespace trainplan::executor {
 struct NcclOptions {
   /// Seconds an operation (or a communicator's creation) may take before the rank aborts.
   double timeout_s = 300;
+  /// Groups (e.g. StepProgram::groups) whose communicators are created when the communicator
+  /// is: every rank first publishes the ids it owns, then starts all its non-blocking inits,
+  /// then waits, so this cannot deadlock. Groups not listed are created at first use, which
+  /// waits for every member to use them too: ranks whose first uses form a cycle (each waiting
+  /// in a creation the next one has not reached) stop at the timeout, naming the communicator.
+  std::vector<CommGroup> groups;
+  /// Ranks this rank exchanges messages with (both directions are created up front, as for
+  /// `groups`); a ring of eager sends needs its neighbours listed here.
+  std::vector<int> peers;
 };
 
 /// The NCCL communicator of global rank `rank` of `world_size`, for tensors of `backend` (a
