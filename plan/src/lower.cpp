@@ -21,8 +21,9 @@ using detail::MemGroup;
 using detail::TemplateItem;
 using detail::UnitTemplate;
 
-enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kNumStreams };
-const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather"};
+// The cp stream exists only in programs with cp > 1 (programs without it keep six streams).
+enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kCp, kNumStreams };
+const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather", "cp"};
 
 /// Gradients reduced together (data-parallel bucket), in the order backward finalizes them.
 struct Bucket {
@@ -43,6 +44,8 @@ struct StageInfo {
   std::vector<int64_t> unit_slot;    // unit -> first tp slot of the unit per micro-batch (-1: not here)
   int64_t pp_gather_slot = 0;        // first slot of the pipeline scatter-gather all-gathers
   int64_t slots_per_mb = 0;
+  std::vector<int64_t> unit_cp_slot; // unit -> first cp slot of the unit per micro-batch (-1: not here)
+  int64_t cp_slots_per_mb = 0;
 };
 
 class Lowering {
@@ -50,13 +53,13 @@ class Lowering {
   Lowering(const Plan& plan, const PlanContext& ctx, const LowerOptions& options)
       : plan_(plan), ctx_(ctx), graph_(ctx.graph), opt_(options), prec_(plan.precision_or(ctx.precision)),
         elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
-        pp_(plan.pp), vp_(plan.vp), world_(plan.world_size()), sp_(plan.sequence_parallel && plan.tp > 1),
-        zero3_(plan.zero_stage >= 3), num_units_(static_cast<int>(graph_.units().size())) {
+        pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), world_(plan.world_size()),
+        sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), num_units_(static_cast<int>(graph_.units().size())) {
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
-    TP_ASSERT(m_ >= 1 && dp_ * tp_ * pp_ == world_);
+    TP_ASSERT(m_ >= 1 && cp_ >= 1 && dp_ * tp_ * pp_ * cp_ == world_);
     templates_ = detail::build_unit_templates(plan, ctx, options.granularity);
     setup_gathers();
-    keys_ = detail::max_memory_keys(graph_);
+    keys_ = detail::max_memory_keys(graph_, cp_);
     find_tied();
     setup_stages();
     setup_groups();
@@ -66,14 +69,14 @@ class Lowering {
   StepProgram run() const {
     StepProgram p;
     p.world_size = world_;
-    p.dp = dp_, p.tp = tp_, p.pp = pp_, p.vp = vp_;
+    p.dp = dp_, p.tp = tp_, p.pp = pp_, p.vp = vp_, p.cp = cp_;
     p.num_micro_batches = m_;
     p.micro_batch = b_;
     p.granularity = opt_.granularity;
     p.attention = plan_.attention;
     p.op_costs.reserve(graph_.ops().size());
-    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention));
-    p.streams.assign(kStreamNames, kStreamNames + kNumStreams);
+    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention, cp_));
+    p.streams.assign(kStreamNames, kStreamNames + (cp_ > 1 ? kNumStreams : kCp));
     p.groups = groups_;
     p.ranks.resize(static_cast<size_t>(world_));
     p.symmetry_class.resize(static_cast<size_t>(world_));
@@ -83,21 +86,22 @@ class Lowering {
       if (r < 0 || r >= world_)
         throw Error("LowerOptions::only_ranks names rank " + std::to_string(r) + " but the plan has " +
                     std::to_string(world_) + " ranks")
-            .hint("ranks are 0 .. dp*tp*pp - 1, rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank");
+            .hint("ranks are 0 .. dp*tp*pp*cp - 1, rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank");
       wanted[static_cast<size_t>(r)] = true;
     }
     for (int s = 0; s < pp_; ++s)
       for (int d = 0; d < dp_; ++d)
-        for (int t = 0; t < tp_; ++t) {
-          const int r = p.rank_of(d, t, s);
-          RankProgram& rp = p.ranks[static_cast<size_t>(r)];
-          rp.rank = r;
-          rp.gpu = r;
-          rp.dp_rank = d, rp.tp_rank = t, rp.pp_rank = s;
-          rp.static_bytes = stages_[static_cast<size_t>(s)].static_bytes;
-          p.symmetry_class[static_cast<size_t>(r)] = p.rank_of(0, t, s);
-          if (wanted[static_cast<size_t>(r)] && (!opt_.representatives_only || d == 0)) todo.push_back(r);
-        }
+        for (int c = 0; c < cp_; ++c)
+          for (int t = 0; t < tp_; ++t) {
+            const int r = p.rank_of(d, t, s, c);
+            RankProgram& rp = p.ranks[static_cast<size_t>(r)];
+            rp.rank = r;
+            rp.gpu = r;
+            rp.dp_rank = d, rp.tp_rank = t, rp.pp_rank = s, rp.cp_rank = c;
+            rp.static_bytes = stages_[static_cast<size_t>(s)].static_bytes;
+            p.symmetry_class[static_cast<size_t>(r)] = p.rank_of(0, t, s, 0);
+            if (wanted[static_cast<size_t>(r)] && (!opt_.representatives_only || (d == 0 && c == 0))) todo.push_back(r);
+          }
     std::sort(todo.begin(), todo.end());
     auto work = [&](size_t i) { lower_rank(p.ranks[static_cast<size_t>(todo[i])]); };
     if (opt_.threads == 1 || todo.size() < 2) {
@@ -158,7 +162,7 @@ class Lowering {
     return p;
   }
 
-  bool needs_buckets() const { return !zero3_ && (dp_ > 1 || sp_ || head_op_ >= 0); }
+  bool needs_buckets() const { return !zero3_ && (dpcp_ > 1 || sp_ || head_op_ >= 0); }
 
   void setup_stages() {
     stages_.resize(static_cast<size_t>(pp_));
@@ -169,12 +173,15 @@ class Lowering {
       st.static_bytes = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes;
       st.closing.assign(graph_.ops().size(), -1);
       st.unit_slot.assign(static_cast<size_t>(num_units_), -1);
+      st.unit_cp_slot.assign(static_cast<size_t>(num_units_), -1);
       int64_t slot = 0;
       for (int c = 0; c < vp_; ++c) {
         const auto& a = assignment(s, c);
         for (int u = a.first_unit; u <= a.last_unit; ++u) {
           st.unit_slot[static_cast<size_t>(u)] = slot;
           slot += templates_[static_cast<size_t>(u)].tp_slots;
+          st.unit_cp_slot[static_cast<size_t>(u)] = st.cp_slots_per_mb;
+          st.cp_slots_per_mb += templates_[static_cast<size_t>(u)].cp_slots;
           for (int op : graph_.units()[static_cast<size_t>(u)].ops) st.params += rank_op_params(op, s);
         }
       }
@@ -239,26 +246,41 @@ class Lowering {
     return groups_.back().id;
   }
 
-  int rank_of(int d, int t, int s) const { return (s * dp_ + d) * tp_ + t; }
+  int rank_of(int d, int t, int s, int c) const { return ((s * dp_ + d) * cp_ + c) * tp_ + t; }
 
+  // Groups, in this order: tp per (pp, dp, cp); cp per (pp, dp, tp); data parallel per (pp, tp)
+  // over every (dp, cp) pair (the ranks that hold the same parameters: Megatron's dp-cp group);
+  // tied embedding per (dp, cp, tp); the world.
   void setup_groups() {
     if (tp_ > 1)
       for (int s = 0; s < pp_; ++s)
-        for (int d = 0; d < dp_; ++d) {
-          std::vector<int> ranks;
-          for (int t = 0; t < tp_; ++t) ranks.push_back(rank_of(d, t, s));
-          tp_group_.push_back(add_group(CommPurpose::tp, std::move(ranks)));
-        }
-    if (dp_ > 1)
+        for (int d = 0; d < dp_; ++d)
+          for (int c = 0; c < cp_; ++c) {
+            std::vector<int> ranks;
+            for (int t = 0; t < tp_; ++t) ranks.push_back(rank_of(d, t, s, c));
+            tp_group_.push_back(add_group(CommPurpose::tp, std::move(ranks)));
+          }
+    if (cp_ > 1)
+      for (int s = 0; s < pp_; ++s)
+        for (int d = 0; d < dp_; ++d)
+          for (int t = 0; t < tp_; ++t) {
+            std::vector<int> ranks;
+            for (int c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, t, s, c));
+            cp_group_.push_back(add_group(CommPurpose::cp, std::move(ranks)));
+          }
+    if (dpcp_ > 1)
       for (int s = 0; s < pp_; ++s)
         for (int t = 0; t < tp_; ++t) {
           std::vector<int> ranks;
-          for (int d = 0; d < dp_; ++d) ranks.push_back(rank_of(d, t, s));
+          for (int d = 0; d < dp_; ++d)
+            for (int c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, t, s, c));
           dp_group_.push_back(add_group(CommPurpose::dp, std::move(ranks)));
         }
     if (head_op_ >= 0)
       for (int d = 0; d < dp_; ++d)
-        for (int t = 0; t < tp_; ++t) tied_group_.push_back(add_group(CommPurpose::dp, {rank_of(d, t, 0), rank_of(d, t, pp_ - 1)}));
+        for (int c = 0; c < cp_; ++c)
+          for (int t = 0; t < tp_; ++t)
+            tied_group_.push_back(add_group(CommPurpose::dp, {rank_of(d, t, 0, c), rank_of(d, t, pp_ - 1, c)}));
     if (world_ > 1) {
       std::vector<int> all(static_cast<size_t>(world_));
       for (int r = 0; r < world_; ++r) all[static_cast<size_t>(r)] = r;
@@ -277,15 +299,19 @@ class Lowering {
     };
     if (tp_ > 1) {
       for (int s = 0; s < pp_; ++s)
-        for (int d = 0; d < dp_; ++d) tp_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].slots_per_mb));
+        for (int d = 0; d < dp_ * cp_; ++d) tp_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].slots_per_mb));
     }
     if (pp_ > 1) pp_base_ = reserve(static_cast<int64_t>(world_) * vp_ * 2 * m_);
     if (tp_ > 1 && sp_) {
       for (int s = 0; s < pp_; ++s)
-        for (int d = 0; d < dp_; ++d)
+        for (int d = 0; d < dp_ * cp_; ++d)
           sp_off_.push_back(reserve(zero3_ ? num_units_ : static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size())));
     }
-    if (dp_ > 1) {
+    if (cp_ > 1) {
+      for (int s = 0; s < pp_; ++s)
+        for (int d = 0; d < dp_ * tp_; ++d) cp_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].cp_slots_per_mb));
+    }
+    if (dpcp_ > 1) {
       for (int s = 0; s < pp_; ++s)
         for (int t = 0; t < tp_; ++t) {
           const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
@@ -306,7 +332,7 @@ class Lowering {
   Precision prec_;
   double elem_;
   int64_t m_, b_;
-  int dp_, tp_, pp_, vp_, world_;
+  int dp_, tp_, pp_, vp_, cp_, dpcp_, world_;
   bool sp_, zero3_;
   int num_units_;
   std::vector<UnitTemplate> templates_;
@@ -317,9 +343,9 @@ class Lowering {
   double tied_params_ = 0;
   std::vector<StageInfo> stages_;
   std::vector<Group> groups_;
-  std::vector<int> tp_group_, dp_group_, tied_group_;
+  std::vector<int> tp_group_, cp_group_, dp_group_, tied_group_;
   int world_group_ = -1;
-  std::vector<int64_t> tp_off_, sp_off_, dp_red_off_, dp_ag_off_;
+  std::vector<int64_t> tp_off_, sp_off_, cp_off_, dp_red_off_, dp_ag_off_;
   int64_t pp_base_ = 0, tied_base_ = 0, world_id_ = 0;
 };
 
@@ -328,13 +354,16 @@ class Lowering {
 class RankLowering {
  public:
   RankLowering(const Lowering& L, RankProgram& rp)
-      : L_(L), rp_(rp), tasks_(rp.tasks), s_(rp.pp_rank), d_(rp.dp_rank), t_(rp.tp_rank),
+      : L_(L), rp_(rp), tasks_(rp.tasks), s_(rp.pp_rank), d_(rp.dp_rank), t_(rp.tp_rank), c_(rp.cp_rank),
         st_(L.stages_[static_cast<size_t>(rp.pp_rank)]), mem_(L.opt_.memory_events),
         final_mb_(static_cast<int>(L.m_ - 1)), last_vs_(L.pp_ * L.vp_ - 1) {
-    tp_group_ = L.tp_ > 1 ? L.tp_group_[static_cast<size_t>(s_ * L.dp_ + d_)] : -1;
-    dp_group_ = L.dp_ > 1 ? L.dp_group_[static_cast<size_t>(s_ * L.tp_ + t_)] : -1;
+    tp_index_ = (s_ * L.dp_ + d_) * L.cp_ + c_;
+    cp_index_ = (s_ * L.dp_ + d_) * L.tp_ + t_;
     dp_index_ = s_ * L.tp_ + t_;
-    tp_index_ = s_ * L.dp_ + d_;
+    tied_index_ = (d_ * L.cp_ + c_) * L.tp_ + t_;
+    tp_group_ = L.tp_ > 1 ? L.tp_group_[static_cast<size_t>(tp_index_)] : -1;
+    cp_group_ = L.cp_ > 1 ? L.cp_group_[static_cast<size_t>(cp_index_)] : -1;
+    dp_group_ = L.dpcp_ > 1 ? L.dp_group_[static_cast<size_t>(dp_index_)] : -1;
     next_buffer_ = L.m_ * L.num_units_ * L.keys_;
     mb_tag_.reserve(static_cast<size_t>(L.m_));
     for (int64_t i = 0; i < L.m_; ++i) mb_tag_.push_back(" mb" + std::to_string(i));
@@ -474,10 +503,19 @@ class RankLowering {
     const int mb = step.micro_batch;
     const std::string_view tag = item.phase == Phase::forward ? "fwd" : item.phase == Phase::backward ? "bwd" : "rec";
     if (item.kind == ItemKind::collective) {
+      // Tensor-parallel collectives and cp's K, V gathers / dK, dV reduce-scatters: the next
+      // compute waits for them, except the backward's prefetched gather (only the attention's
+      // task waits for it).
+      const bool cp = item.purpose == CommPurpose::cp;
+      const int stream = cp ? kCp : kTp;
+      std::vector<int> deps = item.prefetch ? after_compute() : take_pending();
+      if (mem_)
+        for (const MemGroup& g : item.transient_allocs)
+          alloc(stream, BufferKind::activations, g.bytes, deps, memory_label("alloc kv", mb, u, g.key), activation_buffer(mb, u, g.key));
       Task& t = push();
       t.kind = TaskKind::collective;
-      t.stream = kTp;
-      t.deps = take_pending();
+      t.stream = stream;
+      t.deps = std::move(deps);
       t.label = item.name + " " + std::string(tag) + mb_tag_[static_cast<size_t>(mb)];
       t.phase = item.phase;
       t.micro_batch = mb;
@@ -485,25 +523,40 @@ class RankLowering {
       t.virtual_stage = step.chunk;
       t.op = item.op;
       t.collective = item.collective;
-      t.group = L_.tp_group_[static_cast<size_t>(tp_index_)];
+      t.group = cp ? cp_group_ : tp_group_;
       t.bytes = item.bytes;
-      t.purpose = CommPurpose::tp;
+      t.purpose = item.purpose;
       t.role = item.role;
-      t.comm_id = L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
-      pending_.push_back(t.id);
+      t.comm_id = cp ? L_.cp_off_[static_cast<size_t>(cp_index_)] + mb * st_.cp_slots_per_mb + st_.unit_cp_slot[static_cast<size_t>(u)] + item.slot
+                     : L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
+      const int id = t.id;
+      if (item.prefetch) prefetch_ = id;
+      else pending_.push_back(id);
+      if (mem_)
+        for (const MemGroup& g : item.transient_frees)
+          release(stream, BufferKind::activations, g.bytes, activation_buffer(mb, u, g.key), {id}, memory_label("free kv", mb, u, g.key));
       return;
     }
-    if (mem_)
+    if (mem_) {
       for (const MemGroup& g : item.allocs)
         alloc(kCompute, BufferKind::activations, g.bytes, after_compute(), memory_label("alloc act", mb, u, g.key),
               activation_buffer(mb, u, g.key));
+      for (const MemGroup& g : item.transient_allocs)
+        alloc(kCompute, BufferKind::activations, g.bytes, after_compute(), memory_label("alloc kv", mb, u, g.key),
+              activation_buffer(mb, u, g.key));
+    }
     int64_t ws = -1;
     if (mem_ && item.workspace_bytes > 0)
       ws = alloc(kCompute, BufferKind::workspace, item.workspace_bytes, after_compute(), "alloc loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
+    std::vector<int> deps = take_pending();
+    if (item.waits_prefetch && prefetch_ >= 0) {
+      deps.push_back(prefetch_);
+      prefetch_ = -1;
+    }
     Task& t = push();
     t.kind = TaskKind::compute;
     t.stream = kCompute;
-    t.deps = take_pending();
+    t.deps = std::move(deps);
     t.label = std::string(tag) + mb_tag_[static_cast<size_t>(mb)] + " " + item.name;
     t.phase = item.phase;
     t.micro_batch = mb;
@@ -525,6 +578,8 @@ class RankLowering {
       if (ws >= 0) release(kCompute, BufferKind::workspace, item.workspace_bytes, ws, {id}, "free loss workspace" + mb_tag_[static_cast<size_t>(mb)]);
       for (const MemGroup& g : item.frees)
         release(kCompute, BufferKind::activations, g.bytes, activation_buffer(mb, u, g.key), {id}, memory_label("free act", mb, u, g.key));
+      for (const MemGroup& g : item.transient_frees)
+        release(kCompute, BufferKind::activations, g.bytes, activation_buffer(mb, u, g.key), {id}, memory_label("free kv", mb, u, g.key));
       for (const auto& [buf, bytes] : free_after_compute_)
         release(kCompute, BufferKind::comm, bytes, buf, {id}, "free pp recv buffer" + mb_tag_[static_cast<size_t>(mb)]);
       free_after_compute_.clear();
@@ -545,9 +600,9 @@ class RankLowering {
     const bool fwd = phase == Phase::forward;
     const int peer_vs = fwd ? vs - 1 : vs + 1;
     const int boundary_unit = fwd ? a.first_unit - 1 : a.last_unit;  // whose output crosses
-    const double full = L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_;
+    const double full = L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_ / L_.cp_;
     const double bytes = full / L_.tp_;
-    const int peer = L_.rank_of(d_, t_, peer_vs % L_.pp_);
+    const int peer = L_.rank_of(d_, t_, peer_vs % L_.pp_, c_);
     const int mb = step.micro_batch;
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
@@ -596,7 +651,8 @@ class RankLowering {
     const bool fwd = phase == Phase::forward;
     const int peer_vs = fwd ? vs + 1 : vs - 1;
     const int boundary_unit = fwd ? a.last_unit : a.first_unit - 1;
-    const double bytes = L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_ / L_.tp_;
+    const double bytes =
+        L_.graph_.units()[static_cast<size_t>(boundary_unit)].output_elems * static_cast<double>(L_.b_) * L_.elem_ / L_.cp_ / L_.tp_;
     const int mb = step.micro_batch;
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
@@ -610,7 +666,7 @@ class RankLowering {
     t.micro_batch = mb;
     t.unit = fwd ? a.last_unit : a.first_unit;
     t.virtual_stage = step.chunk;
-    t.peer = L_.rank_of(d_, t_, peer_vs % L_.pp_);
+    t.peer = L_.rank_of(d_, t_, peer_vs % L_.pp_, c_);
     t.bytes = bytes;
     t.purpose = CommPurpose::pp;
     t.role = fwd ? TensorRole::output : TensorRole::grad_input;
@@ -647,7 +703,7 @@ class RankLowering {
   void gather(size_t i, std::vector<int> deps) {
     const Visit& v = visits_[i];
     const double bytes = L_.gather_params_[static_cast<size_t>(v.unit)] * L_.elem_;
-    if (bytes <= 0 || L_.dp_ < 2) return;
+    if (bytes <= 0 || L_.dpcp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
     if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
     Task& t = tasks_[static_cast<size_t>(collective(kZeroGather, dp_group_, CollectiveKind::all_gather, bytes, CommPurpose::zero_param,
@@ -728,12 +784,12 @@ class RankLowering {
       deps = {tail};
     }
     if (bk.tied) {
-      tail = collective(kDp, L_.tied_group_[static_cast<size_t>(d_ * L_.tp_ + t_)], CollectiveKind::all_reduce, L_.tied_params_ * L_.elem_,
-                        CommPurpose::dp, TensorRole::grads, L_.tied_base_ + d_ * L_.tp_ + t_, deps, "ar tied-embedding grads");
+      tail = collective(kDp, L_.tied_group_[static_cast<size_t>(tied_index_)], CollectiveKind::all_reduce, L_.tied_params_ * L_.elem_,
+                        CommPurpose::dp, TensorRole::grads, L_.tied_base_ + tied_index_, deps, "ar tied-embedding grads");
       tasks_[static_cast<size_t>(tail)].ops = {L_.embedding_op_, L_.head_op_};
       deps = {tail};
     }
-    if (L_.dp_ > 1) {
+    if (L_.dpcp_ > 1) {
       const std::string label = std::string(collective_kind_name(grad_collective())) + " " + std::string(comm_purpose_name(grad_purpose())) + " " + what;
       tail = dp_reduce(grad_collective(), grad_purpose(), TensorRole::grads, bk.ops, bk.grad_bytes,
                        L_.dp_red_off_[static_cast<size_t>(dp_index_)] + bi, deps, label);
@@ -760,7 +816,7 @@ class RankLowering {
         deps = {tail};
       }
     }
-    if (L_.dp_ > 1 && T.params > 0)
+    if (L_.dpcp_ > 1 && T.params > 0)
       tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.elem_,
                        L_.dp_red_off_[static_cast<size_t>(dp_index_)] + u, deps, "reduce_scatter zero_grad " + name);
     if (tail >= 0) tails_.push_back(tail);
@@ -784,7 +840,7 @@ class RankLowering {
       deps = {collective(kDp, L_.world_group_, CollectiveKind::all_reduce, 4.0, CommPurpose::dp, TensorRole::grads, L_.world_id_, std::move(deps),
                          "ar world grad-norm")};
     const bool sharded = L_.plan_.zero_stage >= 1 || L_.plan_.dp_algorithm == DpAlgorithm::parameter_server;
-    const double shard = sharded ? st_.params / L_.dp_ : st_.params;
+    const double shard = sharded ? st_.params / L_.dpcp_ : st_.params;
     Task& opt = push();
     opt.kind = TaskKind::compute;
     opt.stream = kCompute;
@@ -794,7 +850,7 @@ class RankLowering {
     opt.flops = 10.0 * shard;
     opt.mem_bytes = (is_mixed(L_.prec_) ? 30.0 : 28.0) * shard;
     last_compute_ = opt.id;
-    if (L_.dp_ > 1 && !L_.zero3_ && sharded) {
+    if (L_.dpcp_ > 1 && !L_.zero3_ && sharded) {
       const CommPurpose purpose = L_.plan_.dp_algorithm == DpAlgorithm::parameter_server ? CommPurpose::ps : CommPurpose::zero_param;
       for (size_t bi = 0; bi < st_.buckets.size(); ++bi) {
         const Bucket& bk = st_.buckets[bi];
@@ -809,12 +865,13 @@ class RankLowering {
   const Lowering& L_;
   RankProgram& rp_;
   std::vector<Task>& tasks_;
-  int s_, d_, t_;
+  int s_, d_, t_, c_;
   const StageInfo& st_;
   bool mem_;
   int final_mb_, last_vs_;
-  int tp_group_ = -1, dp_group_ = -1, dp_index_ = 0, tp_index_ = 0;
+  int tp_group_ = -1, cp_group_ = -1, dp_group_ = -1, dp_index_ = 0, tp_index_ = 0, cp_index_ = 0, tied_index_ = 0;
   int last_compute_ = -1;
+  int prefetch_ = -1;                                       // cp: the backward's K, V gather not yet waited for
   std::vector<int> pending_;                                // comm the next compute waits for
   std::vector<std::pair<int64_t, double>> free_after_compute_;  // pp recv buffers
   std::vector<int> tails_;                                  // last task of each gradient reduction

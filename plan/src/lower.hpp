@@ -37,12 +37,22 @@ struct TemplateItem {
   std::vector<MemGroup> allocs;  // saved activations allocated right before the task
   std::vector<MemGroup> frees;   // saved activations released right after it
   std::string name;              // label suffix: op name, or "unit#k" for merged tasks
-  // collective (tensor parallel)
+  // collective (tensor parallel, or context parallel: purpose cp)
+  CommPurpose purpose = CommPurpose::tp;
   CollectiveKind collective = CollectiveKind::all_reduce;
   int op = -1;                   // the op it belongs to
   TensorRole role = TensorRole::none;
   double bytes = 0;              // whole tensor S for one micro-batch
-  int slot = 0;                  // index among the unit's tp collectives of one micro-batch
+  int slot = 0;                  // index among the unit's collectives of its purpose, one micro-batch
+  /// cp: the backward's K, V all-gather, issued at the start of the unit's backward after the
+  /// previous compute only (not waited for by the next compute)...
+  bool prefetch = false;
+  /// ...but by this compute item (the first one of the backward list that runs the attention).
+  bool waits_prefetch = false;
+  // Transient activation buffers (cp's gathered K, V and dK, dV): allocated right before the
+  // item, released right after it.
+  std::vector<MemGroup> transient_allocs;
+  std::vector<MemGroup> transient_frees;
 };
 
 /// The tasks of one layer unit for one micro-batch, per phase, in issue order.
@@ -56,17 +66,30 @@ struct UnitTemplate {
   double params = 0;                    // on one tp rank
   std::vector<int> param_ops;           // ops with parameters, unit order
   int tp_slots = 0;                     // tp collectives per micro-batch (all phases)
+  int cp_slots = 0;                     // cp collectives per micro-batch (all phases)
 };
 
 /// Templates of every unit of the model under the plan's tp / sequence parallelism /
 /// recomputation, merged per `granularity`.
 std::vector<UnitTemplate> build_unit_templates(const Plan& plan, const PlanContext& ctx, Granularity granularity);
 
-/// Largest number of memory keys of any unit (buffer ids are numbered with it).
-int max_memory_keys(const models::ModelGraph& graph);
+/// Largest number of memory keys of any unit (buffer ids are numbered with it): its ops, the
+/// full-recomputation checkpoint and, with cp > 1, the four transient buffers of cp_keys().
+int max_memory_keys(const models::ModelGraph& graph, int cp = 1);
+
+/// Memory keys of a unit's cp transients (units with `ops` ops): the K, V gathered for the
+/// forward, for the full-recomputation forward and for the backward, and dK, dV.
+struct CpKeys {
+  int kv_forward = 0, kv_recompute = 0, kv_backward = 0, dkv = 0;
+};
+inline CpKeys cp_keys(size_t ops) {
+  const int n = static_cast<int>(ops);
+  return {n + 1, n + 2, n + 3, n + 4};
+}
 
 /// fp32 logits of the loss (Megatron computes the cross-entropy in fp32), as memory.cpp's
-/// workspace: micro_batch * seq_len * vocab / tp * 4 bytes; 0 for models without a vocabulary.
+/// workspace: micro_batch * seq_len / cp * vocab / tp * 4 bytes; 0 for models without a
+/// vocabulary.
 double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx);
 
 /// cuBLAS workspace kept for the whole step (memory.cpp's 32 MiB).

@@ -1,68 +1,81 @@
 // activation_peak_bytes(): the activation peak of a lowered step without lowering it. Each
-// unit contributes what its forward leaves allocated and how far its backward rises above
-// that (recomputation allocates before the frees); the schedule is replayed with those.
+// unit contributes what its forward leaves allocated and how far its forward and its backward
+// rise above that (unit_activation_profile: recomputation, context parallelism's gathered
+// K, V); the schedule is replayed with those.
 #include <algorithm>
 
 #include "lower.hpp"
 #include "trainplan/core/error.hpp"
+#include "trainplan/plan/memory.hpp"
 
 namespace trainplan::plan {
+
+UnitActivationProfile unit_activation_profile(const Plan& plan, const PlanContext& ctx, int unit) {
+  const auto& graph = ctx.graph;
+  const Precision prec = plan.precision_or(ctx.precision);
+  const bool sp = plan.sequence_parallel && plan.tp > 1;
+  const auto& ops = graph.units()[static_cast<size_t>(unit)].ops;
+  const bool selective = plan.recompute == Recompute::selective;
+  const bool full = plan.recompute == Recompute::full;
+  std::vector<OpCost> costs;
+  costs.reserve(ops.size());
+  for (int id : ops) costs.push_back(op_cost(graph.ops()[static_cast<size_t>(id)], plan.micro_batch, plan.tp, sp, prec, plan.attention, plan.cp));
+  // The unit's input under full recomputation (unit 0's are token ids: nothing).
+  const double checkpoint = full ? unit_activation_bytes(graph, unit, plan.micro_batch, plan.tp, sp, Recompute::full, prec,
+                                                         plan.attention, plan.cp)
+                                 : 0.0;
+  // The lowering's order (lower_templates.cpp). Forward: each op allocates what it keeps right
+  // before it runs (selective: not the dropped ops; full: only the checkpoint, at the start);
+  // cp's gathered K, V is allocated before the attention and freed right after it.
+  double live = checkpoint, peak = checkpoint;
+  for (const OpCost& c : costs) {
+    if (!full && !(selective && c.recomputed_by_selective)) live += c.saved_bytes;
+    peak = std::max(peak, live + c.cp_kv_bytes);
+  }
+  UnitActivationProfile out;
+  out.kept_bytes = live;
+  out.forward_rise_bytes = peak - live;
+  // Backward, starting from what the forward kept. Full recomputation first re-runs the
+  // forward, allocating every op (and gathering K, V again around the attention).
+  const double kept = live;
+  peak = kept;
+  if (full)
+    for (const OpCost& c : costs) {
+      live += c.saved_bytes;
+      peak = std::max(peak, live + c.cp_kv_bytes);
+    }
+  // cp: K, V are gathered again at the start of the unit's backward (prefetched, overlapping
+  // the backward of the ops after the attention) and held until the attention's backward ends.
+  double gathered = 0;
+  for (const OpCost& c : costs) gathered += c.cp_kv_bytes;
+  live += gathered;
+  peak = std::max(peak, live);
+  for (auto it = costs.rbegin(); it != costs.rend(); ++it) {
+    const OpCost& c = *it;
+    if (selective && c.recomputed_by_selective) live += c.saved_bytes;  // re-materialized before its backward
+    live += c.cp_kv_bytes;                                              // dK, dV of the whole sequence
+    peak = std::max(peak, live);
+    live -= c.saved_bytes;                                              // released after its backward
+    live -= 2.0 * c.cp_kv_bytes;                                        // the gathered K, V; dK, dV after the reduce-scatter
+  }
+  out.backward_rise_bytes = peak - kept;
+  return out;
+}
 
 double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage) {
   TP_ASSERT(stage >= 0 && stage < plan.pp);
   TP_ASSERT(plan.stages.size() == static_cast<size_t>(plan.pp * plan.vp));
-  const auto& graph = ctx.graph;
-  const Precision prec = plan.precision_or(ctx.precision);
-  const bool sp = plan.sequence_parallel && plan.tp > 1;
-  const size_t units = graph.units().size();
-  // Per unit of this stage: bytes its forward keeps until its backward, and the backward's
-  // excursion above that.
-  std::vector<double> kept(units, 0.0), excursion(units, 0.0);
-  std::vector<char> mine(units, 0);
+  const size_t units = ctx.graph.units().size();
+  // Per unit of this stage: bytes its forward keeps until its backward, and the forward's and
+  // the backward's excursions above that.
+  std::vector<double> kept(units, 0.0), forward_rise(units, 0.0), backward_rise(units, 0.0);
   for (int v = 0; v < plan.vp; ++v) {
     const StageAssignment& a = plan.stages[static_cast<size_t>(v * plan.pp + stage)];
-    for (int u = a.first_unit; u <= a.last_unit; ++u) mine[static_cast<size_t>(u)] = 1;
-  }
-  for (size_t u = 0; u < units; ++u) {
-    if (!mine[u]) continue;
-    const auto& ops = graph.units()[u].ops;
-    std::vector<double> saved;
-    std::vector<char> dropped;
-    saved.reserve(ops.size());
-    double total = 0;
-    for (int id : ops) {
-      const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], plan.micro_batch, plan.tp, sp, prec, plan.attention);
-      saved.push_back(c.saved_bytes);
-      dropped.push_back(c.recomputed_by_selective ? 1 : 0);
-      total += saved.back();
-    }
-    switch (plan.recompute) {
-      case Recompute::none:
-        kept[u] = total;
-        break;
-      case Recompute::selective: {
-        double live = 0;
-        for (size_t i = 0; i < ops.size(); ++i)
-          if (!dropped[i]) live += saved[i];
-        kept[u] = live;
-        // Backward in reverse op order: a dropped op is re-materialized, then every op frees.
-        const double start = live;
-        for (size_t i = ops.size(); i-- > 0;) {
-          if (dropped[i]) {
-            live += saved[i];
-            excursion[u] = std::max(excursion[u], live - start);
-          }
-          live -= saved[i];
-        }
-        break;
-      }
-      case Recompute::full:
-        if (u > 0) {
-          const double in = graph.units()[u - 1].output_elems * bytes_per_element(prec) * static_cast<double>(plan.micro_batch);
-          kept[u] = sp ? in / plan.tp : in;
-        }
-        excursion[u] = total;
-        break;
+    for (int u = a.first_unit; u <= a.last_unit; ++u) {
+      const UnitActivationProfile prof = unit_activation_profile(plan, ctx, u);
+      kept[static_cast<size_t>(u)] = prof.kept_bytes;
+      forward_rise[static_cast<size_t>(u)] = prof.forward_rise_bytes;
+      backward_rise[static_cast<size_t>(u)] = prof.backward_rise_bytes;
     }
   }
   // The schedules repeat after their warm-up, so a few micro-batches give the peak of many:
@@ -84,11 +97,13 @@ double activation_peak_bytes(const Plan& plan, const PlanContext& ctx, int stage
   for (const PipelineStep& step : pipeline_order(plan.schedule, plan.pp, plan.vp, m, stage)) {
     const StageAssignment& a = plan.stages[static_cast<size_t>(step.chunk * plan.pp + stage)];
     if (step.phase == Phase::forward) {
-      for (int u = a.first_unit; u <= a.last_unit; ++u) live += kept[static_cast<size_t>(u)];
-      peak = std::max(peak, live);
+      for (int u = a.first_unit; u <= a.last_unit; ++u) {
+        peak = std::max(peak, live + kept[static_cast<size_t>(u)] + forward_rise[static_cast<size_t>(u)]);
+        live += kept[static_cast<size_t>(u)];
+      }
     } else {
       for (int u = a.last_unit; u >= a.first_unit; --u) {
-        peak = std::max(peak, live + excursion[static_cast<size_t>(u)]);
+        peak = std::max(peak, live + backward_rise[static_cast<size_t>(u)]);
         live -= kept[static_cast<size_t>(u)];
       }
     }

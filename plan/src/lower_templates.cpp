@@ -23,7 +23,10 @@ struct RawItem {
   bool compute = true;
   Phase phase = Phase::forward;
   int op = -1;
-  TpCollective coll;
+  TpCollective coll;              // tp collectives
+  CommPurpose purpose = CommPurpose::tp;
+  bool prefetch = false;          // cp: the backward's K, V gather (see TemplateItem)
+  bool alone = false;             // compute: its own task at layer granularity (cp's attention)
 };
 
 TensorRole role_of(const TpCollective& c, const models::Op& op) {
@@ -50,7 +53,7 @@ class TemplateBuilder {
         prec_(plan.precision_or(ctx.precision)), workspace_(loss_workspace_bytes(plan, ctx)) {
     costs_.reserve(graph_.ops().size());
     for (const auto& op : graph_.ops())
-      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention));
+      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention, plan.cp));
   }
 
   UnitTemplate build(int unit) {
@@ -58,54 +61,89 @@ class TemplateBuilder {
     const bool full = plan_.recompute == Recompute::full;
     const bool selective = plan_.recompute == Recompute::selective;
     std::vector<TpCollective> colls;
-    if (plan_.tp > 1) colls = tp_collectives(graph_, unit, plan_.sequence_parallel);
+    if (plan_.tp > 1) colls = tp_collectives(graph_, unit, plan_.sequence_parallel, plan_.cp);
+    // Context parallelism: the attention's K, V are all-gathered over the cp group before it
+    // runs, and dK, dV reduce-scattered after its backward (cp_kv_bytes > 0 only then).
+    auto gathers_kv = [&](int id) { return costs_[static_cast<size_t>(id)].cp_kv_bytes > 0; };
+    auto cp_item = [&](Phase phase, int id, CollectiveKind kind, bool prefetch) {
+      RawItem r;
+      r.compute = false;
+      r.phase = phase;
+      r.op = id;
+      r.coll.kind = kind;
+      r.purpose = CommPurpose::cp;
+      r.prefetch = prefetch;
+      return r;
+    };
+    auto compute_item = [&](Phase phase, int id) {
+      RawItem r;
+      r.phase = phase;
+      r.op = id;
+      r.alone = gathers_kv(id);
+      return r;
+    };
+    auto tp_item = [&](Phase phase, int id, const TpCollective& c) {
+      RawItem r;
+      r.compute = false;
+      r.phase = phase;
+      r.op = id;
+      r.coll = c;
+      return r;
+    };
 
     // Op-level sequences of each phase.
     auto forward_raw = [&](Phase phase) {
       std::vector<RawItem> out;
       for (int id : u.ops) {
         for (const auto& c : colls)
-          if (c.phase == Phase::forward && c.op == id && c.before_op) out.push_back({false, phase, id, c});
-        out.push_back({true, phase, id, {}});
+          if (c.phase == Phase::forward && c.op == id && c.before_op) out.push_back(tp_item(phase, id, c));
+        if (gathers_kv(id)) out.push_back(cp_item(phase, id, CollectiveKind::all_gather, false));
+        out.push_back(compute_item(phase, id));
         for (const auto& c : colls)
-          if (c.phase == Phase::forward && c.op == id && !c.before_op) out.push_back({false, phase, id, c});
+          if (c.phase == Phase::forward && c.op == id && !c.before_op) out.push_back(tp_item(phase, id, c));
       }
       return out;
     };
     std::vector<RawItem> fwd = forward_raw(Phase::forward);
     std::vector<RawItem> rec = full ? forward_raw(Phase::recompute) : std::vector<RawItem>{};
     std::vector<RawItem> bwd;
+    // cp: the backward gathers K, V again (they are not kept from the forward), as soon as the
+    // unit's backward starts: it overlaps the backward of the ops after the attention.
+    for (int id : u.ops)
+      if (gathers_kv(id)) bwd.push_back(cp_item(Phase::backward, id, CollectiveKind::all_gather, true));
     for (auto it = u.ops.rbegin(); it != u.ops.rend(); ++it) {
       const int id = *it;
-      if (selective && costs_[static_cast<size_t>(id)].recomputed_by_selective)
-        bwd.push_back({true, Phase::recompute, id, {}});
+      if (selective && costs_[static_cast<size_t>(id)].recomputed_by_selective) bwd.push_back(compute_item(Phase::recompute, id));
       // Backward collectives of an op, in the reverse order tp_collectives() lists them.
       for (const auto& c : colls)
-        if (c.phase == Phase::backward && c.op == id && c.before_op) bwd.push_back({false, Phase::backward, id, c});
-      bwd.push_back({true, Phase::backward, id, {}});
+        if (c.phase == Phase::backward && c.op == id && c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
+      bwd.push_back(compute_item(Phase::backward, id));
       for (const auto& c : colls)
-        if (c.phase == Phase::backward && c.op == id && !c.before_op) bwd.push_back({false, Phase::backward, id, c});
+        if (c.phase == Phase::backward && c.op == id && !c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
+      if (gathers_kv(id)) bwd.push_back(cp_item(Phase::backward, id, CollectiveKind::reduce_scatter, false));
     }
 
     UnitTemplate t;
-    int slot = 0;
+    int slot = 0, cp_slot = 0;
     // Slots: forward collectives, then backward, then the recomputed forward ones.
-    t.forward = merge(fwd, u, slot);
-    t.backward = merge(bwd, u, slot);
-    t.recompute = merge(rec, u, slot);
+    t.forward = merge(fwd, u, slot, cp_slot);
+    t.backward = merge(bwd, u, slot, cp_slot);
+    t.recompute = merge(rec, u, slot, cp_slot);
     t.tp_slots = slot;
+    t.cp_slots = cp_slot;
     for (int id : u.ops) {
       const double p = costs_[static_cast<size_t>(id)].params;
       if (p > 0) t.param_ops.push_back(id);
       t.params += p;
     }
     assign_memory(t, u, full, selective, unit);
+    if (plan_.cp > 1) assign_cp_memory(t, u);
     return t;
   }
 
  private:
   // Merges consecutive compute steps of one phase (layer granularity) and numbers slots.
-  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot) {
+  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot, int& cp_slot) {
     std::vector<TemplateItem> out;
     int segments = 0;
     bool open = false;
@@ -116,23 +154,32 @@ class TemplateBuilder {
         TemplateItem c;
         c.kind = ItemKind::collective;
         c.phase = r.phase;
+        c.purpose = r.purpose;
         c.collective = r.coll.kind;
         c.op = r.op;
-        c.role = role_of(r.coll, op);
-        c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * bytes_per_element(prec_);
-        c.slot = slot++;
-        c.name = std::string(collective_tag(c.collective)) + " tp " + op.name;
+        if (r.purpose == CommPurpose::cp) {
+          c.role = r.coll.kind == CollectiveKind::all_gather ? TensorRole::input : TensorRole::grad_input;
+          c.bytes = costs_[static_cast<size_t>(r.op)].cp_kv_bytes;
+          c.slot = cp_slot++;
+          c.prefetch = r.prefetch;
+          c.name = std::string(collective_tag(c.collective)) + " cp " + op.name + (r.prefetch ? " prefetch" : "");
+        } else {
+          c.role = role_of(r.coll, op);
+          c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * bytes_per_element(prec_);
+          c.slot = slot++;
+          c.name = std::string(collective_tag(c.collective)) + " tp " + op.name;
+        }
         out.push_back(std::move(c));
         continue;
       }
-      const bool merge_here = granularity_ == Granularity::layer && open && out.back().phase == r.phase;
+      const bool merge_here = granularity_ == Granularity::layer && open && !r.alone && out.back().phase == r.phase;
       if (!merge_here) {
         TemplateItem c;
         c.kind = ItemKind::compute;
         c.phase = r.phase;
         out.push_back(std::move(c));
         ++segments;
-        open = true;
+        open = !r.alone;
       }
       out.back().ops.push_back(r.op);
     }
@@ -220,8 +267,55 @@ class TemplateBuilder {
     t.checkpoint_key = static_cast<int>(u.ops.size());
     if (full && unit > 0) {
       const double in = graph_.units()[static_cast<size_t>(unit - 1)].output_elems * bytes_per_element(prec_) *
-                        static_cast<double>(plan_.micro_batch);
+                        static_cast<double>(plan_.micro_batch) / plan_.cp;
       t.checkpoint_bytes = plan_.sequence_parallel ? in / plan_.tp : in;
+    }
+  }
+
+  // Context parallelism's transient buffers: the gathered K, V from before each gather until
+  // the end of the attention task that reads it (forward, full-recomputation forward, and the
+  // backward's prefetched gather until the attention backward); dK, dV from before the
+  // attention backward until its reduce-scatter. The first backward-list task that runs the
+  // attention (its selective recomputation, else its backward) waits for the prefetch.
+  void assign_cp_memory(UnitTemplate& t, const models::Unit& u) {
+    const CpKeys keys = cp_keys(u.ops.size());
+    auto contains = [](const TemplateItem& item, int op) { return std::find(item.ops.begin(), item.ops.end(), op) != item.ops.end(); };
+    auto phase_list = [&](std::vector<TemplateItem>& list, int key) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        TemplateItem& g = list[i];
+        if (g.kind != ItemKind::collective || g.purpose != CommPurpose::cp || g.collective != CollectiveKind::all_gather) continue;
+        g.transient_allocs.push_back({key, g.bytes});
+        for (size_t j = i + 1; j < list.size(); ++j)
+          if (list[j].kind == ItemKind::compute && contains(list[j], g.op)) {
+            list[j].transient_frees.push_back({key, g.bytes});
+            break;
+          }
+      }
+    };
+    phase_list(t.forward, keys.kv_forward);
+    phase_list(t.recompute, keys.kv_recompute);
+    bool waited = false;
+    std::vector<TemplateItem>& b = t.backward;
+    for (size_t i = 0; i < b.size(); ++i) {
+      TemplateItem& g = b[i];
+      if (g.kind == ItemKind::collective && g.purpose == CommPurpose::cp && g.prefetch) {
+        g.transient_allocs.push_back({keys.kv_backward, g.bytes});
+        continue;
+      }
+      if (g.kind == ItemKind::compute) {
+        for (const TemplateItem& p : b)
+          if (p.prefetch && contains(g, p.op)) {
+            if (!waited) g.waits_prefetch = true;
+            waited = true;
+            if (g.phase == Phase::backward) {
+              g.transient_allocs.push_back({keys.dkv, p.bytes});
+              g.transient_frees.push_back({keys.kv_backward, p.bytes});
+            }
+          }
+        continue;
+      }
+      if (g.kind == ItemKind::collective && g.purpose == CommPurpose::cp && g.collective == CollectiveKind::reduce_scatter)
+        g.transient_frees.push_back({keys.dkv, g.bytes});
     }
   }
 
@@ -238,13 +332,14 @@ class TemplateBuilder {
 double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx) {
   if (ctx.model_spec.vocab <= 0) return 0;
   return static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) *
-         static_cast<double>(ctx.model_spec.vocab) / plan.tp * 4.0;
+         static_cast<double>(ctx.model_spec.vocab) / plan.tp / plan.cp * 4.0;
 }
 
-int max_memory_keys(const models::ModelGraph& graph) {
+int max_memory_keys(const models::ModelGraph& graph, int cp) {
   size_t most = 0;
   for (const auto& u : graph.units()) most = std::max(most, u.ops.size());
-  return static_cast<int>(most) + 1;  // + the full-recomputation checkpoint
+  // + the full-recomputation checkpoint, + cp's transients (cp_keys)
+  return static_cast<int>(most) + 1 + (cp > 1 ? 4 : 0);
 }
 
 std::vector<UnitTemplate> build_unit_templates(const Plan& plan, const PlanContext& ctx, Granularity granularity) {

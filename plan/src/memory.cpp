@@ -25,7 +25,7 @@ std::vector<int> units_of_rank(const Plan& plan, int stage) {
 }  // namespace
 
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch, int tp,
-                             bool sequence_parallel, Recompute recompute, Precision precision, AttentionImpl attention) {
+                             bool sequence_parallel, Recompute recompute, Precision precision, AttentionImpl attention, int cp) {
   const auto& u = graph.units()[static_cast<size_t>(unit)];
   const double elem = bytes_per_element(precision);
   const double b = static_cast<double>(micro_batch);
@@ -33,12 +33,12 @@ double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t 
     // Only the unit's input is kept (sharded along the sequence with SP); unit 0's input is
     // the token ids, negligible.
     if (unit == 0) return 0.0;
-    const double in = graph.units()[static_cast<size_t>(unit - 1)].output_elems * elem * b;
+    const double in = graph.units()[static_cast<size_t>(unit - 1)].output_elems * elem * b / cp;
     return sequence_parallel ? in / tp : in;
   }
   double total = 0.0;
   for (int id : u.ops) {
-    const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], micro_batch, tp, sequence_parallel, precision, attention);
+    const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], micro_batch, tp, sequence_parallel, precision, attention, cp);
     if (recompute == Recompute::selective && c.recomputed_by_selective) continue;
     total += c.saved_bytes;
   }
@@ -71,7 +71,8 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   const Precision prec = plan.precision_or(ctx.precision);
   const bool mixed = is_mixed(prec);
   const int tp = plan.tp;
-  const int dp = plan.dp;
+  // Parameters are replicated over dp * cp ranks: gradient reduction and ZeRO span them all.
+  const int dp = plan.dp_cp();
   MemoryBreakdown mb;
   mb.stage = stage;
   mb.capacity_bytes = ctx.gpu->memory_bytes * options.usable_fraction;
@@ -103,32 +104,22 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   mb.gradients_bytes = params * g / (plan.zero_stage >= 2 ? n : 1.0);
   mb.optimizer_bytes = params * o / (plan.zero_stage >= 1 ? n : 1.0);
 
-  // Activations: one micro-batch of every unit of the rank, times the micro-batches in flight.
-  double act_per_mb = 0.0;
-  double max_unit_full = 0.0;
-  for (int u : units) {
-    act_per_mb += unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel, plan.recompute, prec, plan.attention);
-    if (plan.recompute == Recompute::full)
-      max_unit_full = std::max(max_unit_full, unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel,
-                                                                    Recompute::none, prec, plan.attention));
-  }
+  // Activations: the closed form (micro-batches in flight x one micro-batch's activations,
+  // plus one re-materialized unit under full recomputation) is exact for GPipe and 1F1B
+  // without recomputation or context parallelism. The replay of the lowered program's
+  // schedule is exact everywhere (recomputation working sets, cp's gathered K, V, interleaved
+  // chunks of unequal size), so the model uses it; tests check both against each other and
+  // against Korthikanti et al.'s formulas.
   mb.micro_batches_in_flight = micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, stage);
-  // The closed form (micro-batches in flight x one micro-batch's activations, plus one
-  // re-materialized unit under full recomputation) is exact for GPipe and 1F1B without
-  // recomputation. The replay of the lowered program's schedule is exact everywhere
-  // (recomputation working sets, interleaved chunks of unequal size), so the model uses it;
-  // tests check both against each other and against Korthikanti et al.'s formulas.
-  (void)act_per_mb;
-  (void)max_unit_full;
   mb.activations_bytes = activation_peak_bytes(plan, ctx, stage);
 
   // Workspace: the cross-entropy of the stage that owns the loss holds its logits in fp32
-  // (b * s * V/t * 4 bytes, as Megatron-LM computes the loss in fp32), and cuBLAS keeps a
+  // (b * s/cp * V/t * 4 bytes, as Megatron-LM computes the loss in fp32), and cuBLAS keeps a
   // workspace (32 MiB on Hopper, less before; 32 MiB is used for all).
   mb.workspace_bytes = 32.0 * 1048576.0;
   if (owns_output && ctx.model_spec.vocab > 0)
     mb.workspace_bytes += static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) *
-                          static_cast<double>(ctx.model_spec.vocab) / tp * 4.0;
+                          static_cast<double>(ctx.model_spec.vocab) / tp / plan.cp * 4.0;
 
   // Communication buffers.
   double comm = 0.0;
@@ -141,7 +132,7 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   if (plan.pp > 1) {
     double msg = 0.0;
     for (int u : units) msg = std::max(msg, graph.units()[static_cast<size_t>(u)].output_elems);
-    msg *= static_cast<double>(plan.micro_batch) * bytes_per_element(prec);
+    msg *= static_cast<double>(plan.micro_batch) * bytes_per_element(prec) / plan.cp;
     if (plan.sequence_parallel) msg /= tp;
     comm += 4.0 * msg;  // send + recv buffers for activations and their gradients
   }

@@ -80,6 +80,7 @@ std::string_view comm_purpose_name(CommPurpose p) {
     case CommPurpose::zero_grad: return "zero_grad";
     case CommPurpose::zero_param: return "zero_param";
     case CommPurpose::ps: return "ps";
+    case CommPurpose::cp: return "cp";
     case CommPurpose::none: return "none";
   }
   return "?";

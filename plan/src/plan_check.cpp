@@ -75,10 +75,25 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
   };
   const models::ModelSpec& m = ctx.model_spec;
   const int gpus = ctx.cluster.num_gpus();
-  if (p.dp * p.tp * p.pp != gpus)
-    return err("/parallelism", fmt::format("dp*tp*pp = {}*{}*{} = {} but the cluster has {} GPUs ({} x {})", p.dp, p.tp, p.pp,
-                                           p.dp * p.tp * p.pp, gpus, p.instance_count, p.instance_type),
+  if (p.world_size() != gpus) {
+    const std::string product = p.cp > 1 ? fmt::format("dp*tp*pp*cp = {}*{}*{}*{}", p.dp, p.tp, p.pp, p.cp)
+                                         : fmt::format("dp*tp*pp = {}*{}*{}", p.dp, p.tp, p.pp);
+    return err("/parallelism", fmt::format("{} = {} but the cluster has {} GPUs ({} x {})", product, p.world_size(), gpus,
+                                           p.instance_count, p.instance_type),
                fmt::format("choose degrees whose product is {}, or change cluster.count", gpus));
+  }
+  if (p.cp > 1) {
+    // Context parallelism splits every sample's sequence: only sequence models (their ops work
+    // per token), and in 2*cp equal chunks (causal load balancing pairs chunk i with 2cp-1-i).
+    if (!is_transformer(m.family))
+      return err("/parallelism/cp", fmt::format("context parallelism is not modelled for {} models", models::family_name(m.family)),
+                 "use cp = 1 (context parallelism splits the token sequence of transformers)");
+    if (ctx.seq_len % (2 * p.cp) != 0)
+      return err("/parallelism/cp",
+                 fmt::format("cp = {} needs a sequence length divisible by 2*cp = {}, got {}", p.cp, 2 * p.cp, ctx.seq_len),
+                 "the sequence is split into 2*cp equal chunks (rank i holds chunks i and 2cp-1-i, balancing causal "
+                 "attention): choose a cp whose 2*cp divides the sequence length, or change batch.seq_len");
+  }
   if (p.tp > 1) {
     if (!is_transformer(m.family))
       return err("/parallelism/tp", fmt::format("tensor parallelism is not modelled for {} models", models::family_name(m.family)),

@@ -58,6 +58,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   p.tp = static_cast<int>(par.field("tp").as_positive_int());
   p.pp = static_cast<int>(par.field("pp").as_positive_int());
   if (auto f = par.optional_field("vp")) p.vp = static_cast<int>(f->as_positive_int());
+  if (auto f = par.optional_field("cp")) p.cp = static_cast<int>(f->as_positive_int());
   if (auto f = par.optional_field("zero_stage")) {
     p.zero_stage = static_cast<int>(f->as_nonnegative_int());
     if (p.zero_stage > 3) throw f->error(fmt::format("must be 0, 1, 2 or 3, got {}", p.zero_stage)).hint("ZeRO has stages 0 (off) to 3");
@@ -122,7 +123,7 @@ json::Json to_json(const Plan& p) {
   j["schema_version"] = p.schema_version;
   j["model"] = p.model;
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
-  j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp},
+  j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
   json::Json batch = {{"global_batch", p.global_batch}, {"micro_batch", p.micro_batch}};
   if (p.num_micro_batches > 0) batch["num_micro_batches"] = p.num_micro_batches;

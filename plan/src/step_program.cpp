@@ -288,6 +288,7 @@ json::Json to_json(const StepProgram& p) {
   doc["tp"] = p.tp;
   doc["pp"] = p.pp;
   doc["vp"] = p.vp;
+  if (p.cp > 1) doc["cp"] = p.cp;  // written only with context parallelism (cp = 1 programs unchanged)
   doc["num_micro_batches"] = p.num_micro_batches;
   doc["micro_batch"] = p.micro_batch;
   doc["granularity"] = p.granularity == Granularity::op ? "op" : "layer";
@@ -310,6 +311,7 @@ json::Json to_json(const StepProgram& p) {
     j["dp_rank"] = rp.dp_rank;
     j["tp_rank"] = rp.tp_rank;
     j["pp_rank"] = rp.pp_rank;
+    if (p.cp > 1) j["cp_rank"] = rp.cp_rank;
     j["static_bytes"] = rp.static_bytes;
     json::Json tasks = json::Json::array();
     for (const Task& t : rp.tasks) tasks.push_back(task_json(t));

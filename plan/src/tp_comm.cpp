@@ -4,7 +4,7 @@
 
 namespace trainplan::plan {
 
-std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int unit, bool sp) {
+std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int unit, bool sp, int cp) {
   using models::OpKind;
   using models::TpSplit;
   const auto& ops = graph.ops();
@@ -50,6 +50,7 @@ std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int un
   // Backward runs the ops in reverse order.
   std::reverse(bwd.begin(), bwd.end());
   fwd.insert(fwd.end(), bwd.begin(), bwd.end());
+  for (auto& c : fwd) c.elems_per_sample /= cp;  // a cp rank holds 1/cp of the tokens
   return fwd;
 }
 

@@ -37,10 +37,12 @@ double expected_step_flops(const plan::Plan& p, const plan::PlanContext& ctx, do
   return total + rec;
 }
 
+// The data-parallel group: every (dp, cp) rank holding the same parameters.
 int dp_group_of(const plan::StepProgram& prog, int rank) {
   const auto& rp = prog.ranks[static_cast<size_t>(rank)];
   std::vector<int> want;
-  for (int d = 0; d < prog.dp; ++d) want.push_back(prog.rank_of(d, rp.tp_rank, rp.pp_rank));
+  for (int d = 0; d < prog.dp; ++d)
+    for (int c = 0; c < prog.cp; ++c) want.push_back(prog.rank_of(d, rp.tp_rank, rp.pp_rank, c));
   for (const auto& g : prog.groups)
     if (g.purpose == plan::CommPurpose::dp && g.ranks == want) return g.id;
   return -1;
@@ -69,15 +71,16 @@ TEST_CASE("lower: check_program passes on the grid of models, layouts, ZeRO stag
     const auto gran = seen.size() % 2 ? plan::Granularity::layer : plan::Granularity::op;
     const auto prog = plan::lower(r->plan, r->ctx, {.granularity = gran});
     REQUIRE(plan::check_program(prog) == "");
-    REQUIRE(prog.ranks.size() == static_cast<size_t>(s.dp * s.tp * s.pp));
+    REQUIRE(prog.ranks.size() == static_cast<size_t>(s.dp * s.tp * s.pp * s.cp));
     seen.insert("zero" + std::to_string(s.zero));
     seen.insert(std::string(plan::schedule_name(s.schedule)));
     seen.insert(std::string(plan::dp_algorithm_name(s.algorithm)));
     seen.insert(std::string(plan::recompute_name(s.recompute)));
     seen.insert(s.sp ? "sp" : "no-sp");
+    seen.insert("cp" + std::to_string(s.cp));
   }
   for (const char* v : {"zero0", "zero1", "zero2", "zero3", "gpipe", "1f1b", "interleaved-1f1b", "ring", "tree", "hierarchical",
-                        "parameter-server", "none", "selective", "full", "sp", "no-sp"})
+                        "parameter-server", "none", "selective", "full", "sp", "no-sp", "cp1", "cp2"})
     CHECK(seen.count(v) == 1);
 }
 
@@ -143,7 +146,7 @@ TEST_CASE("lower: every model family lowers to a valid program with the model's 
 TEST_CASE("lower: every send has one recv with equal bytes, every collective one task per member with equal size", "[plan][lower]") {
   // Independent of check_program: match by comm_id here.
   for (const PlanSpec& s : testing::plan_grid()) {
-    if (s.dp * s.tp * s.pp < 4) continue;
+    if (s.dp * s.tp * s.pp * s.cp < 4) continue;
     INFO(testing::describe(s));
     auto r = testing::resolve_plan(s);
     const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::layer});
@@ -181,14 +184,14 @@ TEST_CASE("lower: every send has one recv with equal bytes, every collective one
         CHECK(a->bytes == b->bytes);
       }
     }
-    if (s.pp > 1) CHECK(p2p == static_cast<size_t>(s.dp * s.tp) * (s.pp * s.vp - 1) * 2 * s.micro_batches);
-    if (s.dp * s.tp * s.pp > 1) CHECK(collectives > 0);
+    if (s.pp > 1) CHECK(p2p == static_cast<size_t>(s.dp * s.tp * s.cp) * (s.pp * s.vp - 1) * 2 * s.micro_batches);
+    if (s.dp * s.tp * s.pp * s.cp > 1) CHECK(collectives > 0);
   }
 }
 
 TEST_CASE("lower: data-parallel all-reduce buckets add up to the gradient bytes of the rank's parameters", "[plan][lower]") {
   for (const PlanSpec& s : testing::plan_grid()) {
-    if (s.dp < 2 || s.zero != 0 || s.algorithm == plan::DpAlgorithm::parameter_server) continue;
+    if (s.dp * s.cp < 2 || s.zero != 0 || s.algorithm == plan::DpAlgorithm::parameter_server) continue;
     INFO(testing::describe(s));
     auto r = testing::resolve_plan(s);
     const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::layer});

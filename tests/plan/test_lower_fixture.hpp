@@ -1,4 +1,4 @@
-// Plans for the lowering tests: a catalog model on `dp * tp * pp` single-GPU instances, with
+// Plans for the lowering tests: a catalog model on `dp * tp * pp * cp` single-GPU instances, with
 // short sequences so that programs stay small, and helpers that read programs back.
 #pragma once
 
@@ -18,6 +18,7 @@ namespace trainplan::testing {
 struct PlanSpec {
   std::string model = "gpt2-124m";
   int dp = 1, tp = 1, pp = 1, vp = 1;
+  int cp = 1;  // context parallel
   int zero = 0;
   bool sp = false;
   plan::Recompute recompute = plan::Recompute::none;
@@ -44,8 +45,8 @@ inline std::unique_ptr<Resolved> resolve_plan(const PlanSpec& s) {
   plan::Plan p;
   p.model = s.model;
   p.instance_type = s.instance;
-  p.instance_count = s.dp * s.tp * s.pp;
-  p.dp = s.dp, p.tp = s.tp, p.pp = s.pp, p.vp = s.vp;
+  p.instance_count = s.dp * s.tp * s.pp * s.cp;
+  p.dp = s.dp, p.tp = s.tp, p.pp = s.pp, p.vp = s.vp, p.cp = s.cp;
   p.zero_stage = s.zero;
   p.sequence_parallel = s.sp;
   p.recompute = s.recompute;
@@ -67,10 +68,12 @@ inline std::unique_ptr<Resolved> resolve_plan(const PlanSpec& s) {
 /// The grid the structural oracles run on: three models (GPT-2 124M, GPT-3 1.3B, Llama 2 7B)
 /// x tp {1,2,4} x pp {1,2,4} x dp {1,2}, two variants each, drawing schedule, ZeRO stage, dp
 /// algorithm, sequence parallelism, recomputation, micro-batch, bucket size, overlap and
-/// precision among the combinations validate() allows.
+/// precision among the combinations validate() allows; a third of the plans (drawn from their
+/// own stream, so the other draws are those of the grid without cp) add context parallelism 2.
 inline std::vector<PlanSpec> plan_grid() {
   std::vector<PlanSpec> out;
   Rng rng(20261122);
+  Rng cp_rng(20261123);
   for (const char* model : {"gpt2-124m", "gpt3-1.3b", "llama2-7b"})
     for (int tp : {1, 2, 4})
       for (int pp : {1, 2, 4})
@@ -93,6 +96,7 @@ inline std::vector<PlanSpec> plan_grid() {
             s.bucket_size_bytes = std::vector<double>{25e6, 2e6, 1e5}[rng.below(3)];
             s.overlap = rng.below(4) != 0;
             if (rng.below(8) == 0) s.precision = Precision::fp32;
+            if (cp_rng.below(3) == 0) s.cp = 2;
             out.push_back(s);
           }
   return out;
@@ -100,7 +104,8 @@ inline std::vector<PlanSpec> plan_grid() {
 
 inline std::string describe(const PlanSpec& s) {
   return s.model + " dp" + std::to_string(s.dp) + " tp" + std::to_string(s.tp) + " pp" + std::to_string(s.pp) + " vp" +
-         std::to_string(s.vp) + " zero" + std::to_string(s.zero) + (s.sp ? " sp" : "") + " " +
+         std::to_string(s.vp) + (s.cp > 1 ? " cp" + std::to_string(s.cp) : "") + " zero" + std::to_string(s.zero) +
+         (s.sp ? " sp" : "") + " " +
          std::string(plan::recompute_name(s.recompute)) + " " + std::string(plan::schedule_name(s.schedule)) + " " +
          std::string(plan::dp_algorithm_name(s.algorithm)) + " b" + std::to_string(s.micro_batch) + " bucket" +
          std::to_string(static_cast<int64_t>(s.bucket_size_bytes)) + (s.overlap ? "" : " no-overlap") +

@@ -20,6 +20,12 @@
 //
 // Micro-batches in flight on pipeline stage i of p: GPipe m; 1F1B min(m, p - i); interleaved
 // 1F1B adds (p - 1 - i) / v... see stage_memory() for the exact count used.
+//
+// Context parallelism (cp > 1): every op's saved activations are 1/cp of cp = 1's (the rank
+// holds 1/cp of the tokens), plus, transiently while a layer's attention runs, the K and V of
+// the whole sequence gathered over the cp group (and in backward their gradients before the
+// reduce-scatter): unit_activation_profile(). ZeRO shards over the dp * cp ranks that hold the
+// same parameters (N = dp * cp).
 #pragma once
 
 #include <string>
@@ -58,7 +64,8 @@ struct MemoryOptions {
   double usable_fraction = 0.97;
 };
 
-/// Memory of pipeline rank `stage` (0..pp-1), all its virtual stages together.
+/// Memory of pipeline rank `stage` (0..pp-1), all its virtual stages together. Activations are
+/// activation_peak_bytes() (the replay of the lowered schedule).
 MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage,
                              const MemoryOptions& options = {});
 /// All pipeline ranks.
@@ -72,9 +79,30 @@ MemoryBreakdown peak_memory(const Plan& plan, const PlanContext& ctx, const Memo
 /// Flash attention keeps no score matrix (only a log-sum-exp), so selective recomputation has
 /// nothing left to drop there; the Korthikanti et al. formulas above are those of unfused
 /// attention.
+/// `cp`: context-parallel degree (the bytes are 1/cp of cp = 1's).
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch,
                              int tp, bool sequence_parallel, Recompute recompute, Precision precision,
-                             AttentionImpl attention = AttentionImpl::flash);
+                             AttentionImpl attention = AttentionImpl::flash, int cp = 1);
+
+/// How the activation buffers of one layer unit for one micro-batch rise and fall on one rank
+/// in the lowered program (bytes), relative to what the rest of the rank holds:
+struct UnitActivationProfile {
+  /// Held from the unit's forward to its backward (unit_activation_bytes under the plan's
+  /// recomputation).
+  double kept_bytes = 0;
+  /// Highest point during the unit's forward above kept_bytes (>= 0): with cp > 1 the gathered
+  /// K, V while the attention runs, on top of the ops allocated so far.
+  double forward_rise_bytes = 0;
+  /// Highest point during the unit's backward (with its recomputation) above kept_bytes (>= 0):
+  /// re-materialized ops; with cp > 1 the K, V gathered again at the start of the unit's
+  /// backward and, during the attention backward, the full dK, dV before their reduce-scatter.
+  double backward_rise_bytes = 0;
+};
+/// The profile of `unit` under the plan (micro-batch, tp, sequence parallelism, cp,
+/// recomputation, precision, attention), op by op from plan::op_cost in the lowering's order
+/// (plan/README.md, "Memory events"). activation_peak_bytes() replays these; the search's fast
+/// memory model (planner/partition.hpp) reads the same numbers.
+UnitActivationProfile unit_activation_profile(const Plan& plan, const PlanContext& ctx, int unit);
 
 /// Micro-batches whose activations stage `stage` holds at its peak.
 double micro_batches_in_flight(Schedule schedule, int pp, int vp, int64_t num_micro_batches, int stage);

@@ -25,6 +25,12 @@
 // is what limits their tensor-core efficiency.
 // The cross-entropy runs in fp32 over 16-bit logits (PyTorch, Megatron-LM): ~18 bytes per logit
 // forward and ~26 backward instead of the graph's one read and one write.
+// Context parallelism (cp > 1) splits every sample's tokens over cp ranks: each op's work,
+// traffic, saved activations and GEMM rows are 1/cp of the per-sample numbers, except that
+// attention reads (and in backward writes the gradients of) the whole sequence's K and V,
+// gathered over the cp group: its FLOPs are 1/cp of the full s x s work (the load-balanced
+// causal split gives every rank the same share) with the per-head GEMM M = s/cp query rows
+// against N = s keys. `cp_kv_bytes` is the size of that gathered K, V (and of dK, dV).
 #pragma once
 
 #include <cstdint>
@@ -57,6 +63,11 @@ struct OpCost {
   bool recomputed_by_selective = false;
   /// Parameters held by this tp rank (split ops hold 1/tp), not counting a tied copy.
   double params = 0;
+  /// Context parallelism, attention only: bytes of the whole sequence's K and V of the
+  /// micro-batch on this tp rank (2·s·kv_heads·head_dim·micro_batch·element / tp), the size of
+  /// the cp all-gather before the attention and of the dK, dV reduce-scatter after its
+  /// backward; 0 when cp = 1.
+  double cp_kv_bytes = 0;
 };
 
 /// How many ranks share the op's per-sample work: tp for split ops (column, row, heads,
@@ -65,7 +76,8 @@ double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
 /// Parameters of `op` held by one tp rank.
 double op_params_on_rank(const models::Op& op, int tp);
 
+/// `cp`: context-parallel degree (1: none), see the file comment.
 OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision,
-               AttentionImpl attention);
+               AttentionImpl attention, int cp = 1);
 
 }  // namespace trainplan::plan

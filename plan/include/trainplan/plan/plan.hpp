@@ -11,7 +11,7 @@
 // A minimal plan file:
 //   {"schema_version": 1, "model": "gpt3-13b",
 //    "cluster": {"instance_type": "p4d.24xlarge", "count": 16},
-//    "parallelism": {"dp": 16, "tp": 8, "pp": 1},
+//    "parallelism": {"dp": 16, "tp": 8, "pp": 1},          // optional: "cp" (context parallel)
 //    "batch": {"global_batch": 1024, "micro_batch": 4}}
 // Every other field has a default (see defaults below and plan/README.md).
 #pragma once
@@ -67,6 +67,11 @@ struct Plan {
   int pp = 1;
   /// Virtual pipeline stages per rank (interleaved 1F1B); 1 otherwise.
   int vp = 1;
+  /// Context parallelism: the sequence of every sample is split over cp ranks (Megatron-core /
+  /// Llama 3 style, causal load balancing: 2·cp chunks, rank i holds chunks i and 2cp-1-i).
+  /// dp counts data-parallel replicas without it: GPUs = dp * tp * pp * cp, and parameters are
+  /// replicated over dp * cp ranks (plan/README.md, "Context parallelism").
+  int cp = 1;
   int zero_stage = 0;              // 0..3
   bool sequence_parallel = false;  // requires tp > 1
 
@@ -103,7 +108,9 @@ struct Plan {
   /// on read so that a plan round-trips; never used as input.
   json::Json predicted;
 
-  int world_size() const { return dp * tp * pp; }
+  int world_size() const { return dp * tp * pp * cp; }
+  /// Ranks holding the same parameters (the gradient reduction and ZeRO sharding group).
+  int dp_cp() const { return dp * cp; }
   Precision precision_or(Precision fallback) const { return precision.value_or(fallback); }
 };
 
@@ -130,8 +137,9 @@ struct PlanContext {
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& plan_file = "plan");
 
 /// Cross-field rules. Throws Error with the plan file, JSON pointer and a hint:
-/// tp divides heads, kv_heads and hidden (and ffn_hidden); pp <= blocks; dp*tp*pp = GPUs of
-/// the cluster; micro_batch * num_micro_batches * dp = global_batch; precision exists on the
+/// tp divides heads, kv_heads and hidden (and ffn_hidden); pp <= blocks; dp*tp*pp*cp = GPUs of
+/// the cluster; cp > 1 only for transformers, with seq_len divisible by 2*cp;
+/// micro_batch * num_micro_batches * dp = global_batch; precision exists on the
 /// GPU; stages cover every unit exactly once, in order; vp > 1 only with interleaved 1F1B and
 /// num_micro_batches % pp == 0; sequence_parallel needs tp > 1; zero_stage in 0..3.
 void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_file = "plan");

@@ -24,6 +24,7 @@
 // - FLOPs and bytes are for this rank (already divided by tp etc.), for the whole micro-batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,20 +46,27 @@ enum class CommPurpose {
   zero_grad,   // ZeRO 1-3 gradient reduce-scatter
   zero_param,  // ZeRO 1-2 updated-parameter all-gather, ZeRO-3 parameter all-gather
   ps,          // parameter server push / pull
+  cp,          // context parallel: K, V all-gathers and dK, dV reduce-scatters of attention
   none,
 };
 /// Which tensor a communication task moves (with Task::op / unit / ops saying whose).
 enum class TensorRole {
   none,
   output,       // an op's forward output (tp all-reduce after a row-parallel linear; pp send of a unit's output)
-  input,        // an op's forward input (sequence-parallel all-gather before a column group)
+  input,        // an op's forward input (sequence-parallel all-gather before a column group; the
+                // K, V that a context-parallel all-gather assembles before attention)
   grad_output,  // gradient w.r.t. an op's output (sequence-parallel all-gather before a row linear's backward)
-  grad_input,   // gradient w.r.t. an op's input (tp all-reduce after a column group's backward; pp send backward)
+  grad_input,   // gradient w.r.t. an op's input (tp all-reduce after a column group's backward; pp send
+                // backward; the cp reduce-scatter of dK, dV after attention's backward)
   params,       // parameters of Task::ops (ZeRO all-gathers, parameter-server pull)
   grads,        // gradients of Task::ops (dp buckets, ZeRO reduce-scatter, tied-embedding all-reduce)
   loss_stats,   // vocab-parallel cross-entropy statistics (see below)
 };
 std::string_view tensor_role_name(TensorRole r);
+/// Every purpose that moves data (none left out), in the order breakdowns list them.
+inline constexpr std::array<CommPurpose, 7> kCommPurposes = {CommPurpose::tp,        CommPurpose::cp,         CommPurpose::pp,
+                                                             CommPurpose::dp,        CommPurpose::zero_grad,  CommPurpose::zero_param,
+                                                             CommPurpose::ps};
 
 /// What a transient buffer holds.
 enum class BufferKind { activations, params, gradients, comm, workspace };
@@ -124,6 +132,7 @@ struct RankProgram {
   int rank = 0;
   int gpu = 0;             // global GPU index in the cluster
   int dp_rank = 0, tp_rank = 0, pp_rank = 0;
+  int cp_rank = 0;         // context-parallel rank (0 when cp = 1)
   /// Weights, gradients and optimizer state resident for the whole step.
   double static_bytes = 0;
   std::vector<Task> tasks;
@@ -138,6 +147,7 @@ struct Group {
 struct StepProgram {
   int world_size = 0;
   int dp = 1, tp = 1, pp = 1, vp = 1;
+  int cp = 1;                        // context parallel (plan::Plan::cp)
   int64_t num_micro_batches = 1;
   int64_t micro_batch = 1;
   Granularity granularity = Granularity::op;
@@ -147,14 +157,18 @@ struct StepProgram {
   /// in its phase (recompute = forward), which is how the simulator times merged tasks kernel
   /// by kernel; empty for hand-built programs (then the task's own flops / mem_bytes apply).
   std::vector<OpCost> op_costs;
-  std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp"
+  std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather" (+ "cp" when cp > 1)
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
-  /// Rank layout: rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank (tp innermost, so a tp
-  /// group sits on consecutive GPUs of one node).
-  int rank_of(int dp_rank, int tp_rank, int pp_rank) const { return (pp_rank * dp + dp_rank) * tp + tp_rank; }
-  /// Ranks that run the same program up to renaming (same pp_rank and tp_rank): the
-  /// simulator may simulate one per class. class_of[rank] = representative rank.
+  /// Rank layout (Megatron-core order, tp innermost, so a tp group sits on consecutive GPUs of
+  /// one node and a cp group next to it): rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp
+  /// + tp_rank; with cp = 1 that is ((pp_rank * dp) + dp_rank) * tp + tp_rank.
+  int rank_of(int dp_rank, int tp_rank, int pp_rank, int cp_rank = 0) const {
+    return ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank;
+  }
+  /// Ranks that run the same program up to renaming (same pp_rank and tp_rank; the cp ranks of a
+  /// replica do equal work under the load-balanced split): the simulator may simulate one per
+  /// class. class_of[rank] = representative rank (dp_rank 0, cp_rank 0).
   std::vector<int> symmetry_class;
 };
 
@@ -164,7 +178,8 @@ struct LowerOptions {
   bool memory_events = true;
   /// Lower only the representative of each symmetry class (symmetry_class[r] == r); the other
   /// ranks keep their RankProgram header (rank, gpu, coordinates, static_bytes) and no tasks.
-  /// Every rank of a class would get the same task list up to peers, groups and comm_ids.
+  /// Every rank of a class would get the same task list up to peers, groups and comm_ids
+  /// (a translation of dp_rank and cp_rank).
   bool representatives_only = false;
   /// Lower only these ranks (empty: all, subject to representatives_only), e.g. the executor
   /// process of one rank. Ranks left out have no tasks, as above.

@@ -16,7 +16,8 @@
 // (all-gather of the output gradient before a row-parallel linear, reduce-scatter of the input
 // gradient after a column group); the embedding reduce-scatters its output.
 // Sizes are the whole tensor S per sample at tp = 1 (nccl-tests "size" for all-reduce; the
-// gathered size for all-gather; the input size for reduce-scatter).
+// gathered size for all-gather; the input size for reduce-scatter), of the rank's 1/cp of the
+// tokens under context parallelism.
 #pragma once
 
 #include <vector>
@@ -38,7 +39,8 @@ struct TpCollective {
 };
 
 /// Collectives of unit `unit` for tp > 1, in program order within each phase (forward ones in
-/// forward op order; backward ones in backward (reverse) op order).
-std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int unit, bool sequence_parallel);
+/// forward op order; backward ones in backward (reverse) op order). `cp`: context-parallel
+/// degree (every size is divided by it).
+std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int unit, bool sequence_parallel, int cp = 1);
 
 }  // namespace trainplan::plan
