@@ -142,8 +142,9 @@ CheckpointSizes checkpoint_sizes(const plan::Plan& plan, const plan::PlanContext
   const auto stages = plan::memory_per_stage(plan, ctx);
   double largest_rank = 0;
   for (const auto& m : stages) {
-    const double weights = m.weights_bytes * (plan.zero_stage >= 3 ? plan.dp : 1);
-    const double optimizer = m.optimizer_bytes * (plan.zero_stage >= 1 ? plan.dp : 1);
+    // ZeRO shards over the dp * cp ranks holding the same parameters: the model's copy is theirs together.
+    const double weights = m.weights_bytes * (plan.zero_stage >= 3 ? plan.dp_cp() : 1);
+    const double optimizer = m.optimizer_bytes * (plan.zero_stage >= 1 ? plan.dp_cp() : 1);
     c.total_bytes += plan.tp * (weights + optimizer);
     largest_rank = std::max(largest_rank, m.weights_bytes + m.optimizer_bytes);
   }

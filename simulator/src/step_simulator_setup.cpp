@@ -165,17 +165,20 @@ void StepSimulator::flatten() {
 const std::vector<int>& StepSimulator::renamed_copies(int group, int s, int rep) {
   auto [it, inserted] = renamed_groups_.try_emplace((static_cast<uint64_t>(group) << 32) | static_cast<uint32_t>(s));
   if (!inserted) return it->second;
-  const int dp = std::max(1, p_.dp);
+  const int dp = std::max(1, p_.dp), cp = std::max(1, p_.cp);
   for (int member : sym_.members[static_cast<size_t>(s)]) {
     if (!sym_.header_only[static_cast<size_t>(member)]) continue;
-    const int shift = ((p_.ranks[static_cast<size_t>(member)].dp_rank - p_.ranks[static_cast<size_t>(rep)].dp_rank) % dp + dp) % dp;
-    it->second.push_back(group_shifted(group, shift, rep, member));
+    const auto& m = p_.ranks[static_cast<size_t>(member)];
+    const auto& r = p_.ranks[static_cast<size_t>(rep)];
+    const int dshift = ((m.dp_rank - r.dp_rank) % dp + dp) % dp;
+    const int cshift = ((m.cp_rank - r.cp_rank) % cp + cp) % cp;
+    it->second.push_back(group_shifted(group, dshift * cp + cshift, rep, member));
   }
   return it->second;
 }
 
-// `group` with every member's dp_rank shifted by `shift` (mod dp); depends on (group, shift)
-// only, so every class shares the work.
+// `group` with every member's dp_rank and cp_rank shifted (`shift` = dp shift * cp + cp shift,
+// mod dp and cp); depends on (group, shift) only, so every class shares the work.
 int StepSimulator::group_shifted(int group, int shift, int rep, int member) {
   auto [it, inserted] = group_by_shift_.try_emplace((static_cast<uint64_t>(group) << 32) | static_cast<uint32_t>(shift), -1);
   if (!inserted) return it->second;

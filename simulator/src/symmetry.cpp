@@ -68,9 +68,10 @@ int rename(const plan::StepProgram& program, int rep, int member, int x) {
   const auto& r = program.ranks[static_cast<size_t>(rep)];
   const auto& m = program.ranks[static_cast<size_t>(member)];
   const auto& rx = program.ranks[static_cast<size_t>(x)];
-  const int dp = std::max(1, program.dp);
+  const int dp = std::max(1, program.dp), cp = std::max(1, program.cp);
   const int d = ((rx.dp_rank + m.dp_rank - r.dp_rank) % dp + dp) % dp;
-  return program.rank_of(d, rx.tp_rank, rx.pp_rank);
+  const int c = ((rx.cp_rank + m.cp_rank - r.cp_rank) % cp + cp) % cp;
+  return program.rank_of(d, rx.tp_rank, rx.pp_rank, c);
 }
 
 Symmetry identity_symmetry(const plan::StepProgram& program) {
@@ -96,14 +97,16 @@ Symmetry symmetric_classes(const plan::StepProgram& program) {
   }
   Symmetry s = finish(program, key);
   if (s.any_header_only) {
-    // Header-only ranks are renamed by dp translation: the layout must be rank_of(dp, tp, pp).
+    // Header-only ranks are renamed by dp (and cp) translation: the layout must be
+    // rank_of(dp, tp, pp, cp).
     for (const auto& rp : program.ranks)
       if (rp.dp_rank < 0 || rp.dp_rank >= program.dp || rp.tp_rank < 0 || rp.tp_rank >= program.tp ||
-          rp.pp_rank < 0 || rp.pp_rank >= program.pp || program.rank_of(rp.dp_rank, rp.tp_rank, rp.pp_rank) != rp.rank)
+          rp.pp_rank < 0 || rp.pp_rank >= program.pp || rp.cp_rank < 0 || rp.cp_rank >= std::max(1, program.cp) ||
+          program.rank_of(rp.dp_rank, rp.tp_rank, rp.pp_rank, rp.cp_rank) != rp.rank)
         throw Error("rank " + std::to_string(rp.rank) + " has coordinates (dp " + std::to_string(rp.dp_rank) + ", tp " +
-                    std::to_string(rp.tp_rank) + ", pp " + std::to_string(rp.pp_rank) +
+                    std::to_string(rp.tp_rank) + ", pp " + std::to_string(rp.pp_rank) + ", cp " + std::to_string(rp.cp_rank) +
                     ") that do not match the rank layout; ranks without tasks cannot be renamed")
-            .hint("lower every rank, or keep the layout rank = (pp_rank * dp + dp_rank) * tp + tp_rank");
+            .hint("lower every rank, or keep the layout rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank");
   }
   for (size_t c = 0; c < s.reps.size(); ++c) {
     const plan::RankProgram& rep = program.ranks[static_cast<size_t>(s.reps[c])];
@@ -111,7 +114,7 @@ Symmetry symmetric_classes(const plan::StepProgram& program) {
       const plan::RankProgram& mine = program.ranks[static_cast<size_t>(m)];
       if (s.header_only[static_cast<size_t>(m)]) {
         if (mine.tp_rank != rep.tp_rank || mine.pp_rank != rep.pp_rank)
-          throw Error("symmetric fidelity: rank " + std::to_string(m) + " has no tasks and is not a dp replica of its "
+          throw Error("symmetric fidelity: rank " + std::to_string(m) + " has no tasks and is not a dp (or cp) replica of its "
                       "class representative rank " + std::to_string(rep.rank))
               .hint("symmetry classes of a representatives-only program group ranks by (pp_rank, tp_rank)");
         continue;

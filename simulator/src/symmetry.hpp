@@ -14,7 +14,7 @@ struct Symmetry {
   std::vector<std::vector<int>> members;      // per representative (index as in reps), ascending
   /// Ranks lowered as a header only (LowerOptions::representatives_only): no tasks, while
   /// their representative has tasks. They run their representative's program renamed by a
-  /// data-parallel translation (see rename()).
+  /// data-parallel (and context-parallel) translation (see rename()).
   std::vector<char> header_only;
   bool any_header_only = false;
   /// Every rank is a representative or header-only (a representatives-only program).
@@ -23,7 +23,7 @@ struct Symmetry {
 
 /// The rank that `x` becomes when the program of `rep` is renamed to that of `member` (two
 /// ranks of one class: same tp and pp rank): dp_rank shifted by dp(member) - dp(rep) modulo
-/// dp, tp and pp rank kept.
+/// dp, cp_rank likewise modulo cp, tp and pp rank kept.
 int rename(const plan::StepProgram& program, int rep, int member, int x);
 
 /// Every rank its own class.
@@ -33,7 +33,7 @@ Symmetry identity_symmetry(const plan::StepProgram& program);
 /// representative is the lowest member with tasks. Each member with tasks is checked against
 /// its representative (same tasks, kinds, streams, deps, FLOPs, bytes); members without tasks
 /// are header-only and must share the representative's tp and pp rank in a program whose
-/// rank layout is rank_of(dp, tp, pp). Throws Error naming the first difference.
+/// rank layout is rank_of(dp, tp, pp, cp). Throws Error naming the first difference.
 Symmetry symmetric_classes(const plan::StepProgram& program);
 
 }  // namespace trainplan::sim::detail
