@@ -90,6 +90,11 @@ struct UnitCost {
   double recompute_selective_s = 0;       // the ops selective recomputation re-runs
   double fwd_flops = 0, bwd_flops = 0, selective_flops = 0;
   double tp_fwd_s = 0, tp_bwd_s = 0;      // tp collectives (exposed)
+  /// Context parallelism, exposed: the forward K, V all-gather (before the attention, right
+  /// after the QKV projection: nothing to hide behind); in backward the K, V all-gather less the
+  /// backward of the ops after the attention (it is issued when the unit's backward starts) and
+  /// the dK, dV reduce-scatter (the QKV backward waits for it).
+  double cp_fwd_s = 0, cp_bwd_s = 0;
   double params = 0;                      // on this tp rank
 };
 
@@ -97,8 +102,8 @@ struct UnitCost {
 // batch, sequence parallel, precision), computed once per search.
 class EstimateCache {
  public:
-  using NetKey = std::tuple<const hw::Cluster*, int, int, int, int>;
-  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int64_t, bool, int, int>;
+  using NetKey = std::tuple<const hw::Cluster*, int, int, int, int, int>;  // (cluster, dp, tp, pp, cp, purpose)
+  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
@@ -132,36 +137,55 @@ std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<E
 
 namespace {
 
-// Groups of the rank layout rank = ((pp_rank * dp) + dp_rank) * tp + tp_rank, GPU = rank.
+// Groups of the rank layout rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank,
+// GPU = rank (plan::StepProgram::rank_of).
+int rank_of(const plan::Plan& p, int d, int t, int s, int c) { return ((s * p.dp + d) * p.cp + c) * p.tp + t; }
+
 std::vector<std::vector<int>> tp_groups(const plan::Plan& p) {
   std::vector<std::vector<int>> out;
   for (int s = 0; s < p.pp; ++s)
-    for (int d = 0; d < p.dp; ++d) {
-      std::vector<int> g;
-      for (int t = 0; t < p.tp; ++t) g.push_back((s * p.dp + d) * p.tp + t);
-      out.push_back(g);
-    }
+    for (int d = 0; d < p.dp; ++d)
+      for (int c = 0; c < p.cp; ++c) {
+        std::vector<int> g;
+        for (int t = 0; t < p.tp; ++t) g.push_back(rank_of(p, d, t, s, c));
+        out.push_back(g);
+      }
   return out;
 }
 
+std::vector<std::vector<int>> cp_groups(const plan::Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (int s = 0; s < p.pp; ++s)
+    for (int d = 0; d < p.dp; ++d)
+      for (int t = 0; t < p.tp; ++t) {
+        std::vector<int> g;
+        for (int c = 0; c < p.cp; ++c) g.push_back(rank_of(p, d, t, s, c));
+        out.push_back(g);
+      }
+  return out;
+}
+
+// The ranks holding the same parameters: every (dp, cp) pair of a (pp, tp) position.
 std::vector<std::vector<int>> dp_groups(const plan::Plan& p) {
   std::vector<std::vector<int>> out;
   for (int s = 0; s < p.pp; ++s)
     for (int t = 0; t < p.tp; ++t) {
       std::vector<int> g;
-      for (int d = 0; d < p.dp; ++d) g.push_back((s * p.dp + d) * p.tp + t);
+      for (int d = 0; d < p.dp; ++d)
+        for (int c = 0; c < p.cp; ++c) g.push_back(rank_of(p, d, t, s, c));
       out.push_back(g);
     }
   return out;
 }
 
-// Pipeline p2p: every rank of stage s sends to the same (dp, tp) rank of stage s+1, all at
+// Pipeline p2p: every rank of stage s sends to the same (dp, cp, tp) rank of stage s+1, all at
 // once; modelled as 2-member groups so ring_net's sharing applies.
 std::vector<std::vector<int>> pp_pairs(const plan::Plan& p) {
   std::vector<std::vector<int>> out;
   for (int s = 0; s + 1 < p.pp; ++s)
     for (int d = 0; d < p.dp; ++d)
-      for (int t = 0; t < p.tp; ++t) out.push_back({(s * p.dp + d) * p.tp + t, ((s + 1) * p.dp + d) * p.tp + t});
+      for (int c = 0; c < p.cp; ++c)
+        for (int t = 0; t < p.tp; ++t) out.push_back({rank_of(p, d, t, s, c), rank_of(p, d, t, s + 1, c)});
   return out;
 }
 
@@ -169,6 +193,7 @@ struct StageTimes {
   double fwd_s = 0, bwd_s = 0;        // compute per micro-batch
   double recompute_s = 0;             // part of bwd_s
   double tp_fwd_s = 0, tp_bwd_s = 0;  // exposed tp communication per micro-batch
+  double cp_fwd_s = 0, cp_bwd_s = 0;  // exposed cp communication per micro-batch
   double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;  // per micro-batch, this rank
   double params = 0;                  // on this rank (after tp)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
@@ -180,7 +205,7 @@ struct StageTimes {
 namespace {
 
 std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& tp_net,
-                                         Precision prec, const AnalyticalOptions& options) {
+                                         const RingNet& cp_net, Precision prec, const AnalyticalOptions& options) {
   const auto& graph = ctx.graph;
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
@@ -188,12 +213,21 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
     UnitCost& c = out[u];
+    double bwd_after_attention_s = 0;  // backward of the ops after the attention (the cp prefetch's window)
+    double kv_bytes = 0;
     for (int id : graph.units()[u].ops) {
       const plan::OpCost oc = plan::op_cost(graph.ops()[static_cast<size_t>(id)], p.micro_batch, p.tp, p.sequence_parallel,
-                                            prec, p.attention);
+                                            prec, p.attention, p.cp);
       const double tf = model.op_duration_s(oc, plan::Phase::forward);
+      const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
-      c.bwd_s += model.op_duration_s(oc, plan::Phase::backward);
+      c.bwd_s += tb;
+      if (oc.cp_kv_bytes > 0) {
+        kv_bytes += oc.cp_kv_bytes;
+        bwd_after_attention_s = 0;
+      } else {
+        bwd_after_attention_s += tb;
+      }
       c.fwd_flops += oc.flops_fwd;
       c.bwd_flops += oc.flops_bwd;
       if (oc.recomputed_by_selective) {
@@ -204,11 +238,16 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
     }
     c.recompute_full_s = c.fwd_s;
     if (p.tp > 1) {
-      for (const auto& coll : plan::tp_collectives(graph, static_cast<int>(u), p.sequence_parallel)) {
+      for (const auto& coll : plan::tp_collectives(graph, static_cast<int>(u), p.sequence_parallel, p.cp)) {
         const double bytes = coll.elems_per_sample * b * elem;
         const double t = coll.kind == plan::CollectiveKind::all_reduce ? ring_all_reduce_s(tp_net, bytes) : ring_gather_s(tp_net, bytes);
         (coll.phase == plan::Phase::forward ? c.tp_fwd_s : c.tp_bwd_s) += t;
       }
+    }
+    if (kv_bytes > 0) {
+      const double gather_s = ring_gather_s(cp_net, kv_bytes);  // all-gather of K, V; the reduce-scatter of dK, dV costs as much
+      c.cp_fwd_s = gather_s;
+      c.cp_bwd_s = std::max(0.0, gather_s - bwd_after_attention_s) + gather_s;
     }
   }
   return out;
@@ -220,13 +259,15 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
   const Precision prec = p.precision_or(ctx.precision);
   const hw::Cluster* cl = &ctx.cluster;
   const RingNet tp_net =
-      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, 0}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
-  // Unit costs depend on the layout only through the tp groups' bandwidth; tp groups inside
+      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 0}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
+  const RingNet cp_net =
+      p.cp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 3}, [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
+  // Unit costs depend on the layout only through the tp and cp groups' bandwidth; groups inside
   // one node never share links with each other, so there the layout does not matter.
-  const bool tp_in_node = p.tp <= ctx.cluster.gpus_per_node();
-  return cache.units({cl, &ctx.graph, tp_in_node ? 0 : p.dp, p.tp, tp_in_node ? 0 : p.pp, p.micro_batch, p.sequence_parallel,
+  const bool in_node = p.tp * p.cp <= ctx.cluster.gpus_per_node();
+  return cache.units({cl, &ctx.graph, in_node ? 0 : p.dp, p.tp, in_node ? 0 : p.pp, p.cp, p.micro_batch, p.sequence_parallel,
                       static_cast<int>(prec), static_cast<int>(p.attention)},
-                     [&] { return compute_unit_costs(p, ctx, tp_net, prec, options); });
+                     [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
 }  // namespace
@@ -244,9 +285,11 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   }
   const hw::Cluster* cl = &ctx.cluster;
   auto net = [&](int purpose, auto groups_fn) {
-    return cache->net({cl, p.dp, p.tp, p.pp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
   };
-  const RingNet dp_net = p.dp > 1 ? net(1, dp_groups) : RingNet{};
+  // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
+  const int dpcp = p.dp_cp();
+  const RingNet dp_net = dpcp > 1 ? net(1, dp_groups) : RingNet{};
   const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
   const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
 
@@ -264,10 +307,13 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
         st.bwd_flops += c.bwd_flops;
         st.tp_fwd_s += c.tp_fwd_s;
         st.tp_bwd_s += c.tp_bwd_s;
+        st.cp_fwd_s += c.cp_fwd_s;
+        st.cp_bwd_s += c.cp_bwd_s;
         if (p.recompute == plan::Recompute::full) {
           st.recompute_s += c.recompute_full_s;
           st.recompute_flops += c.fwd_flops;
           st.tp_bwd_s += c.tp_fwd_s;  // the re-run forward repeats its collectives
+          st.cp_bwd_s += c.cp_fwd_s;
         } else if (p.recompute == plan::Recompute::selective) {
           st.recompute_s += c.recompute_selective_s;
           st.recompute_flops += c.selective_flops;
@@ -289,7 +335,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   if (p.pp > 1) {
     double out_elems = 0;
     for (const auto& u : graph.units()) out_elems = std::max(out_elems, u.output_elems);
-    const double bytes = out_elems * static_cast<double>(p.micro_batch) * elem / p.tp;
+    const double bytes = out_elems * static_cast<double>(p.micro_batch) * elem / p.tp / p.cp;
     p2p_s = bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
   }
 
@@ -299,7 +345,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   size_t critical = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& st = stages[s];
-    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
+    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + st.cp_fwd_s + st.cp_bwd_s + (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
     sum_stage += t;
     if (t > max_stage) {
       max_stage = t;
@@ -314,6 +360,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   e.bubble_s = pipeline_s - m * max_stage;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::tp)] = m * (cs.tp_fwd_s + cs.tp_bwd_s);
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::pp)] = p.pp > 1 ? m * 2.0 * p.vp * p2p_s : 0.0;
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::cp)] = m * (cs.cp_fwd_s + cs.cp_bwd_s);
 
   // Data parallel / ZeRO, on the rank with the most parameters.
   double params = 0;
@@ -323,11 +370,11 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       params = stages[s].params;
       heavy = s;
     }
-  const double n = p.dp;
+  const double n = dpcp;
   double dp_exposed = 0, zero_param_exposed = 0, zero_grad_exposed = 0, ps_exposed = 0;
-  if (p.dp > 1) {
+  if (dpcp > 1) {
     const double grad_bytes = params * elem;
-    const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s;
+    const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
     auto exposed_after_backward = [&](double t) {
       if (!p.overlap_grad_reduce) return t;
@@ -353,7 +400,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
           reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
         } else {
           RingNet intra = dp_net;
-          intra.size = std::min(k, p.dp);
+          intra.size = std::min(k, dpcp);
           const hw::Route& r = ctx.cluster.route(0, std::min(ctx.cluster.gpus_per_node() - 1, p.tp));
           intra.bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
           intra.latency_s = r.latency_s;
@@ -409,7 +456,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   double recompute_flops = 0;
   for (const auto& st : stages) recompute_flops += st.recompute_flops;
   // recompute_flops is per micro-batch per pipeline rank on one tp rank: scale to the step.
-  e.hardware_flops_per_step = e.model_flops_per_step + recompute_flops * m * p.tp * p.dp;
+  e.hardware_flops_per_step = e.model_flops_per_step + recompute_flops * m * p.tp * p.dp * p.cp;
   const double peak = gpu.peak_flops_per_s(prec);
   e.mfu = e.model_flops_per_step / (e.step_time_s * gpus * peak);
   e.hfu = e.hardware_flops_per_step / (e.step_time_s * gpus * peak);
@@ -429,8 +476,8 @@ std::vector<double> unit_times_s(const plan::Plan& p, const plan::PlanContext& c
   std::vector<double> out(costs.size());
   for (size_t u = 0; u < costs.size(); ++u) {
     const UnitCost& c = costs[u];
-    double t = c.fwd_s + c.bwd_s + c.tp_fwd_s + c.tp_bwd_s;
-    if (p.recompute == plan::Recompute::full) t += c.recompute_full_s + c.tp_fwd_s;
+    double t = c.fwd_s + c.bwd_s + c.tp_fwd_s + c.tp_bwd_s + c.cp_fwd_s + c.cp_bwd_s;
+    if (p.recompute == plan::Recompute::full) t += c.recompute_full_s + c.tp_fwd_s + c.cp_fwd_s;
     else if (p.recompute == plan::Recompute::selective) t += c.recompute_selective_s;
     out[u] = t;
   }

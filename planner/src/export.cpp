@@ -78,6 +78,7 @@ std::string precision_text(const plan::Plan& p, const plan::PlanContext& ctx) {
 std::string summary_line(const plan::Plan& p, const plan::PlanContext& ctx) {
   std::string s = fmt::format("{} on {} x {} ({} GPUs): dp {} x tp {} x pp {}", ctx.model_spec.name, p.instance_count, p.instance_type,
                               p.world_size(), p.dp, p.tp, p.pp);
+  if (p.cp > 1) s += fmt::format(" x cp {}", p.cp);
   if (p.vp > 1) s += fmt::format(" x vp {}", p.vp);
   s += fmt::format(", ZeRO-{}, micro-batch {} x {} micro-batches, {} recomputation, {}", p.zero_stage, p.micro_batch,
                    p.num_micro_batches, plan::recompute_name(p.recompute), precision_text(p, ctx));
@@ -85,7 +86,7 @@ std::string summary_line(const plan::Plan& p, const plan::PlanContext& ctx) {
 }
 
 void check_common(const plan::Plan& p, const Refusal& refuse) {
-  if (p.dp > 1 && p.dp_algorithm == plan::DpAlgorithm::parameter_server)
+  if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::parameter_server)
     refuse("/data_parallel/algorithm", "the parameter-server algorithm (none of DeepSpeed, Megatron-LM, SageMaker's PyTorch "
                                        "libraries or torchrun's NCCL collectives run one)",
            "re-plan with --dp-algorithms ring,tree,hierarchical");
@@ -93,7 +94,7 @@ void check_common(const plan::Plan& p, const Refusal& refuse) {
 
 // A line saying which NCCL algorithm the plan's data-parallel reduction assumed.
 std::string nccl_note(const plan::Plan& p) {
-  if (p.dp == 1 || p.zero_stage != 0) return "";
+  if (p.dp_cp() == 1 || p.zero_stage != 0) return "";
   switch (p.dp_algorithm) {
     case plan::DpAlgorithm::ring: return "NCCL_ALGO=Ring";
     case plan::DpAlgorithm::tree: return "NCCL_ALGO=Tree";
@@ -109,6 +110,13 @@ std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const R
     refuse("/parallelism/tp", fmt::format("tensor parallelism (tp = {}) is not part of a DeepSpeed config", p.tp),
            "run it with Megatron-DeepSpeed and export the layout with --to megatron, or re-plan without tensor parallelism");
   if (p.sequence_parallel) refuse("/parallelism/sequence_parallel", "sequence parallelism needs Megatron-LM", "export with --to megatron");
+  if (p.cp > 1)
+    refuse("/parallelism/cp",
+           fmt::format("context parallelism (cp = {}: K, V all-gathered over the cp ranks around each attention); DeepSpeed's "
+                       "sequence parallelism (Ulysses) is a different scheme (all-to-all exchanges of heads), whose costs this plan "
+                       "does not model",
+                       p.cp),
+           "export with --to megatron (--context-parallel-size), or re-plan with --cp 1");
   if (p.pp > 1 && p.zero_stage >= 2)
     refuse("/parallelism/zero_stage", fmt::format("ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine supports ZeRO-1 at most)", p.zero_stage),
            "re-plan with --zero 0,1 or without pipeline parallelism");
@@ -117,7 +125,7 @@ std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const R
            "re-plan with --schedules 1f1b");
   if (p.recompute == plan::Recompute::selective)
     refuse("/recompute", "selective recomputation (DeepSpeed checkpoints whole layers)", "use full recomputation, or export with --to megatron");
-  if (p.dp > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
+  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
     refuse("/data_parallel/algorithm", "a hierarchical data-parallel all-reduce (DeepSpeed leaves the algorithm to NCCL)",
            "re-plan with --dp-algorithms ring,tree (and set NCCL_ALGO in the launch environment, see --to torchrun)");
   if (p.pp > 1) {
@@ -195,6 +203,12 @@ std::string megatron(const plan::Plan& p, const plan::PlanContext& ctx, const Re
   // Parallelism.
   add(fmt::format("--tensor-model-parallel-size {}", p.tp));
   add(fmt::format("--pipeline-model-parallel-size {}", p.pp));
+  if (p.cp > 1) {
+    // The plan models Llama 3's all-gather context parallelism (Megatron-core's default is the
+    // p2p ring, which overlaps the K, V exchange with the attention).
+    add(fmt::format("--context-parallel-size {}", p.cp));
+    add("--cp-comm-type allgather");
+  }
   if (p.sequence_parallel) add("--sequence-parallel");
   if (p.pp > 1) {
     const auto shapes = stage_shapes(p, ctx);
@@ -225,17 +239,18 @@ std::string megatron(const plan::Plan& p, const plan::PlanContext& ctx, const Re
     add("--recompute-num-layers 1");
   }
   if (p.zero_stage == 1) add("--use-distributed-optimizer");
-  if (p.dp > 1 && p.overlap_grad_reduce) add("--overlap-grad-reduce");
-  if (p.dp > 1) add(fmt::format("--ddp-bucket-size {}", static_cast<int64_t>(p.bucket_size_bytes)));
+  if (p.dp_cp() > 1 && p.overlap_grad_reduce) add("--overlap-grad-reduce");
+  if (p.dp_cp() > 1) add(fmt::format("--ddp-bucket-size {}", static_cast<int64_t>(p.bucket_size_bytes)));
   const Precision prec = p.precision_or(ctx.precision);
   if (prec == Precision::bf16) add("--bf16");
   else if (prec == Precision::fp16) add("--fp16");
 
   std::string out = "# Megatron-LM arguments: " + summary_line(p, ctx) + "\n";
-  if (p.dp > 1) out += fmt::format("# data parallelism: {} replicas (world size / (tp x pp), set by the launcher)\n", p.dp);
+  if (p.dp > 1)
+    out += fmt::format("# data parallelism: {} replicas (world size / (tp x pp{}), set by the launcher)\n", p.dp, p.cp > 1 ? " x cp" : "");
   if (const std::string nccl = nccl_note(p); !nccl.empty())
     out += fmt::format("# the plan's data-parallel all-reduce assumed {}: export it in the launch environment\n", nccl);
-  if (p.dp > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
+  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
     out += "# the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes\n";
   out += "MEGATRON_ARGS=(\n";
   for (const auto& a : args) out += "  " + a + "\n";
@@ -266,6 +281,12 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
     refuse("/cluster/instance_type", fmt::format("{} is not a SageMaker training instance type (the catalog has no SageMaker price for it)", inst.name),
            "re-plan with --platform sagemaker, which only considers types SageMaker offers");
   if (p.sequence_parallel) refuse("/parallelism/sequence_parallel", "sequence parallelism needs Megatron-LM", "export with --to megatron and launch it with torch_distributed");
+  if (p.cp > 1)
+    refuse("/parallelism/cp",
+           fmt::format("context parallelism (cp = {}) in this SageMaker model parallel (v1) configuration (context_parallel_degree "
+                       "belongs to SMP v2, which has no pipeline parallelism and shards with FSDP instead)",
+                       p.cp),
+           "export with --to megatron and launch it with torch_distributed, or re-plan with --cp 1");
   if (p.vp > 1)
     refuse("/parallelism/vp", "virtual pipeline stages (SageMaker's model parallel library has no interleaved 1F1B)",
            "re-plan with --schedules 1f1b");
@@ -363,9 +384,18 @@ std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const Ex
   if (const std::string nccl = nccl_note(p); !nccl.empty()) env.push_back(nccl);
   const std::string env_text = env.empty() ? "" : join(env, " ") + " ";
   std::string out = "# " + summary_line(p, ctx) + "\n";
-  out += fmt::format("# ranks: {} = dp {} x tp {} x pp {}, tp innermost (Megatron-LM order: tp groups on consecutive GPUs of a node)\n",
-                     p.world_size(), p.dp, p.tp, p.pp);
-  if (p.dp > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
+  if (p.cp > 1) {
+    out += fmt::format("# ranks: {} = dp {} x cp {} x tp {} x pp {}, rank = ((pp_rank x dp + dp_rank) x cp + cp_rank) x tp + tp_rank "
+                       "(Megatron-LM order: tp groups on consecutive GPUs of a node, cp groups next to them)\n",
+                       p.world_size(), p.dp, p.cp, p.tp, p.pp);
+    out += "# context parallelism is the training script's: each cp rank holds sequence chunks i and 2cp-1-i and all-gathers K, V "
+           "around every attention (Megatron-LM --context-parallel-size with --cp-comm-type allgather; PyTorch's "
+           "torch.distributed.tensor.experimental.context_parallel)\n";
+  } else {
+    out += fmt::format("# ranks: {} = dp {} x tp {} x pp {}, tp innermost (Megatron-LM order: tp groups on consecutive GPUs of a node)\n",
+                       p.world_size(), p.dp, p.tp, p.pp);
+  }
+  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
     out += "# the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes\n";
   out += "\n# On each node (NODE_RANK = 0.." + std::to_string(p.instance_count - 1) + ", MASTER_ADDR = node 0):\n";
   out += fmt::format("{}torchrun --nnodes {} --nproc-per-node {} --node-rank $NODE_RANK --master-addr $MASTER_ADDR --master-port {} {}\n",

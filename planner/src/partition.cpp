@@ -602,7 +602,7 @@ StateBytes state_bytes(const plan::Plan& plan, const plan::PlanContext& ctx) {
   b.w = mixed ? 2.0 : 4.0;
   b.g = mixed ? 2.0 : 4.0;
   b.o = mixed ? 12.0 : 8.0;
-  b.dp = static_cast<double>(plan.dp);
+  b.dp = static_cast<double>(plan.dp_cp());  // ZeRO shards over the ranks holding the same parameters
   b.zero = plan.zero_stage;
   return b;
 }
@@ -610,16 +610,16 @@ StateBytes state_bytes(const plan::Plan& plan, const plan::PlanContext& ctx) {
 // Per-rank constant bytes: framework reserve, cuBLAS workspace, data-parallel buckets.
 double fixed_rank_bytes(const plan::Plan& plan, const plan::MemoryOptions& options) {
   double fixed = options.framework_overhead_bytes + 32.0 * 1048576.0;
-  if (plan.dp > 1 && plan.zero_stage == 0 && plan.dp_algorithm != plan::DpAlgorithm::parameter_server)
+  if (plan.dp_cp() > 1 && plan.zero_stage == 0 && plan.dp_algorithm != plan::DpAlgorithm::parameter_server)
     fixed += 2.0 * plan.bucket_size_bytes;
-  if (plan.dp > 1 && plan.zero_stage >= 1 && plan.zero_stage <= 2) fixed += 2.0 * plan.bucket_size_bytes;
+  if (plan.dp_cp() > 1 && plan.zero_stage >= 1 && plan.zero_stage <= 2) fixed += 2.0 * plan.bucket_size_bytes;
   return fixed;
 }
 
 double logits_bytes(const plan::Plan& plan, const plan::PlanContext& ctx) {
   if (ctx.model_spec.vocab <= 0) return 0.0;
   return static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) * static_cast<double>(ctx.model_spec.vocab) /
-         plan.tp * 4.0;
+         plan.tp / plan.cp * 4.0;
 }
 
 double tied_copy_params(const plan::Plan& plan, const plan::PlanContext& ctx) {
@@ -649,17 +649,15 @@ UnitMemoryTerms unit_memory_terms(const plan::Plan& plan, const plan::PlanContex
                          op.tp_split == models::TpSplit::heads || op.tp_split == models::TpSplit::vocab;
       t.params[i] += split ? op.params / tp : op.params;
     }
-    const int u = static_cast<int>(i);
-    auto saved = [&](plan::Recompute rc) {
-      return plan::unit_activation_bytes(graph, u, plan.micro_batch, tp, plan.sequence_parallel, rc, prec, plan.attention);
-    };
-    t.kept_bytes[i] = saved(plan.recompute);
-    // The backward's rise above the kept bytes: full recomputation re-materializes the whole
-    // unit; selective recomputation re-materializes the dropped ops (at most all of them at
-    // once: an upper bound, exact when nothing is dropped, as with flash attention).
-    if (plan.recompute == plan::Recompute::full) t.excursion_bytes[i] = saved(plan::Recompute::none);
-    else if (plan.recompute == plan::Recompute::selective) t.excursion_bytes[i] = saved(plan::Recompute::none) - t.kept_bytes[i];
-    double msg = graph.units()[i].output_elems * b * elem;
+    // The replay's own per-unit numbers (plan::unit_activation_profile): kept bytes, and the
+    // rise above them during the unit's forward (cp's gathered K, V) or backward
+    // (recomputation, cp's transients). Both rises sit on the same base in the replay of the
+    // newest micro-batch in flight (its earlier units kept), so the larger one is the unit's
+    // excursion.
+    const plan::UnitActivationProfile prof = plan::unit_activation_profile(plan, ctx, static_cast<int>(i));
+    t.kept_bytes[i] = prof.kept_bytes;
+    t.excursion_bytes[i] = std::max(prof.forward_rise_bytes, prof.backward_rise_bytes);
+    double msg = graph.units()[i].output_elems * b * elem / plan.cp;
     if (plan.sequence_parallel) msg /= tp;
     t.send_bytes[i] = msg;
   }

@@ -18,6 +18,7 @@ enum class Part {
   recompute,
   optimizer,
   tp,
+  cp,
   pp,
   dp,
   zero_grad,
@@ -42,6 +43,7 @@ inline const PartInfo& part_info(Part p) {
       {"recompute", 9},
       {"optimizer", 4},
       {"TP comm", 1},
+      {"CP comm", 13},
       {"PP comm", 2},
       {"DP all-reduce", 3},
       {"ZeRO reduce-scatter", 6},
@@ -63,6 +65,7 @@ inline Part comm_part(plan::CommPurpose purpose) {
     case plan::CommPurpose::zero_grad: return Part::zero_grad;
     case plan::CommPurpose::zero_param: return Part::zero_param;
     case plan::CommPurpose::ps: return Part::ps;
+    case plan::CommPurpose::cp: return Part::cp;
     case plan::CommPurpose::none: return Part::other;
   }
   return Part::other;

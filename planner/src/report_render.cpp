@@ -78,13 +78,14 @@ std::string pct(double f) { return fmt::format("{:.0f}%", f * 100.0); }
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
 std::string per_hour(const std::optional<double>& v) { return v ? fmt::format("${:.3f}", *v) : "n/a"; }
 
-// "dp/tp/pp", with interleaving, sequence parallelism and a data-parallel algorithm other
-// than ring when the plan has them: "4/2/2 vp 2 sp tree".
+// "dp/tp/pp", with context parallelism, interleaving, sequence parallelism and a data-parallel
+// algorithm other than ring when the plan has them: "4/2/2 cp 2 vp 2 sp tree".
 std::string split_of(const plan::Plan& p) {
   std::string s = fmt::format("{}/{}/{}", p.dp, p.tp, p.pp);
+  if (p.cp > 1) s += fmt::format(" cp {}", p.cp);
   if (p.vp > 1) s += fmt::format(" vp {}", p.vp);
   if (p.sequence_parallel) s += " sp";
-  if (p.dp > 1 && p.dp_algorithm != plan::DpAlgorithm::ring) s += fmt::format(" {}", plan::dp_algorithm_name(p.dp_algorithm));
+  if (p.dp_cp() > 1 && p.dp_algorithm != plan::DpAlgorithm::ring) s += fmt::format(" {}", plan::dp_algorithm_name(p.dp_algorithm));
   return s;
 }
 
@@ -103,11 +104,12 @@ std::string recomputation(plan::Recompute r) {
 
 std::string plan_summary(const plan::Plan& p) {
   std::string s = fmt::format("{} ({} GPUs), dp/tp/pp {}/{}/{}", instances_of(p), p.world_size(), p.dp, p.tp, p.pp);
+  if (p.cp > 1) s += fmt::format(", context parallel {}", p.cp);
   if (p.vp > 1) s += fmt::format(" with {} virtual stages", p.vp);
   if (p.sequence_parallel) s += ", sequence parallel";
   s += fmt::format(", ZeRO-{}, micro-batch {} x {}, {}, {} schedule", p.zero_stage, p.micro_batch, p.num_micro_batches,
                    recomputation(p.recompute), plan::schedule_name(p.schedule));
-  if (p.dp > 1)
+  if (p.dp_cp() > 1)
     s += fmt::format(", {} gradient reduction, {} MB buckets", plan::dp_algorithm_name(p.dp_algorithm), p.bucket_size_bytes / 1e6);
   if (p.precision) s += fmt::format(", {}", precision_name(*p.precision));
   return s;

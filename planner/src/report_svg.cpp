@@ -25,11 +25,11 @@ constexpr double kRightPx = 24;
 constexpr double kBarRowPx = 26;      // bar chart: row pitch
 constexpr double kGanttRowPx = 18;    // Gantt: row pitch
 constexpr double kMarkerRowPx = 13;   // a row of marker labels above the plot
-// Okabe & Ito (2008) colour-blind-safe palette, two colours of Paul Tol's "muted" scheme (wine,
-// teal), greys; yellow late (low contrast on white).
-constexpr std::array<std::string_view, 13> kPalette = {"#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7",
+// Okabe & Ito (2008) colour-blind-safe palette, three colours of Paul Tol's "muted" scheme (wine,
+// teal, indigo last), greys; yellow late (low contrast on white).
+constexpr std::array<std::string_view, 14> kPalette = {"#0072b2", "#e69f00", "#009e73", "#d55e00", "#cc79a7",
                                                         "#56b4e9", "#882255", "#44aa99", "#999999", "#7f5f00",
-                                                        "#000000", "#f0e442", "#dddddd"};
+                                                        "#000000", "#f0e442", "#dddddd", "#332288"};
 
 // Fixed-point coordinates: deterministic and short; -0.00 is written as 0.00.
 std::string n2(double v) {

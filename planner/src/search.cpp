@@ -104,7 +104,7 @@ SearchResult search(const SearchRequest& request, const hw::Catalog& catalog) {
   counts.families = space.families.size();
   for (const auto& f : space.families) {
     const auto& c = space.contexts[f.context];
-    check(static_cast<int>(c.ctx->cluster.num_gpus()) % (f.tp * f.pp) == 0 && !f.micro_batches.empty());
+    check(static_cast<int>(c.ctx->cluster.num_gpus()) % (f.tp * f.pp * f.cp) == 0 && !f.micro_batches.empty());
   }
   result.stages.push_back({"enumerate", since(t0), space.enumerated,
                            fmt::format("{} instance types, {} cluster sizes, {} families", space.types.size(),
@@ -293,7 +293,7 @@ SearchResult search(const SearchRequest& request, const hw::Catalog& catalog) {
         auto [t, cost] = lower_bound(req, ctx_of(P.family[i]), c, c.step.step_time_s);
         items.push_back({bound_of(t, cost), i, false, c.plan.dp_algorithm, c.plan.bucket_size_bytes, false});
       }
-      if (!req.stages.expand || c.plan.dp == 1) continue;
+      if (!req.stages.expand || c.plan.dp_cp() == 1) continue;
       // Variants differ only in data-parallel exposure: without it the step is a lower bound
       // (pipeline, ZeRO parameter gathers and optimizer do not depend on the lazy axes).
       const auto& e = c.step;

@@ -30,7 +30,7 @@ struct Context {
 /// (data-parallel algorithm, bucket size).
 struct Family {
   uint32_t context = 0;
-  int16_t tp = 1, pp = 1, vp = 1;
+  int16_t tp = 1, pp = 1, vp = 1, cp = 1;
   int8_t zero = 0;
   plan::Schedule schedule = plan::Schedule::one_f_one_b;
   plan::Recompute recompute = plan::Recompute::none;
@@ -75,8 +75,8 @@ class PartitionCache {
   size_t computed() const;
 
  private:
-  // (instance type, tp, micro-batch, sp, recompute, pp, vp, dp and context when tp spans nodes)
-  using Key = std::tuple<int, int, int64_t, bool, int, int, int, int, int>;
+  // (instance type, tp, micro-batch, sp, recompute, pp, vp, cp, dp and context when tp x cp spans nodes)
+  using Key = std::tuple<int, int, int64_t, bool, int, int, int, int, int, int>;
   const Space& space_;
   const AnalyticalOptions& analytical_;
   EstimateCache* cache_;
@@ -84,14 +84,14 @@ class PartitionCache {
   std::map<Key, std::shared_ptr<const std::vector<plan::StageAssignment>>> splits_;
 };
 
-/// Per-unit memory terms shared by every candidate with the same (tp, sp, micro-batch,
+/// Per-unit memory terms shared by every candidate with the same (tp, sp, cp, micro-batch,
 /// recomputation, precision, attention): the model graph is the same in every context.
 class MemoryTermsCache {
  public:
   const UnitMemoryTerms& terms(const plan::Plan& p, const plan::PlanContext& ctx);
 
  private:
-  using Key = std::tuple<int, bool, int64_t, int, int, int>;
+  using Key = std::tuple<int, bool, int, int64_t, int, int, int>;
   std::mutex mutex_;
   std::map<Key, std::unique_ptr<UnitMemoryTerms>> terms_;
 };

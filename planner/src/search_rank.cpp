@@ -197,8 +197,7 @@ Explanation explain(const Candidate& w, const Candidate& r) {
   row("recomputation", w.step.recompute_s, r.step.recompute_s, "s");
   row("pipeline bubble", w.step.bubble_s, r.step.bubble_s, "s");
   row("optimizer", w.step.optimizer_s, r.step.optimizer_s, "s");
-  for (auto purpose : {plan::CommPurpose::tp, plan::CommPurpose::pp, plan::CommPurpose::dp, plan::CommPurpose::zero_grad,
-                       plan::CommPurpose::zero_param, plan::CommPurpose::ps}) {
+  for (auto purpose : plan::kCommPurposes) {
     const double a = w.step.exposed_comm_s(purpose), b = r.step.exposed_comm_s(purpose);
     if (a > 0 || b > 0) row(fmt::format("exposed {} communication", plan::comm_purpose_name(purpose)), a, b, "s");
   }

@@ -91,6 +91,25 @@ std::vector<int64_t> global_batches(const SearchRequest& req, int64_t default_ba
   return out;
 }
 
+// The cp axis: the request's degrees, else 1, 2, 4, 8 for long sequences of sequence models;
+// only those whose 2 * cp divides the sequence (causal load balancing needs 2 * cp chunks).
+std::vector<int> context_parallel_degrees(const SearchRequest& req, const models::ModelSpec& spec, bool transformer) {
+  std::vector<int> wanted = req.context_parallel;
+  if (wanted.empty()) {
+    wanted = {1};
+    if (transformer && spec.seq_len >= kContextParallelMinSeqLen) wanted = {1, 2, 4, 8};
+  }
+  std::vector<int> out;
+  for (int cp : wanted) {
+    if (cp < 1) throw Error(fmt::format("context-parallel degrees must be positive, got {}", cp)).hint("e.g. --cp 1,2,4");
+    if (cp > 1 && (!transformer || spec.seq_len % (2 * cp) != 0)) continue;
+    out.push_back(cp);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
   std::vector<int> out;
   if (!req.instance_counts.empty()) {
@@ -123,6 +142,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   if (req.seq_len > 0) spec.seq_len = req.seq_len;
   const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
   const bool lazy_axes = req.stages.expand;
+  const std::vector<int> cps = context_parallel_degrees(req, spec, transformer);
 
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
     const hw::InstanceType& inst = catalog.instance(space.types[ti]);
@@ -161,73 +181,77 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
         if (tp > 1 && (!transformer || !divides(tp, spec.heads) || !divides(tp, spec.kv_heads) || !divides(tp, spec.hidden) ||
                        !divides(tp, spec.ffn_hidden)))
           continue;
-        for (int pp : divisors(gpus / tp)) {
-          if (pp > std::max(1, blocks)) continue;
-          const int dp = gpus / (tp * pp);
-          struct Sched {
-            plan::Schedule s;
-            int vp;
-          };
-          std::vector<Sched> scheds;
-          if (pp == 1) {
-            scheds.push_back({plan::Schedule::one_f_one_b, 1});
-          } else {
-            for (plan::Schedule s : req.schedules) {
-              if (s != plan::Schedule::interleaved_1f1b) {
-                scheds.push_back({s, 1});
-                continue;
+        for (int cp : cps) {
+          if (gpus % (tp * cp)) continue;
+          for (int pp : divisors(gpus / (tp * cp))) {
+            if (pp > std::max(1, blocks)) continue;
+            const int dp = gpus / (tp * pp * cp);
+            struct Sched {
+              plan::Schedule s;
+              int vp;
+            };
+            std::vector<Sched> scheds;
+            if (pp == 1) {
+              scheds.push_back({plan::Schedule::one_f_one_b, 1});
+            } else {
+              for (plan::Schedule s : req.schedules) {
+                if (s != plan::Schedule::interleaved_1f1b) {
+                  scheds.push_back({s, 1});
+                  continue;
+                }
+                for (int vp : req.virtual_stages)
+                  if (vp >= 2 && pp * vp <= blocks && pp * vp <= units) scheds.push_back({s, vp});
               }
-              for (int vp : req.virtual_stages)
-                if (vp >= 2 && pp * vp <= blocks && pp * vp <= units) scheds.push_back({s, vp});
             }
-          }
-          for (int64_t gb : batches) {
-            std::vector<int64_t> mbs;
-            for (int64_t mb : req.micro_batches)
-              if (mb > 0 && gb % (mb * dp) == 0) mbs.push_back(mb);
-            std::sort(mbs.begin(), mbs.end());
-            mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
-            if (mbs.empty()) continue;
-            for (int zero : req.zero_stages) {
-              if (zero < 0 || zero > 3) throw Error(fmt::format("ZeRO stages are 0..3, got {}", zero)).hint("e.g. --zero 0,1,3");
-              if (zero > 0 && dp == 1) continue;
-              if (zero >= 2 && pp > 1) continue;
-              for (const auto& sc : scheds) {
-                for (plan::Recompute rc : req.recomputes) {
-                  if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
-                  for (bool sp : {false, true}) {
-                    if (sp && (tp == 1 || !req.sequence_parallel)) continue;
-                    Family f;
-                    f.context = ci;
-                    f.tp = static_cast<int16_t>(tp);
-                    f.pp = static_cast<int16_t>(pp);
-                    f.vp = static_cast<int16_t>(sc.vp);
-                    f.zero = static_cast<int8_t>(zero);
-                    f.schedule = sc.s;
-                    f.recompute = rc;
-                    f.sp = sp;
-                    f.global_batch = gb;
-                    for (int64_t mb : mbs)
-                      if (sc.s != plan::Schedule::interleaved_1f1b || (gb / (mb * dp)) % pp == 0) f.micro_batches.push_back(mb);
-                    if (f.micro_batches.empty()) continue;
-                    if (req.framework) {
-                      // A representative of the family (the lazy axes are filtered up front).
-                      Skeleton rep;
-                      rep.micro_batch = f.micro_batches.front();
-                      rep.algorithm = c.base.dp_algorithm;
-                      rep.bucket_size_bytes = c.base.bucket_size_bytes;
-                      if (export_refusal(plan_of(c, f, rep), *c.ctx, *req.framework)) {
-                        space.not_expressible += f.micro_batches.size();
-                        continue;
+            for (int64_t gb : batches) {
+              std::vector<int64_t> mbs;
+              for (int64_t mb : req.micro_batches)
+                if (mb > 0 && gb % (mb * dp) == 0) mbs.push_back(mb);
+              std::sort(mbs.begin(), mbs.end());
+              mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
+              if (mbs.empty()) continue;
+              for (int zero : req.zero_stages) {
+                if (zero < 0 || zero > 3) throw Error(fmt::format("ZeRO stages are 0..3, got {}", zero)).hint("e.g. --zero 0,1,3");
+                if (zero > 0 && dp * cp == 1) continue;  // ZeRO shards over the dp * cp replicas
+                if (zero >= 2 && pp > 1) continue;
+                for (const auto& sc : scheds) {
+                  for (plan::Recompute rc : req.recomputes) {
+                    if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
+                    for (bool sp : {false, true}) {
+                      if (sp && (tp == 1 || !req.sequence_parallel)) continue;
+                      Family f;
+                      f.context = ci;
+                      f.tp = static_cast<int16_t>(tp);
+                      f.pp = static_cast<int16_t>(pp);
+                      f.vp = static_cast<int16_t>(sc.vp);
+                      f.cp = static_cast<int16_t>(cp);
+                      f.zero = static_cast<int8_t>(zero);
+                      f.schedule = sc.s;
+                      f.recompute = rc;
+                      f.sp = sp;
+                      f.global_batch = gb;
+                      for (int64_t mb : mbs)
+                        if (sc.s != plan::Schedule::interleaved_1f1b || (gb / (mb * dp)) % pp == 0) f.micro_batches.push_back(mb);
+                      if (f.micro_batches.empty()) continue;
+                      if (req.framework) {
+                        // A representative of the family (the lazy axes are filtered up front).
+                        Skeleton rep;
+                        rep.micro_batch = f.micro_batches.front();
+                        rep.algorithm = c.base.dp_algorithm;
+                        rep.bucket_size_bytes = c.base.bucket_size_bytes;
+                        if (export_refusal(plan_of(c, f, rep), *c.ctx, *req.framework)) {
+                          space.not_expressible += f.micro_batches.size();
+                          continue;
+                        }
                       }
+                      size_t variants = 1;
+                      if (lazy_axes && dp * cp > 1) {
+                        variants *= std::max<size_t>(1, req.bucket_sizes_bytes.size());
+                        if (zero == 0) variants *= std::max<size_t>(1, req.dp_algorithms.size());
+                      }
+                      space.enumerated += f.micro_batches.size() * variants;
+                      space.families.push_back(std::move(f));
                     }
-                    size_t variants = 1;
-                    if (lazy_axes && dp > 1) {
-                      variants *= std::max<size_t>(1, req.bucket_sizes_bytes.size());
-                      if (zero == 0) variants *= std::max<size_t>(1, req.dp_algorithms.size());
-                    }
-                    space.enumerated += f.micro_batches.size() * variants;
-                    space.families.push_back(std::move(f));
                   }
                 }
               }
@@ -251,7 +275,8 @@ plan::Plan plan_of(const Context& c, const Family& f, const Skeleton& s) {
   p.tp = f.tp;
   p.pp = f.pp;
   p.vp = f.vp;
-  p.dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp);
+  p.cp = f.cp;
+  p.dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp * f.cp);
   p.zero_stage = f.zero;
   p.schedule = f.schedule;
   p.recompute = f.recompute;
@@ -267,10 +292,10 @@ plan::Plan plan_of(const Context& c, const Family& f, const Skeleton& s) {
 
 std::shared_ptr<const std::vector<plan::StageAssignment>> PartitionCache::time_split(const Family& f, int64_t micro_batch) {
   const Context& c = space_.contexts[f.context];
-  const bool tp_in_node = f.tp <= c.ctx->cluster.gpus_per_node();
-  const int dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp);
-  const Key key{c.type_index, f.tp, micro_batch, f.sp, static_cast<int>(f.recompute), f.pp, f.vp, tp_in_node ? 0 : dp,
-                tp_in_node ? -1 : static_cast<int>(f.context)};
+  const bool in_node = f.tp * f.cp <= c.ctx->cluster.gpus_per_node();
+  const int dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp * f.cp);
+  const Key key{c.type_index, f.tp, micro_batch, f.sp, static_cast<int>(f.recompute), f.pp, f.vp, f.cp, in_node ? 0 : dp,
+                in_node ? -1 : static_cast<int>(f.context)};
   {
     std::lock_guard lock(mutex_);
     auto it = splits_.find(key);
@@ -302,7 +327,7 @@ size_t PartitionCache::computed() const {
 }
 
 const UnitMemoryTerms& MemoryTermsCache::terms(const plan::Plan& p, const plan::PlanContext& ctx) {
-  const Key key{p.tp, p.sequence_parallel, p.micro_batch, static_cast<int>(p.recompute),
+  const Key key{p.tp, p.sequence_parallel, p.cp, p.micro_batch, static_cast<int>(p.recompute),
                 static_cast<int>(p.precision_or(ctx.precision)), static_cast<int>(p.attention)};
   {
     std::lock_guard lock(mutex_);

@@ -138,10 +138,6 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = "the number of GPUs is not given";
     return;
   }
-  if (num(q, "cp").value_or(1) > 1) {
-    vp.reason = fmt::format("context parallelism (cp = {}) is not modelled", num(q, "cp").value_or(1));
-    return;
-  }
   if (num(q, "ep").value_or(1) > 1) {
     vp.reason = "expert parallelism is not modelled";
     return;
@@ -157,7 +153,10 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   p.instance_count = gpus / inst.gpu_count;
   p.tp = static_cast<int>(num(q, "tp").value_or(1));
   p.pp = static_cast<int>(num(q, "pp").value_or(1));
-  p.dp = num(q, "dp") ? static_cast<int>(*num(q, "dp")) : gpus / (p.tp * p.pp);
+  // Context parallelism (Megatron-core / NeMo's context_parallel_size); a published dp counts
+  // replicas without it, as Megatron's data-parallel size does.
+  p.cp = std::max(1, static_cast<int>(num(q, "cp").value_or(1)));
+  p.dp = num(q, "dp") ? static_cast<int>(*num(q, "dp")) : gpus / (p.tp * p.pp * p.cp);
   if (!num(q, "tp") || !num(q, "pp")) vp.assumptions.push_back("unstated tp/pp taken as 1");
   const auto gb = num(q, "global_batch");
   if (!gb) {
@@ -211,8 +210,9 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   else if (contains(prec, "bf16")) p.precision = Precision::bf16;
   else if (contains(prec, "fp16")) p.precision = Precision::fp16;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
-  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
-                         p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "", p.dp, p.zero_stage,
+  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
+                         p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
+                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.dp, p.zero_stage,
                          plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
   plan::PlanContext ctx = [&] {

@@ -36,12 +36,23 @@ TEST_CASE("validate: published TFLOP/s are converted back to a step time with th
 
 TEST_CASE("validate: points that cannot be mapped say why", "[planner]") {
   const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
-  CHECK_FALSE(point(r, "mini-cp").mapped);
-  CHECK(point(r, "mini-cp").reason.find("context parallelism") != std::string::npos);
   CHECK(point(r, "mini-dgx2").reason.find("DGX-2") != std::string::npos);
   CHECK(point(r, "mini-claim").reason.find("vendor_claim") != std::string::npos);
-  CHECK(r.training.points == 2);
-  CHECK(r.training.unmapped == 2);  // the vendor claim is neither a training nor a collective point
+  CHECK(r.training.points == 3);
+  CHECK(r.training.unmapped == 1);  // the vendor claim is neither a training nor a collective point
+}
+
+TEST_CASE("validate: a context-parallel point maps onto a plan with cp, its published dp excluding cp", "[planner]") {
+  // NeMo's Llama 3 8B recipe on 8 H100: tp 1, pp 1, cp 2, dp 4 (Megatron's data-parallel size
+  // leaves the cp ranks out: 8 GPUs = dp 4 x cp 2).
+  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+  const auto& c = point(r, "mini-cp");
+  REQUIRE(c.mapped);
+  CHECK(c.cluster == "1 x dgx-h100");
+  CHECK(c.setup.find("tp1 pp1 cp2 dp4") != std::string::npos);
+  CHECK(c.measured == Approx(12.9));
+  CHECK(c.predicted > 0);
+  CHECK(c.error == Approx(c.predicted / c.measured - 1));
 }
 
 TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus bandwidth", "[planner]") {

@@ -14,11 +14,17 @@
 // - Tensor parallel: the collectives of plan::tp_collectives(), each a ring over the tp group
 //   at the bandwidth left after every concurrent tp group's flows share the links (routes of
 //   the Cluster), fully exposed (Megatron-LM does not overlap them).
+// - Context parallel (cp > 1): every op on 1/cp of the tokens (attention: 1/cp of the s x s
+//   work, reading the gathered K, V: plan::op_cost); per attention and micro-batch a ring
+//   all-gather of K, V over the cp group before it (exposed: it directly follows the QKV
+//   projection), in backward a K, V all-gather issued when the unit's backward starts (exposed
+//   only beyond the backward of the ops after the attention, as the lowering orders it) and a
+//   reduce-scatter of dK, dV (exposed); full recomputation repeats the forward gather.
 // - Pipeline: per micro-batch, a send of the stage's output activation forward and of its
 //   gradient backward; step = m x (slowest stage) + (p - 1)/v x (mean stage) for GPipe, 1F1B
 //   and interleaved 1F1B; the bubble is what exceeds m x (slowest stage).
 // - Data parallel: gradient all-reduce (ring / tree / hierarchical / parameter server) over
-//   the dp group with the same link sharing; with overlap, only what exceeds the last
+//   the dp group (dp * cp ranks: those that hold the same parameters) with the same link sharing; with overlap, only what exceeds the last
 //   micro-batch's backward is exposed (at least the last bucket). ZeRO-1/2 reduce-scatter the
 //   gradients and all-gather the updated parameters (the all-gather is exposed); ZeRO-3 also
 //   all-gathers each unit's parameters in forward and backward, hidden behind compute where
@@ -44,7 +50,7 @@ struct StepEstimate {
   double bubble_s = 0;       // pipeline fill/drain idle time
   double optimizer_s = 0;
   /// Exposed (not hidden behind compute) communication by purpose, seconds per step.
-  std::array<double, 7> exposed_comm_by_purpose_s{};
+  std::array<double, static_cast<size_t>(plan::CommPurpose::none) + 1> exposed_comm_by_purpose_s{};
   double exposed_comm_s(plan::CommPurpose p) const { return exposed_comm_by_purpose_s[static_cast<size_t>(p)]; }
   double exposed_comm_total_s() const;
   double model_flops_per_step = 0;     // 6N-style model FLOPs, no recomputation
@@ -73,10 +79,10 @@ StepEstimate estimate_step(const plan::Plan& plan, const plan::PlanContext& ctx,
 
 /// [Added for the partitioner, planner/partition.hpp.] Seconds per micro-batch of each layer
 /// unit (ctx.graph.units() order) on one rank of `plan`: forward + backward + recomputation +
-/// exposed tp communication, exactly the per-unit terms estimate_step sums into a pipeline
+/// exposed tp and cp communication, exactly the per-unit terms estimate_step sums into a pipeline
 /// rank's time (the per-stage p2p term is not included: it does not depend on the split).
-/// Only tp, sequence parallelism, micro-batch, recomputation and precision of `plan` matter
-/// (and dp/pp when tp spans nodes); its stages are ignored.
+/// Only tp, sequence parallelism, cp, micro-batch, recomputation and precision of `plan`
+/// matter (and dp/pp when tp x cp spans nodes); its stages are ignored.
 std::vector<double> unit_times_s(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {},
                                  EstimateCache* cache = nullptr);
 

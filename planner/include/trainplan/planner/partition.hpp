@@ -65,7 +65,7 @@ struct PartitionProblem {
   std::vector<double> unit_time_s;                // (n,) seconds per micro-batch
   std::vector<double> static_bytes;               // (n,) weights + gradients + optimizer state
   std::vector<double> kept_bytes;                 // (n,) activations one micro-batch keeps for backward
-  std::vector<double> excursion_bytes;            // (n,) rise above that during the unit's backward (recomputation)
+  std::vector<double> excursion_bytes;            // (n,) rise above that during the unit's forward or backward (recomputation, cp transients)
   std::vector<std::vector<double>> peak_bytes;    // (k, n) transient terms, max over a rank's units
   std::vector<double> fixed_bytes;                // (pp,) framework, workspace, dp buckets
   std::vector<double> in_flight;                  // (pp,) micro-batches whose activations a rank holds
@@ -105,12 +105,13 @@ Partition evaluate_partition(const PartitionProblem& problem, std::vector<plan::
 /// tie-breaks as partition_units' target: for tests on small cases only.
 Partition brute_force_partition(const PartitionProblem& problem, Balance balance);
 
-/// Per-unit memory terms of a plan's model at its tp, sequence parallelism, micro-batch,
-/// recomputation and precision (nothing else of the plan matters, so a search caches them).
+/// Per-unit memory terms of a plan's model at its tp, sequence parallelism, cp, micro-batch,
+/// recomputation, precision and attention (nothing else of the plan matters, so a search caches
+/// them).
 struct UnitMemoryTerms {
   std::vector<double> params;           // (n,) parameters held by one tp rank
   std::vector<double> kept_bytes;       // (n,) activations one micro-batch keeps for backward
-  std::vector<double> excursion_bytes;  // (n,) rise above that during the unit's backward
+  std::vector<double> excursion_bytes;  // (n,) rise above that during the unit's forward or backward
   std::vector<double> send_bytes;       // (n,) the unit's output per micro-batch (pipeline message)
 };
 UnitMemoryTerms unit_memory_terms(const plan::Plan& plan, const plan::PlanContext& ctx);
@@ -125,10 +126,10 @@ PartitionProblem make_partition_problem(const plan::Plan& plan, const plan::Plan
                                         const plan::MemoryOptions& options = {});
 
 /// plan::stage_memory of every pipeline rank of `plan` (with its stages) from per-unit terms,
-/// in O(units): equal for GPipe and 1F1B with flash attention (tested); an upper bound under
-/// selective recomputation of unfused attention (the dropped ops' rise is bounded by their
-/// sum); for interleaved 1F1B the activation term treats a rank's chunks as one range, like
-/// PartitionProblem (within ~10% of the replay).
+/// in O(units): equal for GPipe and 1F1B (tested, recomputation and context parallelism
+/// included: the terms are plan::unit_activation_profile's); for interleaved 1F1B the
+/// activation term treats a rank's chunks as one range, like PartitionProblem (within ~10% of
+/// the replay).
 std::vector<plan::MemoryBreakdown> memory_per_rank(const plan::Plan& plan, const plan::PlanContext& ctx,
                                                   const UnitMemoryTerms& terms, const plan::MemoryOptions& options = {});
 

@@ -17,8 +17,9 @@
 //   for (const auto& st : res.stages) st.name, st.seconds, st.kept;
 //
 // Stages (each named, timed, checked; those marked * can be switched off):
-//   enumerate     instance type x count x dp/tp/pp (tp inside the NVLink/NVSwitch domain unless
-//                 allowed across nodes) x schedule and virtual stages x ZeRO 0-3 x
+//   enumerate     instance type x count x dp/tp/pp/cp (tp inside the NVLink/NVSwitch domain unless
+//                 allowed across nodes; cp > 1 by default only for sequences of at least
+//                 kContextParallelMinSeqLen tokens) x schedule and virtual stages x ZeRO 0-3 x
 //                 recomputation x sequence parallelism (tp > 1) x global batch x micro-batch;
 //                 precision is the GPU's 16-bit type (bf16, else fp16).
 //   partition*    layer units to pipeline stages (partition.hpp), shared by every candidate
@@ -90,6 +91,11 @@ struct SearchStages {
   bool check_invariants = true;
 };
 
+/// Shortest sequence for which the search tries context parallelism by default: below it the
+/// attention is a small part of a layer's work and splitting the sequence only shrinks every
+/// GEMM and adds K, V traffic (Megatron-core / NeMo recipes use cp > 1 from 8k tokens on).
+inline constexpr int64_t kContextParallelMinSeqLen = 4096;
+
 struct SearchRequest {
   std::string model;              // catalog name or path (see models::resolve_model)
   double tokens = 0;              // training work in tokens (samples for image models)
@@ -118,6 +124,9 @@ struct SearchRequest {
   /// GPipe equals 1F1B in the analytical time and needs more memory, so it is off by default.
   std::vector<plan::Schedule> schedules = {plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b};
   std::vector<int> virtual_stages = {2, 4};  // for interleaved 1F1B
+  /// Context-parallel degrees (each must divide the GPU count, and 2 * cp the sequence length).
+  /// Empty: 1, 2, 4, 8 for sequences of at least kContextParallelMinSeqLen tokens, else 1.
+  std::vector<int> context_parallel;
   std::vector<plan::DpAlgorithm> dp_algorithms = {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree,
                                                   plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server};
   std::vector<double> bucket_sizes_bytes = {25e6};
