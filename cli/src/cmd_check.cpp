@@ -20,9 +20,9 @@ void run(const std::string& path) {
   plan::PlanContext ctx = plan::resolve(p, catalog, path);
   plan::validate(p, ctx, path);
   const auto& spec = ctx.model_spec;
-  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s, ZeRO-%d, %s, %s schedule, recomputation: %s%s\n", path.c_str(),
+  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s%s, ZeRO-%d, %s, %s schedule, recomputation: %s%s\n", path.c_str(),
               spec.name.c_str(), p.instance_count, p.instance_type.c_str(), ctx.cluster.num_gpus(), p.dp, p.tp, p.pp,
-              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
+              p.cp > 1 ? fmt::format(" x cp {}", p.cp).c_str() : "", p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
               std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str(),
               p.sequence_parallel ? ", sequence parallel" : "");
   std::printf("batch: %lld samples = %lld micro-batch(es) of %lld on each of %d data-parallel ranks\n\n",
@@ -55,8 +55,7 @@ void run(const std::string& path) {
               units::format_duration(e.recompute_s).c_str(), units::format_duration(e.bubble_s).c_str(),
               units::format_duration(e.optimizer_s).c_str());
   std::string comm;
-  for (auto purpose : {plan::CommPurpose::tp, plan::CommPurpose::pp, plan::CommPurpose::dp, plan::CommPurpose::zero_grad,
-                       plan::CommPurpose::zero_param, plan::CommPurpose::ps}) {
+  for (auto purpose : plan::kCommPurposes) {
     if (e.exposed_comm_s(purpose) > 0)
       comm += fmt::format("{}{} {}", comm.empty() ? "" : ", ", plan::comm_purpose_name(purpose), units::format_duration(e.exposed_comm_s(purpose)));
   }

@@ -44,6 +44,7 @@ void run(const ExecuteArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_file);
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   plan::validate(p, ctx, a.plan_file);
+  executor::check_executable(p, a.plan_file);
   const models::ModelSpec& spec = ctx.model_spec;
   if (a.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", a.steps));
   if (a.checkpoint_every < 0) throw Error(fmt::format("--checkpoint-every must be >= 0, got {}", a.checkpoint_every));

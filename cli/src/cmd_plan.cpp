@@ -31,6 +31,7 @@ struct PlanArgs {
 std::string split_text(const plan::Plan& p) {
   std::string s = fmt::format("{}/{}/{}", p.dp, p.tp, p.pp);
   if (p.vp > 1) s += fmt::format("x{}", p.vp);
+  if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
   return s;
 }
 
@@ -62,7 +63,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
     }
     row.insert(row.end(), {fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
                            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)),
-                           p.sequence_parallel ? "yes" : "no", p.dp > 1 ? std::string(plan::dp_algorithm_name(p.dp_algorithm)) : "-",
+                           p.sequence_parallel ? "yes" : "no", p.dp_cp() > 1 ? std::string(plan::dp_algorithm_name(p.dp_algorithm)) : "-",
                            memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(c.step.mfu)});
     if (sim) {
       row.push_back(units::format_duration(c.step.step_time_s));
@@ -239,9 +240,10 @@ void run(const PlanArgs& a) {
     std::string hint = "allow more GPUs (--max-gpus) or instance types with more GPU memory";
     if (best) {
       const auto& p = best->plan;
-      detail = fmt::format(": the closest, {} x {} with dp/tp/pp {}/{}/{}, ZeRO-{}, {} recomputation, micro-batch {}, needs {} per GPU; "
+      detail = fmt::format(": the closest, {} x {} with dp/tp/pp {}/{}/{}{}, ZeRO-{}, {} recomputation, micro-batch {}, needs {} per GPU; "
                            "the GPU has {}",
-                           p.instance_count, p.instance_type, p.dp, p.tp, p.pp, p.zero_stage, plan::recompute_name(p.recompute),
+                           p.instance_count, p.instance_type, p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
+                           p.zero_stage, plan::recompute_name(p.recompute),
                            p.micro_batch, units::format_bytes(best->needed_bytes), units::format_bytes(best->capacity_bytes));
     }
     throw Error(fmt::format("no plan for {} fits in GPU memory within {} GPUs{}", spec.name, req.max_gpus, detail)).hint(hint);

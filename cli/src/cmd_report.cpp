@@ -87,8 +87,9 @@ void run(const ReportArgs& a) {
     written.push_back(a.output + ".html");
   }
   const auto& best = r.plans.front().candidate;
-  std::printf("trainplan report: %s: best plan %d x %s, dp/tp/pp %d/%d/%d, step %s (estimate)\n", r.model.c_str(),
+  std::printf("trainplan report: %s: best plan %d x %s, dp/tp/pp %d/%d/%d%s, step %s (estimate)\n", r.model.c_str(),
               best.plan.instance_count, best.plan.instance_type.c_str(), best.plan.dp, best.plan.tp, best.plan.pp,
+              best.plan.cp > 1 ? fmt::format(" x cp {}", best.plan.cp).c_str() : "",
               units::format_duration(best.step.step_time_s).c_str());
   std::printf("report written to %s\n", join(written, " and ").c_str());
 }

@@ -67,9 +67,9 @@ void run(const SimulateArgs& a) {
   const double tokens_per_s = static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample() / s.step_time_s;
   const auto est = planner::estimate_step(p, ctx);
 
-  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s, ZeRO-%d, %s\n", a.plan_path.c_str(), ctx.model_spec.name.c_str(),
+  std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s%s, ZeRO-%d, %s\n", a.plan_path.c_str(), ctx.model_spec.name.c_str(),
               p.instance_count, p.instance_type.c_str(), p.world_size(), p.dp, p.tp, p.pp,
-              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(prec)).c_str());
+              p.cp > 1 ? fmt::format(" x cp {}", p.cp).c_str() : "", p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(prec)).c_str());
   std::printf("simulated %s fidelity, %s granularity: %s tasks, %s events\n\n", std::string(sim::fidelity_name(r.fidelity)).c_str(),
               r.granularity == plan::Granularity::op ? "op" : "layer", units::format_count(static_cast<double>(r.tasks)).c_str(),
               units::format_count(static_cast<double>(s.stats.events)).c_str());
@@ -86,8 +86,7 @@ void run(const SimulateArgs& a) {
   };
   row("compute", b.compute_s);
   row("optimizer", b.optimizer_s);
-  for (auto purpose : {plan::CommPurpose::tp, plan::CommPurpose::pp, plan::CommPurpose::dp, plan::CommPurpose::zero_grad,
-                       plan::CommPurpose::zero_param, plan::CommPurpose::ps})
+  for (auto purpose : plan::kCommPurposes)
     row(fmt::format("exposed {} communication", plan::comm_purpose_name(purpose)), b.exposed_comm(purpose));
   row("pipeline bubble", b.bubble_s);
   row("other (launch gaps, waiting for peers)", b.other_s);
@@ -101,13 +100,14 @@ void run(const SimulateArgs& a) {
     double busy = 0, hfu = 0, mem = 0;
     int n = 0;
     for (int d = 0; d < p.dp; ++d)
-      for (int t = 0; t < p.tp; ++t) {
-        const size_t rank = static_cast<size_t>((stage * p.dp + d) * p.tp + t);
-        busy += s.gpu_utilization[rank];
-        hfu += s.flops_utilization[rank];
-        mem = std::max(mem, s.peak_memory_bytes[rank]);
-        ++n;
-      }
+      for (int c = 0; c < p.cp; ++c)
+        for (int t = 0; t < p.tp; ++t) {
+          const size_t rank = static_cast<size_t>(((stage * p.dp + d) * p.cp + c) * p.tp + t);  // plan::StepProgram::rank_of
+          busy += s.gpu_utilization[rank];
+          hfu += s.flops_utilization[rank];
+          mem = std::max(mem, s.peak_memory_bytes[rank]);
+          ++n;
+        }
     const auto& mm = model_mem[static_cast<size_t>(stage)];
     st.add({std::to_string(stage), percent(busy / n), percent(hfu / n), units::format_bytes(mem), units::format_bytes(mm.total_bytes()),
             units::format_bytes(mm.capacity_bytes)});

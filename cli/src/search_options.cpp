@@ -96,6 +96,8 @@ planner::SearchRequest search_request(const SearchArgs& a) {
     });
   if (!a.virtual_stages.empty())
     req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a virtual stage count")); });
+  if (!a.context_parallel.empty())
+    req.context_parallel = list_of<int>(a.context_parallel, "--cp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a context-parallel degree")); });
   if (!a.dp_algorithms.empty())
     req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
       return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
@@ -156,6 +158,8 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--recompute", a.recompute, "Recomputation to try: none,selective,full (default all)");
   cmd->add_option("--schedules", a.schedules, "Pipeline schedules to try: gpipe,1f1b,interleaved-1f1b (default 1f1b,interleaved-1f1b)");
   cmd->add_option("--vp", a.virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
+  cmd->add_option("--cp", a.context_parallel,
+                  "Context-parallel degrees to try (default 1,2,4,8 for sequences of 4096 tokens or more, else 1)");
   cmd->add_option("--dp-algorithms", a.dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server (default all)");
   cmd->add_option("--bucket-sizes", a.bucket_sizes, "Gradient bucket sizes (default 25MB)");
   cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel, "Do not try sequence parallelism");

@@ -32,6 +32,7 @@ struct SearchArgs {
   std::string recompute;
   std::string schedules;
   std::string virtual_stages;
+  std::string context_parallel;
   std::string dp_algorithms;
   std::string bucket_sizes;
   bool no_sequence_parallel = false;

@@ -111,6 +111,16 @@ void TrainingData::feature_sample(int64_t step, int64_t sample, std::span<double
   }
 }
 
+// ---- Plans the runtime executes -------------------------------------------------------------
+
+void check_executable(const plan::Plan& plan, const std::string& plan_file) {
+  if (plan.cp > 1)
+    throw Error(fmt::format("context parallelism (cp = {}) is not executed by the runtime", plan.cp))
+        .at(plan_file, "/parallelism/cp")
+        .hint("the simulator models it (trainplan simulate); to execute the plan, set parallelism.cp to 1 and fold its GPUs "
+              "into dp");
+}
+
 namespace rt {
 
 // ---- TpSlice --------------------------------------------------------------------------------
@@ -183,6 +193,7 @@ void check_supported(const models::ModelGraph& g) {
 
 ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph& graph,
                                const plan::StepProgram& program) {
+  check_executable(plan);
   check_supported(graph);
   ModelLayout L;
   L.plan = &plan;

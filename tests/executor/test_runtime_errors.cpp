@@ -42,6 +42,26 @@ TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[e
   }
 }
 
+TEST_CASE("executor: context parallelism is refused, naming the plan field (the simulator models it)", "[executor][runtime]") {
+  plan::Plan p;
+  p.model = tiny_model("tiny-gpt");
+  p.instance_type = "g5.xlarge";
+  p.instance_count = 4;
+  p.dp = 2;
+  p.cp = 2;
+  p.global_batch = 4;
+  p.micro_batch = 1;
+  plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+  REQUIRE_ERROR_CONTAINS(check_executable(p, "plan.json"),
+                         "plan.json: /parallelism/cp: context parallelism (cp = 2) is not executed by the runtime");
+  REQUIRE_ERROR_CONTAINS(check_executable(p, "plan.json"), "the simulator models it");
+  // The runtime does not run its program either (it fails before building any rank).
+  REQUIRE_THROWS_AS(Runtime(p, ctx, plan::lower(p, ctx), test_options()), Error);
+  p.cp = 1;
+  CHECK_NOTHROW(check_executable(p, "plan.json"));
+}
+
 TEST_CASE("executor: a plan whose declared memory exceeds the limit does not fit, naming the rank",
           "[executor][runtime]") {
   RunSpec s;

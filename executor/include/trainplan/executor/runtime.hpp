@@ -143,6 +143,13 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Throws Error (at `plan_file`, with the JSON pointer of the field) for a valid plan that the
+/// runtime does not execute: context parallelism (parallelism.cp > 1) is modelled by the
+/// planner and the simulator only. `trainplan execute` and ModelLayout::build call it (the
+/// Runtime constructor refuses a cp > 1 program before that, at its rank-coordinate check,
+/// which knows no cp_rank).
+void check_executable(const plan::Plan& plan, const std::string& plan_file = "");
+
 /// The step's memory declared by the program, per rank: static_bytes + the peak of the live
 /// alloc/free bytes in task order.
 std::vector<double> declared_peak_memory(const plan::StepProgram& program);
