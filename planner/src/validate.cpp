@@ -174,7 +174,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   const std::string fsdp = str(q, "fsdp");
   if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
   else if (contains(fsdp, "SHARD_GRAD_OP")) p.zero_stage = 2;
-  else p.zero_stage = static_cast<int>(num(q, "zero_stage").value_or(0));
+  else if (auto z = num(q, "zero_stage")) p.zero_stage = static_cast<int>(*z);
+  else if (contains(str(point["source"], "title"), "NeMo") && p.dp * p.cp > 1) {
+    // NeMo's Megatron-core recipes shard the optimizer state over the data-parallel ranks
+    // (use_distributed_optimizer): ZeRO-1.
+    p.zero_stage = 1;
+    vp.assumptions.push_back("optimizer sharding not stated: ZeRO-1 (NeMo's distributed optimizer)");
+  }
   const std::string rc = str(q, "activation_recompute");
   if (contains(rc, "full")) p.recompute = plan::Recompute::full;
   else if (contains(rc, "selective")) p.recompute = plan::Recompute::selective;
