@@ -21,8 +21,9 @@ GptConfig GptConfig::from_spec(const models::ModelSpec& spec) {
     throw fail("/family", fmt::format("the executor's decoder runs families gpt and llama, not {}",
                                       models::family_name(spec.family)));
   if (spec.position == models::PositionEmbedding::rotary)
-    throw fail("/position", "rotary position embeddings are not implemented by the executor yet")
-        .hint("use a model with learned (or no) position embeddings");
+    throw fail("/position", "rotary position embeddings are not implemented by the hand-written reference GptModel")
+        .hint("executor::Runtime (trainplan execute) runs rotary models from the model graph; GptModel needs learned or no "
+              "position embeddings");
   if (spec.activation == models::Activation::relu)
     throw fail("/activation", "the decoder supports gelu and swiglu, not relu");
   GptConfig c;

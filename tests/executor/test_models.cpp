@@ -85,7 +85,7 @@ TEST_CASE("gpt: GPT config comes from a catalog spec and shrinks keeping its rat
   llama.activation = models::Activation::swiglu;
   llama.position = models::PositionEmbedding::rotary;
   llama.file = "llama.json";
-  REQUIRE_ERROR_CONTAINS(GptConfig::from_spec(llama), "rotary position embeddings are not implemented");
+  REQUIRE_ERROR_CONTAINS(GptConfig::from_spec(llama), "rotary position embeddings are not implemented by the hand-written reference GptModel");
   REQUIRE_ERROR_CONTAINS(GptConfig::from_spec(llama), "llama.json: /position");
   llama.position = models::PositionEmbedding::none;
   GptConfig gqa = GptConfig::from_spec(llama).shrunk(2, 64, 8, 256, 32);
