@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plan_fixture.hpp"
 #include "test_support.hpp"
 #include "trainplan/core/random.hpp"
 #include "trainplan/planner/analytical.hpp"
@@ -64,24 +65,10 @@ std::vector<int> sizes(const planner::Partition& part) {
   return out;
 }
 
-struct Resolved {
-  plan::Plan plan;
-  plan::PlanContext ctx;
-};
-
-Resolved resolved(const std::string& model, const std::string& inst, int count, int dp, int tp, int pp, int64_t gb, int64_t mb) {
-  plan::Plan p;
-  p.model = model;
-  p.instance_type = inst;
-  p.instance_count = count;
-  p.dp = dp;
-  p.tp = tp;
-  p.pp = pp;
-  p.global_batch = gb;
-  p.micro_batch = mb;
-  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
-  plan::validate(p, ctx, "test");
-  return {p, std::move(ctx)};
+// The shared fixture, under the name these tests use.
+testing::ResolvedPlan resolved(const std::string& model, const std::string& inst, int count, int dp, int tp, int pp, int64_t gb,
+                               int64_t mb) {
+  return testing::resolved_plan(model, inst, count, dp, tp, pp, gb, mb);
 }
 
 }  // namespace
