@@ -607,20 +607,9 @@ class RankLowering {
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
     if (mem_) buf = alloc(kPpRecv, BufferKind::comm, bytes, deps, std::string("alloc pp recv buffer") + mb_tag_[static_cast<size_t>(mb)]);
-    Task& t = push();
-    t.kind = TaskKind::recv;
-    t.stream = kPpRecv;
-    t.deps = std::move(deps);
-    t.label = std::string(fwd ? "recv act" : "recv grad") + mb_tag_[static_cast<size_t>(mb)] + " from vs" + std::to_string(peer_vs);
-    t.phase = phase;
-    t.micro_batch = mb;
-    t.unit = fwd ? boundary_unit : boundary_unit + 1;
-    t.virtual_stage = step.chunk;
-    t.peer = peer;
-    t.bytes = bytes;
-    t.purpose = CommPurpose::pp;
-    t.role = fwd ? TensorRole::output : TensorRole::grad_input;
-    t.comm_id = pp_id(peer, peer_vs / L_.pp_, fwd, mb);
+    Task& t = p2p(TaskKind::recv, kPpRecv, std::move(deps),
+                  std::string(fwd ? "recv act" : "recv grad") + mb_tag_[static_cast<size_t>(mb)] + " from vs" + std::to_string(peer_vs),
+                  phase, step, fwd ? boundary_unit : boundary_unit + 1, peer, bytes, pp_id(peer, peer_vs / L_.pp_, fwd, mb));
     const int unit = t.unit;
     const TensorRole role = t.role;
     const int recv = t.id;
@@ -657,22 +646,33 @@ class RankLowering {
     std::vector<int> deps = after_compute();
     int64_t buf = -1;
     if (mem_) buf = alloc(kPpSend, BufferKind::comm, bytes, deps, std::string("alloc pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
+    const int id = p2p(TaskKind::send, kPpSend, std::move(deps),
+                       std::string(fwd ? "send act" : "send grad") + mb_tag_[static_cast<size_t>(mb)] + " to vs" + std::to_string(peer_vs),
+                       phase, step, fwd ? a.last_unit : a.first_unit, L_.rank_of(d_, t_, peer_vs % L_.pp_, c_), bytes,
+                       pp_id(rp_.rank, step.chunk, fwd, mb))
+                       .id;
+    if (mem_) release(kPpSend, BufferKind::comm, bytes, buf, {id}, std::string("free pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
+  }
+
+  // A pipeline send or recv: the activation forward (role output) or its gradient backward
+  // (role grad_input) of `unit`, exchanged with `peer`.
+  Task& p2p(TaskKind kind, int stream, std::vector<int> deps, std::string label, Phase phase, const PipelineStep& step, int unit,
+            int peer, double bytes, int64_t comm_id) {
     Task& t = push();
-    t.kind = TaskKind::send;
-    t.stream = kPpSend;
+    t.kind = kind;
+    t.stream = stream;
     t.deps = std::move(deps);
-    t.label = std::string(fwd ? "send act" : "send grad") + mb_tag_[static_cast<size_t>(mb)] + " to vs" + std::to_string(peer_vs);
+    t.label = std::move(label);
     t.phase = phase;
-    t.micro_batch = mb;
-    t.unit = fwd ? a.last_unit : a.first_unit;
+    t.micro_batch = step.micro_batch;
+    t.unit = unit;
     t.virtual_stage = step.chunk;
-    t.peer = L_.rank_of(d_, t_, peer_vs % L_.pp_, c_);
+    t.peer = peer;
     t.bytes = bytes;
     t.purpose = CommPurpose::pp;
-    t.role = fwd ? TensorRole::output : TensorRole::grad_input;
-    t.comm_id = pp_id(rp_.rank, step.chunk, fwd, mb);
-    const int id = t.id;
-    if (mem_) release(kPpSend, BufferKind::comm, bytes, buf, {id}, std::string("free pp send buffer") + mb_tag_[static_cast<size_t>(mb)]);
+    t.role = phase == Phase::forward ? TensorRole::output : TensorRole::grad_input;
+    t.comm_id = comm_id;
+    return t;
   }
 
   int64_t pp_id(int sender, int chunk, bool fwd, int mb) const {
