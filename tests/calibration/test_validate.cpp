@@ -2,12 +2,12 @@
 #include <cmath>
 
 #include "test_support.hpp"
-#include "trainplan/planner/validate.hpp"
+#include "trainplan/calibration/validate.hpp"
 
 using namespace trainplan;
 
 namespace {
-const planner::ValidationPoint& point(const planner::ValidationReport& r, const std::string& id) {
+const calibration::ValidationPoint& point(const calibration::ValidationReport& r, const std::string& id) {
   for (const auto& p : r.points)
     if (p.id == id) return p;
   FAIL("no point " << id);
@@ -15,8 +15,8 @@ const planner::ValidationPoint& point(const planner::ValidationReport& r, const 
 }
 }  // namespace
 
-TEST_CASE("validate: published TFLOP/s are converted back to a step time with the source's FLOP formula", "[planner]") {
-  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin(),
+TEST_CASE("validate: published TFLOP/s are converted back to a step time with the source's FLOP formula", "[calibration]") {
+  const auto r = calibration::validate_published(testing::source_path("tests/calibration/data/published-mini.json"), hw::Catalog::builtin(),
                                              {.threads = 2});
   const auto& n = point(r, "mini-narayanan-1.7B");
   REQUIRE(n.mapped);
@@ -34,18 +34,18 @@ TEST_CASE("validate: published TFLOP/s are converted back to a step time with th
   CHECK(m.setup.find("flash") != std::string::npos);
 }
 
-TEST_CASE("validate: points that cannot be mapped say why", "[planner]") {
-  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+TEST_CASE("validate: points that cannot be mapped say why", "[calibration]") {
+  const auto r = calibration::validate_published(testing::source_path("tests/calibration/data/published-mini.json"), hw::Catalog::builtin());
   CHECK(point(r, "mini-dgx2").reason.find("DGX-2") != std::string::npos);
   CHECK(point(r, "mini-claim").reason.find("vendor_claim") != std::string::npos);
   CHECK(r.training.points == 3);
   CHECK(r.training.unmapped == 1);  // the vendor claim is neither a training nor a collective point
 }
 
-TEST_CASE("validate: a context-parallel point maps onto a plan with cp, its published dp excluding cp", "[planner]") {
+TEST_CASE("validate: a context-parallel point maps onto a plan with cp, its published dp excluding cp", "[calibration]") {
   // NeMo's Llama 3 8B recipe on 8 H100: tp 1, pp 1, cp 2, dp 4 (Megatron's data-parallel size
   // leaves the cp ranks out: 8 GPUs = dp 4 x cp 2).
-  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+  const auto r = calibration::validate_published(testing::source_path("tests/calibration/data/published-mini.json"), hw::Catalog::builtin());
   const auto& c = point(r, "mini-cp");
   REQUIRE(c.mapped);
   CHECK(c.cluster == "1 x dgx-h100");
@@ -55,10 +55,10 @@ TEST_CASE("validate: a context-parallel point maps onto a plan with cp, its publ
   CHECK(c.error == Approx(c.predicted / c.measured - 1));
 }
 
-TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus bandwidth", "[planner]") {
+TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus bandwidth", "[calibration]") {
   // Ring all-reduce of S over 8 GPUs on NVSwitch at B per direction: busbw = 2(n-1)/n S / t -> B
   // for large S (the link bandwidth, 450 GB/s on DGX H100), minus latency.
-  const auto r = planner::validate_published(testing::source_path("tests/planner/data/published-mini.json"), hw::Catalog::builtin());
+  const auto r = calibration::validate_published(testing::source_path("tests/calibration/data/published-mini.json"), hw::Catalog::builtin());
   const auto& c = point(r, "mini-nccl-1n");
   REQUIRE(c.mapped);
   CHECK(c.metric == "busbw_GBps");
@@ -68,7 +68,7 @@ TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus band
   CHECK(r.collectives.mape == Approx(std::fabs(c.error)));
 }
 
-TEST_CASE("validate: a malformed file is an error naming it", "[planner]") {
+TEST_CASE("validate: a malformed file is an error naming it", "[calibration]") {
   auto doc = json::parse_text(R"({"data_points": 3})", "bad.json");
-  REQUIRE_ERROR_CONTAINS(planner::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");
+  REQUIRE_ERROR_CONTAINS(calibration::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");
 }
