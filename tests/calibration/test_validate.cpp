@@ -1,4 +1,5 @@
 // Validation against published measurements: mapping, FLOP-convention conversions, errors.
+#include <atomic>
 #include <cmath>
 
 #include "test_support.hpp"
@@ -71,4 +72,50 @@ TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus band
 TEST_CASE("validate: a malformed file is an error naming it", "[calibration]") {
   auto doc = json::parse_text(R"({"data_points": 3})", "bad.json");
   REQUIRE_ERROR_CONTAINS(calibration::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");
+}
+
+TEST_CASE("validate: the analytical estimate comes through the caller's callback, and is absent without one", "[calibration]") {
+  // A fake estimator in place of planner::estimate_step (wired by the CLI): 1 s per step for
+  // every plan, and a refusal for context-parallel plans.
+  const std::string file = testing::source_path("tests/calibration/data/published-mini.json");
+  calibration::ValidationOptions o;
+  o.threads = 2;
+  std::atomic<int> calls{0};
+  o.analytical_step_s = [&calls](const plan::Plan& p, const plan::PlanContext&) {
+    ++calls;
+    if (p.cp > 1) throw Error("fake estimator: no context parallelism");
+    return 1.0;
+  };
+  const auto r = calibration::validate_published(file, hw::Catalog::builtin(), o);
+  CHECK(r.analytical);
+  CHECK(calls == 3);  // the three training points that map onto a plan
+  const auto& n = point(r, "mini-narayanan-1.7B");
+  const auto& m = point(r, "mini-mosaic-125m");
+  REQUIRE(n.mapped);
+  REQUIRE(m.mapped);
+  CHECK(n.predicted_analytical == 1.0);
+  CHECK(n.error_analytical == Approx(1.0 / n.measured - 1));
+  const auto& c = point(r, "mini-cp");
+  CHECK_FALSE(c.mapped);
+  CHECK(c.reason.find("fake estimator: no context parallelism") != std::string::npos);
+  CHECK(r.training.mape_analytical == Approx((std::fabs(n.error_analytical) + std::fabs(m.error_analytical)) / 2));
+  const auto j = calibration::to_json(r);
+  CHECK(j["training"].contains("mape_analytical"));
+  bool seen = false;
+  for (const auto& q : j["points"])
+    if (q["id"] == "mini-narayanan-1.7B") {
+      seen = true;
+      CHECK(q["predicted_analytical"].get<double>() == 1.0);
+    }
+  CHECK(seen);
+
+  calibration::ValidationOptions plain;
+  plain.threads = 2;
+  const auto without = calibration::validate_published(file, hw::Catalog::builtin(), plain);
+  CHECK_FALSE(without.analytical);
+  CHECK(point(without, "mini-cp").mapped);
+  CHECK(point(without, "mini-narayanan-1.7B").predicted_analytical == 0);
+  const auto jw = calibration::to_json(without);
+  CHECK_FALSE(jw["training"].contains("mape_analytical"));
+  for (const auto& q : jw["points"]) CHECK_FALSE(q.contains("predicted_analytical"));
 }
