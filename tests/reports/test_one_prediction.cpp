@@ -5,12 +5,13 @@
 #include <cmath>
 
 #include "test_support.hpp"
-#include "trainplan/planner/report.hpp"
+#include "trainplan/reports/report.hpp"
 #include "trainplan/planner/search.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
 
 using namespace trainplan;
 using namespace trainplan::planner;
+using namespace trainplan::reports;
 
 namespace {
 
@@ -26,7 +27,7 @@ SearchRequest readme_request() {
 
 }  // namespace
 
-TEST_CASE("planner: the README job's best plan has one step time in plan, plan -o, simulate and report") {
+TEST_CASE("reports: the README job's best plan has one step time in plan, plan -o, simulate and report") {
   const hw::Catalog& catalog = hw::Catalog::builtin();
   const SearchRequest req = readme_request();
   const SearchResult res = search(req, catalog);
@@ -62,7 +63,7 @@ TEST_CASE("planner: the README job's best plan has one step time in plan, plan -
   CHECK(std::abs(r.plans.front().candidate.time_to_train_s / best.time_to_train_s - 1.0) < 0.01);
 }
 
-TEST_CASE("planner: memory events never change a simulated step's timing") {
+TEST_CASE("reports: memory events never change a simulated step's timing") {
   const hw::Catalog& catalog = hw::Catalog::builtin();
   SearchRequest req = readme_request();
   req.instance_types = {"p5en.48xlarge"};

@@ -1,5 +1,5 @@
 // Building a report: what the renderers show, computed once. See report.hpp.
-#include "trainplan/planner/report.hpp"
+#include "trainplan/reports/report.hpp"
 
 #include <fmt/format.h>
 
@@ -16,8 +16,14 @@
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::reports {
 namespace {
+
+using planner::Candidate;
+using planner::on_demand_price;
+using planner::SearchRequest;
+using planner::SearchResult;
+using planner::spot_price;
 
 // Times the parts of building a report (Report::timings).
 class Stopwatch {
@@ -124,8 +130,9 @@ double estimated_tasks_per_rank(const plan::Plan& p, const plan::PlanContext& ct
 Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens, const ReportOptions& o) {
   Candidate c;
   c.plan = p;
-  c.step = estimate_step(p, ctx);
-  if (o.simulate && estimated_tasks_per_rank(p, ctx) * p.tp * p.pp <= o.max_simulated_tasks) c.simulated = simulate_candidate(p, ctx);
+  c.step = planner::estimate_step(p, ctx);
+  if (o.simulate && estimated_tasks_per_rank(p, ctx) * p.tp * p.pp <= o.max_simulated_tasks)
+    c.simulated = planner::simulate_candidate(p, ctx);
   c.memory = plan::peak_memory(p, ctx);
   c.gpus = p.world_size();
   if (tokens > 0) {
@@ -395,7 +402,7 @@ Report build_report(const SearchRequest& req, const SearchResult& res, const hw:
   for (const auto& sp : r.sizes)
     pts.emplace_back(sp.best.time_to_train_s,
                      sp.best.cost_on_demand_usd ? *sp.best.cost_on_demand_usd : std::numeric_limits<double>::quiet_NaN());
-  for (size_t i : pareto_frontier(pts)) r.sizes[i].pareto = true;
+  for (size_t i : planner::pareto_frontier(pts)) r.sizes[i].pareto = true;
   watch.lap("sizes");
 
   best_plan_parts(r, contexts.front(), o);
@@ -429,4 +436,4 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   return r;
 }
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::reports
