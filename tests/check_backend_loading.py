@@ -26,6 +26,41 @@ def loaded_libraries(binary, args, **env_extra):
     return proc, set(re.findall(r"file=(\S+)\s+\[\d+\];\s+generating link map", proc.stderr))
 
 
+class BackendError(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char * 1024), ("hint", ctypes.c_char * 512)]
+
+
+PROBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(BackendError))
+
+
+class BackendModule(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_int), ("trainplan_version", ctypes.c_char_p), ("name", ctypes.c_char_p),
+                ("build", ctypes.c_char_p), ("probe", PROBE), ("create", ctypes.c_void_p)]
+
+
+def check_module(module, version):
+    """Loads the module (as the registry would once the driver is there) and calls its entry point."""
+    failures = []
+    try:
+        lib = ctypes.CDLL(module, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as e:
+        return [f"the module does not load: {e}"]
+    entry = lib.trainplan_backend_register_cuda
+    entry.restype = ctypes.POINTER(BackendModule)
+    m = entry().contents
+    if m.name != b"cuda" or m.trainplan_version.decode() != version or not m.build.startswith(b"CUDA "):
+        failures.append(f"module table: name {m.name!r}, version {m.trainplan_version!r} (trainplan {version}), "
+                        f"build {m.build!r}")
+    err = BackendError()
+    usable = m.probe(ctypes.byref(err)) == 0
+    has_driver = os.path.exists("/proc/driver/nvidia")
+    if not usable and not err.message.startswith(b"no CUDA device"):
+        failures.append(f"probe says {err.message!r}")
+    if usable and not has_driver:
+        failures.append("probe reports a usable GPU on a machine without the NVIDIA driver")
+    return failures
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     bindir = os.path.dirname(binary)
@@ -76,6 +111,10 @@ def main():
     else:
         if module not in cuda_line and "no CUDA device" not in cuda_line:
             failures.append(f"with the driver and the module, --version says: {cuda_line!r}")
+
+    # The module itself: it loads, and its C entry point (backend_module.hpp) answers.
+    if os.path.exists(module):
+        failures += check_module(module, lines[0].split()[-1] if lines else "")
 
     for f in failures:
         print("FAIL " + f)
