@@ -3,9 +3,17 @@
 #   benches/run.sh planner [extra google-benchmark flags]
 # writes benches/results/<lib>-<YYYY-MM-DD>.json. Build first (./setup.sh); another build
 # folder: TRAINPLAN_BUILD_DIR=build-x benches/run.sh planner.
+#   benches/run.sh startup [--runs N] [--plan-runs M]
+# measures the trainplan command's start-up (benches/startup.py: `--version`, `catalog` and
+# the README's planning job; wall time and peak RSS) into benches/results/startup-<date>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lib=$1; shift
+if [[ $lib == startup ]]; then
+  bin=${TRAINPLAN_BUILD_DIR:-build}/trainplan
+  [[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
+  exec python3 benches/startup.py --out "benches/results/startup-$(date +%F).json" "$@" "trainplan=$bin"
+fi
 bin=${TRAINPLAN_BUILD_DIR:-build}/benches/trainplan_bench_${lib}
 [[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
 date=$(date +%F)

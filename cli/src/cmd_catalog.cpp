@@ -142,6 +142,12 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   for (const auto& [p, flops] : gpu.peak_flops)
     peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", precision_name(p), units::format_flops_rate(flops));
   std::printf("  dense peak: %s\n", peaks.c_str());
+  std::string mamf;
+  for (const auto& [p, flops] : gpu.mamf_flops)
+    mamf += fmt::format("{}{} {} ({:.1f}% of peak)", mamf.empty() ? "" : ", ", precision_name(p),
+                        units::format_flops_rate(flops), 100.0 * *gpu.mamf_fraction(p));
+  if (!mamf.empty()) std::printf("  measured max matmul (MAMF): %s\n", mamf.c_str());
+  std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
   std::printf("  16-bit training precision: %s%s\n", std::string(precision_name(gpu.preferred_half_precision())).c_str(),
               gpu.supports(Precision::bf16) ? "" : " (no bf16 on this GPU)");
   for (const auto& n : gpu.notes) std::printf("  note: %s\n", n.c_str());

@@ -52,6 +52,8 @@ void run(const ExecuteArgs& a) {
     throw Error("--checkpoint-every and --resume need --checkpoint-dir");
   const auto dtype = executor::parse_dtype(a.dtype);
   if (!dtype) throw Error(fmt::format("--dtype: unknown element type \"{}\"", a.dtype)).hint("use f32 or f64");
+  // A backend that cannot run here (module missing, no driver, no GPU) says so before any work.
+  (void)executor::make_backend(a.backend);
 
   plan::StepProgram program = plan::lower(p, ctx);
   // Does it fit? The program's declared peak per rank against the limit (default: the GPU's).

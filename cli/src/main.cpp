@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <functional>
 
 #include "commands.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
+#include "trainplan/executor/registry.hpp"
 
 namespace trainplan::cli {
 
@@ -18,13 +20,24 @@ GlobalOptions& global_options() {
 
 namespace {
 
+// Asks the registry, so it runs only when --version is given: each backend, whether it is
+// usable here and, when not, why (module not found and where it was looked for, the dlopen
+// error, no driver, no device).
 std::string version_text() {
+  namespace ex = trainplan::executor;
   std::string s = fmt::format("trainplan {}\n", TRAINPLAN_VERSION);
-  s += "backends: cpu";
-  if (TRAINPLAN_HAVE_CUDA) s += ", cuda";
-  s += "\n";
-  s += fmt::format("cuda: {}\n", TRAINPLAN_HAVE_CUDA ? TRAINPLAN_CUDA_SUMMARY : "not compiled in");
-  s += fmt::format("nccl: {}\n", TRAINPLAN_HAVE_NCCL ? TRAINPLAN_NCCL_VERSION : "not compiled in");
+  s += fmt::format("backends: {}\n", trainplan::join(ex::backend_names(), ", "));
+  for (const ex::BackendInfo& b : ex::backend_infos()) {
+    std::string from = b.origin;
+    if (!b.build.empty()) from += fmt::format(" ({})", b.build);
+    if (b.available)
+      s += fmt::format("  {}: available, {}: {}\n", b.name, from, b.description);
+    else
+      s += fmt::format("  {}: unavailable: {}\n", b.name, b.why_unavailable);
+  }
+  s += fmt::format("backend modules are looked for in: {} (TRAINPLAN_BACKEND_PATH replaces this list)\n",
+                   trainplan::join(ex::backend_module_search_path(), ", "));
+  s += fmt::format("CUDA toolkit at build time: {}", TRAINPLAN_CUDA_SUMMARY);  // CLI11 adds the newline
   return s;
 }
 
@@ -36,7 +49,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainplan: plan, simulate, run and cost distributed deep-learning training on cloud GPUs"};
   app.name("trainplan");
   app.require_subcommand(1);
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("--version", std::function<std::string()>(version_text));
   auto& g = global_options();
   app.add_flag("-v,--verbose", g.verbose, "Print stage timings and details");
   app.add_option("--catalog-dir", g.catalog_dir, "Read the hardware catalog from this folder instead of the built-in one");

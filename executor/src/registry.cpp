@@ -1,75 +1,227 @@
-// The backend registry: the one file that knows which backends this build contains.
+// The backend registry: the one file that knows which backends exist. "cpu" is built in;
+// "cuda" is a module (libtrainplan_backend_cuda.so, backend_module.hpp) opened with dlopen the
+// first time it is asked for, so planning, simulation and the CPU executor never load CUDA.
 #include "trainplan/executor/registry.hpp"
 
-#include <functional>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "cpu_backend.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
-#if TRAINPLAN_HAVE_CUDA
-#include "trainplan/executor/cuda_backend.hpp"
-#endif
+#include "trainplan/executor/backend_module.hpp"
 
 namespace trainplan::executor {
 namespace {
 
-struct Entry {
-  std::string name;
-  std::function<std::unique_ptr<Backend>()> make;
-  // Empty when usable here; otherwise why not (e.g. no GPU on this machine).
-  std::function<std::string()> why_unavailable;
+namespace fs = std::filesystem;
+
+// A backend that lives in a module.
+struct ModuleSpec {
+  const char* name;         // "cuda"
+  const char* file;         // the module's file name
+  const char* entry;        // its exported entry point (backend_module.hpp)
+  // A system library the module's own libraries load at run time; without it the backend
+  // cannot run, so the registry checks it before paying for loading the module (cuBLAS alone
+  // takes 0.6-1 s to load).
+  const char* needs_library;
+  const char* needs_what;
+};
+constexpr ModuleSpec kModules[] = {
+    {"cuda", "libtrainplan_backend_cuda.so", "trainplan_backend_register_cuda", "libcuda.so.1", "CUDA driver"},
 };
 
-const std::vector<Entry>& entries() {
-  static const std::vector<Entry> kEntries = {
-      {"cpu", make_cpu_backend, [] { return std::string(); }},
-#if TRAINPLAN_HAVE_CUDA
-      // The calling thread's current GPU (cudaSetDevice per rank thread picks one per rank).
-      {"cuda", [] { return make_cuda_backend(); }, cuda_unavailable_reason},
-#endif
-  };
-  return kEntries;
+// The outcome of looking for a module backend.
+struct Resolved {
+  const TrainplanBackendModule* module = nullptr;
+  std::string origin;  // the module's path, or "linked into this program"
+  std::string why;     // set when module is null
+  std::string hint;
+};
+
+std::string dl_error() {
+  const char* e = dlerror();
+  return e ? e : "unknown dlopen error";
+}
+
+std::string abi_mismatch(const TrainplanBackendModule& m) {
+  if (m.abi_version == kTrainplanBackendAbi && std::string_view(m.trainplan_version) == TRAINPLAN_VERSION) return "";
+  return fmt::format("was built for backend ABI {} (trainplan {}), this program uses ABI {} (trainplan {})",
+                     m.abi_version, m.trainplan_version, kTrainplanBackendAbi, TRAINPLAN_VERSION);
+}
+
+// Loaded modules by path: opened once, never closed (backends they made may still be alive).
+const TrainplanBackendModule* load_module(const std::string& path, const ModuleSpec& spec, Resolved& out) {
+  static std::mutex mutex;
+  static std::map<std::string, const TrainplanBackendModule*> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = loaded.find(path); it != loaded.end()) return it->second;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    out.why = fmt::format("cannot load module {}: {}", path, dl_error());
+    out.hint = "install the libraries it names (ldd shows them), or use the cpu backend";
+    return nullptr;
+  }
+  using Register = const TrainplanBackendModule* (*)();
+  auto reg = reinterpret_cast<Register>(dlsym(handle, spec.entry));
+  if (!reg) {
+    out.why = fmt::format("module {} has no entry point {}", path, spec.entry);
+    out.hint = "the file is not a trainplan backend module; rebuild it";
+    return nullptr;
+  }
+  const TrainplanBackendModule* module = reg();
+  if (const std::string bad = abi_mismatch(*module); !bad.empty()) {
+    out.why = fmt::format("module {} {}", path, bad);
+    out.hint = "use the module built with this trainplan (cmake --build, cmake --install)";
+    return nullptr;
+  }
+  loaded.emplace(path, module);
+  return module;
+}
+
+Resolved resolve(const ModuleSpec& spec) {
+  Resolved out;
+  // A program that links the backend itself (the GPU tests, the CUDA benchmarks) exports the
+  // entry point: use that copy rather than loading a second one.
+  if (void* self = dlsym(RTLD_DEFAULT, spec.entry)) {
+    const TrainplanBackendModule* m = reinterpret_cast<const TrainplanBackendModule* (*)()>(self)();
+    out.origin = "linked into this program";
+    if (const std::string bad = abi_mismatch(*m); !bad.empty()) {
+      out.why = "the linked-in backend " + bad;
+      return out;
+    }
+    out.module = m;
+    return out;
+  }
+  std::vector<std::string> dirs = backend_module_search_path();
+  std::string path;
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::path(dir) / spec.file, ec)) {
+      path = (fs::path(dir) / spec.file).string();
+      break;
+    }
+  }
+  if (path.empty()) {
+    out.why = fmt::format("module {} not found (looked in: {})", spec.file, dirs.empty() ? "nothing" : join(dirs, ", "));
+    out.hint = fmt::format(
+        "the module is built when CMake finds the CUDA toolkit; keep it beside the program, in <program "
+        "folder>/{} (where cmake --install puts it) or in a folder named by TRAINPLAN_BACKEND_PATH; or use the "
+        "cpu backend",
+        TRAINPLAN_BACKEND_INSTALL_RELDIR);
+    return out;
+  }
+  out.origin = path;
+  // RTLD_NOLOAD first: a driver the process already holds costs nothing to confirm.
+  void* needed = dlopen(spec.needs_library, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!needed) needed = dlopen(spec.needs_library, RTLD_LAZY | RTLD_LOCAL);
+  if (!needed) {
+    out.why = fmt::format("no {}: {} (module {})", spec.needs_what, dl_error(), path);
+    out.hint = "run on a machine with an NVIDIA GPU and its driver, or use the cpu backend";
+    return out;
+  }
+  out.module = load_module(path, spec, out);
+  return out;
+}
+
+const ModuleSpec* module_spec(std::string_view name) {
+  for (const ModuleSpec& s : kModules)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+void copy_into(std::string& out, const char* text) { out = text ? text : ""; }
+
+// Empty when the module's backend is usable here, else why not.
+std::string probe(const TrainplanBackendModule& m, std::string* hint = nullptr) {
+  TrainplanBackendError err{};
+  if (m.probe(&err) == 0) return "";
+  if (hint) copy_into(*hint, err.hint);
+  return err.message;
+}
+
+std::unique_ptr<Backend> create(const TrainplanBackendModule& m) {
+  TrainplanBackendError err{};
+  Backend* backend = m.create(&err);
+  if (!backend) throw Error(fmt::format("backend \"{}\": {}", m.name, err.message)).hint(err.hint);
+  return std::unique_ptr<Backend>(backend);
 }
 
 }  // namespace
 
+std::vector<std::string> backend_module_search_path() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("TRAINPLAN_BACKEND_PATH"); env && *env) {
+    for (const std::string& d : split(env, ':'))
+      if (!d.empty()) dirs.push_back(d);
+    return dirs;
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return dirs;
+  const fs::path dir = exe.parent_path();
+  dirs.push_back(dir.string());
+  dirs.push_back((dir / TRAINPLAN_BACKEND_INSTALL_RELDIR).lexically_normal().string());
+  return dirs;
+}
+
 std::vector<BackendInfo> backend_infos() {
   std::vector<BackendInfo> out;
-  for (const Entry& e : entries()) {
+  BackendInfo cpu;
+  cpu.name = "cpu";
+  cpu.origin = "built in";
+  cpu.description = make_cpu_backend()->description();
+  out.push_back(std::move(cpu));
+  for (const ModuleSpec& spec : kModules) {
     BackendInfo info;
-    info.name = e.name;
-    info.why_unavailable = e.why_unavailable();
+    info.name = spec.name;
+    Resolved r = resolve(spec);
+    info.origin = r.origin;
+    if (r.module) {
+      info.build = r.module->build;
+      info.why_unavailable = probe(*r.module);
+    } else {
+      info.why_unavailable = r.why;
+    }
     info.available = info.why_unavailable.empty();
-    info.description = info.available ? e.make()->description() : "";
+    if (info.available) {
+      try {
+        info.description = create(*r.module)->description();
+      } catch (const Error& e) {
+        info.available = false;
+        info.why_unavailable = e.message();
+      }
+    }
     out.push_back(std::move(info));
   }
   return out;
 }
 
 std::vector<std::string> backend_names() {
-  std::vector<std::string> names;
-  for (const Entry& e : entries()) names.push_back(e.name);
+  std::vector<std::string> names = {"cpu"};
+  for (const ModuleSpec& spec : kModules) names.push_back(spec.name);
   return names;
 }
 
 std::unique_ptr<Backend> make_backend(std::string_view name) {
-  for (const Entry& e : entries()) {
-    if (e.name != name) continue;
-    std::string why = e.why_unavailable();
+  if (name == "cpu") return make_cpu_backend();
+  if (const ModuleSpec* spec = module_spec(name)) {
+    Resolved r = resolve(*spec);
+    std::string hint = r.hint;
+    std::string why = r.module ? probe(*r.module, &hint) : r.why;
     if (!why.empty())
-      throw Error(fmt::format("backend \"{}\" is compiled in but unavailable: {}", name, why))
-          .hint("use the cpu backend, or run on a machine where it is available");
-    return e.make();
+      throw Error(fmt::format("backend \"{}\" is unavailable: {}", name, why))
+          .hint(hint.empty() ? "use the cpu backend, or run on a machine where it is available" : hint);
+    return create(*r.module);
   }
-  std::vector<std::string> known = backend_names();
-  // Names that this build could have had but does not: say so rather than "unknown".
-  if (name == "cuda")
-    throw Error("backend \"cuda\" is not compiled into this build")
-        .hint(fmt::format("compiled in: {}; the CUDA backend is built when the CUDA toolkit is found",
-                          join(known, ", ")));
-  throw Error(fmt::format("unknown backend \"{}\"", name)).hint(suggestion(name, known));
+  throw Error(fmt::format("unknown backend \"{}\"", name)).hint(suggestion(name, backend_names()));
 }
 
 }  // namespace trainplan::executor

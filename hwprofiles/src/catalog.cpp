@@ -19,7 +19,8 @@ const std::vector<std::string>& instance_source_groups() {
 }
 
 const std::vector<std::string>& gpu_source_groups() {
-  static const std::vector<std::string> kGroups = {"memory", "peaks", "tdp", "compute_capability"};
+  static const std::vector<std::string> kGroups = {"memory",   "peaks",           "tdp", "compute_capability",
+                                                   "sm_count", "cublas_workspace", "mamf"};
   return kGroups;
 }
 
@@ -36,6 +37,13 @@ std::string_view intra_node_kind_name(IntraNodeKind k) {
     case IntraNodeKind::nvswitch: return "nvswitch";
   }
   return "?";
+}
+
+std::optional<double> GpuSpec::mamf_fraction(Precision p) const {
+  auto m = mamf_flops.find(p);
+  auto peak = peak_flops.find(p);
+  if (m == mamf_flops.end() || peak == peak_flops.end()) return std::nullopt;
+  return m->second / peak->second;
 }
 
 double GpuSpec::peak_flops_per_s(Precision p) const {

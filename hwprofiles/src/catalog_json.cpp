@@ -36,6 +36,11 @@ json::Json to_json(const GpuSpec& g) {
   for (const auto& [p, flops] : g.peak_flops) peaks[std::string(precision_name(p))] = flops;
   j["peak_flops_per_s"] = peaks;
   j["tdp_w"] = g.tdp_w;
+  j["sm_count"] = g.sm_count;
+  j["cublas_workspace_bytes"] = g.cublas_workspace_bytes;
+  json::Json mamf = json::Json::object();
+  for (const auto& [p, flops] : g.mamf_flops) mamf[std::string(precision_name(p))] = flops;
+  j["mamf_flops_per_s"] = mamf;
   j["sources"] = string_map(g.sources, gpu_source_groups());
   j["notes"] = g.notes;
   return j;

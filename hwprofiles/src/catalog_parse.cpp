@@ -177,6 +177,20 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
   }
   if (g.peak_flops.empty()) throw peak.error("must give at least one precision").hint("e.g. {\"fp16\": \"65TFLOPS\"}");
   g.tdp_w = r.field("tdp_w").as_positive();
+  g.sm_count = static_cast<int>(r.field("sm_count").as_positive_int());
+  g.cublas_workspace_bytes = positive_quantity(r.field("cublas_workspace"), Dimension::bytes);
+  if (auto mamf = r.optional_field("mamf")) {
+    for (auto& [key, value] : mamf->entries()) {
+      auto p = parse_precision(key);
+      if (!p || !g.peak_flops.count(*p))
+        throw Error(fmt::format("\"{}\" is not a precision of this GPU's peaks", key))
+            .at(value.file(), value.pointer())
+            .hint("a measured maximum matmul rate belongs to a precision listed in \"peak\"");
+      g.mamf_flops[*p] = positive_quantity(value, Dimension::flops_rate);
+      if (g.mamf_flops[*p] > g.peak_flops.at(*p))
+        throw value.error("exceeds the dense peak of this precision").hint("MAMF is a measured rate below the peak");
+    }
+  }
   Reader sources = r.field("sources");
   for (auto& [group, value] : sources.entries()) {
     const auto& groups = gpu_source_groups();
@@ -188,7 +202,7 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
     g.sources[group] = value.as_string();
   }
   for (const auto& group : gpu_source_groups())
-    if (!g.sources.count(group))
+    if (!g.sources.count(group) && (group != "mamf" || !g.mamf_flops.empty()))
       throw sources.error(fmt::format("no source for \"{}\"", group))
           .hint("every field group needs a source id: " + join(gpu_source_groups(), ", "));
   g.source = g.sources.at("peaks");

@@ -371,7 +371,7 @@ class RankLowering {
 
   void run() {
     tasks_.reserve(estimated_tasks());
-    if (mem_) workspace_buffer_ = alloc(kCompute, BufferKind::workspace, detail::kCublasWorkspaceBytes, {}, "alloc cublas workspace");
+    if (mem_) workspace_buffer_ = alloc(kCompute, BufferKind::workspace, L_.ctx_.gpu->cublas_workspace_bytes, {}, "alloc cublas workspace");  // the GPU's, from the catalog
     if (L_.zero3_) plan_visits();
     for (const PipelineStep& step : st_.order) {
       const int vs = step.chunk * L_.pp_ + s_;
@@ -859,7 +859,7 @@ class RankLowering {
                   "all_gather " + std::string(comm_purpose_name(purpose)) + " bucket" + std::to_string(bi));
       }
     }
-    if (mem_) release(kCompute, BufferKind::workspace, detail::kCublasWorkspaceBytes, workspace_buffer_, after_compute(), "free cublas workspace");
+    if (mem_) release(kCompute, BufferKind::workspace, L_.ctx_.gpu->cublas_workspace_bytes, workspace_buffer_, after_compute(), "free cublas workspace");
   }
 
   const Lowering& L_;

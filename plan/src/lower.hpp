@@ -92,7 +92,4 @@ inline CpKeys cp_keys(size_t ops) {
 /// vocabulary.
 double loss_workspace_bytes(const Plan& plan, const PlanContext& ctx);
 
-/// cuBLAS workspace kept for the whole step (memory.cpp's 32 MiB).
-inline constexpr double kCublasWorkspaceBytes = 32.0 * 1048576.0;
-
 }  // namespace trainplan::plan::detail

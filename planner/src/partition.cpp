@@ -607,9 +607,10 @@ StateBytes state_bytes(const plan::Plan& plan, const plan::PlanContext& ctx) {
   return b;
 }
 
-// Per-rank constant bytes: framework reserve, cuBLAS workspace, data-parallel buckets.
-double fixed_rank_bytes(const plan::Plan& plan, const plan::MemoryOptions& options) {
-  double fixed = options.framework_overhead_bytes + 32.0 * 1048576.0;
+// Per-rank constant bytes: framework reserve, the GPU's cuBLAS workspace (catalog),
+// data-parallel buckets.
+double fixed_rank_bytes(const plan::Plan& plan, const plan::PlanContext& ctx, const plan::MemoryOptions& options) {
+  double fixed = options.framework_overhead_bytes + ctx.gpu->cublas_workspace_bytes;
   if (plan.dp_cp() > 1 && plan.zero_stage == 0 && plan.dp_algorithm != plan::DpAlgorithm::parameter_server)
     fixed += 2.0 * plan.bucket_size_bytes;
   if (plan.dp_cp() > 1 && plan.zero_stage >= 1 && plan.zero_stage <= 2) fixed += 2.0 * plan.bucket_size_bytes;
@@ -692,7 +693,7 @@ PartitionProblem make_partition_problem(const plan::Plan& plan, const plan::Plan
     for (size_t i = 0; i < n; ++i) p2p[i] = 4.0 * terms.send_bytes[i];  // send + recv, activations + gradients
     p.peak_bytes.push_back(std::move(p2p));
   }
-  p.fixed_bytes.assign(static_cast<size_t>(plan.pp), fixed_rank_bytes(plan, options));
+  p.fixed_bytes.assign(static_cast<size_t>(plan.pp), fixed_rank_bytes(plan, ctx, options));
   for (int r = 0; r < plan.pp; ++r)
     p.in_flight.push_back(plan::micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, r));
   p.last_bytes = logits_bytes(plan, ctx);
@@ -736,8 +737,8 @@ std::vector<plan::MemoryBreakdown> memory_per_rank(const plan::Plan& plan, const
     m.optimizer_bytes = params * sb.optimizer();
     m.micro_batches_in_flight = plan::micro_batches_in_flight(plan.schedule, plan.pp, plan.vp, plan.num_micro_batches, r);
     m.activations_bytes = (m.micro_batches_in_flight - 1.0) * kept + std::max(kept, rise);
-    m.workspace_bytes = 32.0 * 1048576.0 + (owns_last ? logits_bytes(plan, ctx) : 0.0);
-    m.comm_buffer_bytes = fixed_rank_bytes(plan, options) - options.framework_overhead_bytes - 32.0 * 1048576.0;
+    m.workspace_bytes = ctx.gpu->cublas_workspace_bytes + (owns_last ? logits_bytes(plan, ctx) : 0.0);
+    m.comm_buffer_bytes = fixed_rank_bytes(plan, ctx, options) - options.framework_overhead_bytes - ctx.gpu->cublas_workspace_bytes;
     if (plan.zero_stage == 3) m.comm_buffer_bytes += 2.0 * max_params * sb.w;
     if (plan.pp > 1) m.comm_buffer_bytes += 4.0 * max_send;
     m.framework_bytes = options.framework_overhead_bytes;

@@ -12,13 +12,9 @@
 namespace trainplan::sim {
 namespace {
 
-// Maximum achievable matmul FLOP/s (MAMF) over dense peak, measured by stas00/ml-engineering
-// (compute/accelerator/README.md, via /work/shared/hwdata/reference-hardware.md §2.1):
-// A100 SXM bf16 271.2 / 312, H100 SXM bf16 794.5 / 989, H100 fp8 1402.6 / 1979.
-constexpr double kMamfA100 = 271.2 / 312.0;
-constexpr double kMamfH100 = 794.5 / 989.0;
-constexpr double kMamfH100Fp8 = 1402.6 / 1979.0;
-// No MAMF measurement for the other GPUs: between the two measured generations.
+// The share of dense peak that GEMMs reach: the GPU's measured maximum achievable matmul
+// (MAMF) from the hardware catalog where one exists (A100, H100, H200); otherwise between the
+// two measured generations (A100 bf16 0.869, H100 bf16 0.803).
 constexpr double kMamfUnknown = 0.80;
 // FlashAttention-2 (Dao, 2023) reaches 50-73 % of A100 peak forward and somewhat less backward;
 // 0.60 is the middle of that range, used for attention tasks that carry no shape.
@@ -35,25 +31,6 @@ constexpr double kKernelOverheadS = 2e-6;
 // CUTLASS tile for large bf16 GEMMs) and a K-loop ramp of about one 64-deep K tile of
 // prologue/epilogue per tile: efficiency ~ K / (K + 64).
 constexpr double kTileM = 128, kTileN = 128, kKRamp = 64;
-
-// Streaming multiprocessors per GPU (NVIDIA architecture whitepapers / datasheets).
-int sm_count_for(const std::string& name) {
-  struct Row {
-    const char* prefix;
-    int sms;
-  };
-  static const Row rows[] = {{"A100", 108}, {"H100", 132}, {"H200", 132}, {"V100", 80}, {"T4", 40},
-                             {"A10G", 80},  {"A10", 72},   {"L40S", 142}, {"L4", 58}};
-  for (const Row& r : rows)
-    if (name.rfind(r.prefix, 0) == 0) return r.sms;
-  return 108;
-}
-
-double mamf_fraction_for(const std::string& name, Precision p) {
-  if (name.rfind("A100", 0) == 0) return kMamfA100;
-  if (name.rfind("H100", 0) == 0 || name.rfind("H200", 0) == 0) return p == Precision::fp8 ? kMamfH100Fp8 : kMamfH100;
-  return kMamfUnknown;
-}
 
 bool is_kind(int op_kind, models::OpKind k) { return op_kind == static_cast<int>(k); }
 
@@ -81,7 +58,7 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
     return v;
   };
   gemm_efficiency_ = check_fraction(options.gemm_efficiency, "gemm_efficiency");
-  if (gemm_efficiency_ == 0) gemm_efficiency_ = mamf_fraction_for(gpu.name, precision);
+  if (gemm_efficiency_ == 0) gemm_efficiency_ = gpu.mamf_fraction(precision).value_or(kMamfUnknown);
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
   memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
   if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;
@@ -89,7 +66,9 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   if (vector_efficiency_ == 0) vector_efficiency_ = kVectorEfficiency;
   shape_effects_ = options.gemm_shape_effects;
   kernel_overhead_s_ = options.kernel_overhead_s < 0 ? kKernelOverheadS : options.kernel_overhead_s;
-  sm_count_ = sm_count_for(gpu.name);
+  sm_count_ = gpu.sm_count;
+  if (sm_count_ < 1)
+    throw Error("GPU " + gpu.name + " has no SM count").hint("set sm_count in the catalog (the GPU's whitepaper gives it)");
   if (calibration_) {
     if (!calibration_->gpu.empty() && calibration_->gpu != gpu.name)
       throw Error("calibration table is for GPU " + calibration_->gpu + ", simulating " + gpu.name)

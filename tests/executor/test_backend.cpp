@@ -29,9 +29,7 @@ TEST_CASE("backend: the registry always offers the cpu backend", "[executor]") {
 TEST_CASE("backend: the registry rejects unknown backends with a suggestion", "[executor]") {
   REQUIRE_ERROR_CONTAINS(make_backend("cpuu"), "unknown backend \"cpuu\"");
   REQUIRE_ERROR_CONTAINS(make_backend("cpuu"), "did you mean \"cpu\"");
-  std::vector<std::string> names = backend_names();
-  if (std::find(names.begin(), names.end(), "cuda") == names.end())
-    REQUIRE_ERROR_CONTAINS(make_backend("cuda"), "not compiled into this build");
+  REQUIRE_ERROR_CONTAINS(make_backend("cudaa"), "did you mean \"cuda\"");
 }
 
 TEST_CASE("backend: dtype names, sizes and parsing round-trip", "[executor]") {

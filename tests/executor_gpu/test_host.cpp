@@ -162,15 +162,18 @@ TEST_CASE("cuda: check macros throw the project error with the call text, file:l
   REQUIRE_ERROR_CONTAINS(cublas_fails(), "CUBLAS_STATUS_NOT_SUPPORTED");
 }
 
-TEST_CASE("cuda: the registry lists cuda and says why it is unavailable on a machine without a GPU", "[host]") {
+TEST_CASE("cuda: the registry uses the backend linked into this program and says why it is unavailable without a GPU",
+          "[host]") {
   const std::vector<std::string> names = backend_names();
   REQUIRE(std::find(names.begin(), names.end(), "cuda") != names.end());
   for (const BackendInfo& info : backend_infos()) {
     if (info.name != "cuda") continue;
+    CHECK(info.origin == "linked into this program");
+    CHECK(info.build.find("CUDA ") == 0);
     CHECK(info.available == (cuda_device_count() > 0));
     if (!info.available) {
       CHECK(info.why_unavailable.find("no CUDA device") != std::string::npos);
-      REQUIRE_ERROR_CONTAINS(make_backend("cuda"), "compiled in but unavailable: no CUDA device");
+      REQUIRE_ERROR_CONTAINS(make_backend("cuda"), "backend \"cuda\" is unavailable: no CUDA device");
     }
   }
 }

@@ -7,13 +7,33 @@ Each folder under tests/golden/cases/ is one case:
   expected_stdout  optional: stdout must equal it (trailing spaces on lines ignored)
   expected_stderr  optional: stderr must equal it
   stdout_contains  optional: each non-empty line must appear in stdout
+  env              optional: KEY=VALUE lines added to the environment
+  requires         optional: conditions, one a line; the case is skipped where one fails:
+                     cuda-module     libtrainplan_backend_cuda.so lies beside the binary
+                     no-cuda-driver  libcuda.so.1 (the CUDA driver) cannot be loaded
 The command runs with the case folder as working directory, so cases carry their input
-files. `run_golden.py TRAINPLAN GOLDEN_DIR --update` rewrites the expected files.
+files. In the output the binary's folder reads $BUILD. `run_golden.py TRAINPLAN GOLDEN_DIR
+--update` rewrites the expected files.
 """
+import ctypes
 import os
 import shlex
 import subprocess
 import sys
+
+
+def unmet(requirement, binary):
+    """Why `requirement` does not hold on this machine, or None when it does."""
+    if requirement == "cuda-module":
+        module = os.path.join(os.path.dirname(binary), "libtrainplan_backend_cuda.so")
+        return None if os.path.exists(module) else "the CUDA module is not built"
+    if requirement == "no-cuda-driver":
+        try:
+            ctypes.CDLL("libcuda.so.1")
+            return "this machine has the CUDA driver"
+        except OSError:
+            return None
+    raise SystemExit(f"unknown requirement {requirement!r}")
 
 
 def normalize(text):
@@ -33,8 +53,23 @@ def main():
         case = os.path.join(cases_dir, name)
         with open(os.path.join(case, "cmd")) as f:
             args = shlex.split(f.read().strip())
+        requires = os.path.join(case, "requires")
+        if os.path.exists(requires):
+            why = [w for w in (unmet(r.strip(), binary) for r in open(requires) if r.strip()) if w]
+            if why:
+                print(f"skip {name}: {'; '.join(why)}")
+                continue
         env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
+        env_file = os.path.join(case, "env")
+        if os.path.exists(env_file):
+            for line in open(env_file).read().splitlines():
+                if line.strip():
+                    key, _, value = line.partition("=")
+                    env[key.strip()] = value.strip()
         proc = subprocess.run([binary] + args, cwd=case, capture_output=True, text=True, env=env, timeout=300)
+        bindir = os.path.dirname(binary)
+        proc.stdout = proc.stdout.replace(bindir, "$BUILD")
+        proc.stderr = proc.stderr.replace(bindir, "$BUILD")
         expected_exit = 0
         exit_file = os.path.join(case, "expected_exit")
         if os.path.exists(exit_file):

@@ -26,6 +26,8 @@ inline hw::GpuSpec test_gpu() {
   g.memory_bytes = 80e9;
   g.memory_bandwidth_bytes_per_s = kTestHbmBytesPerS;
   g.peak_flops = {{Precision::bf16, kTestPeakFlops}, {Precision::fp32, kTestPeakFlops / 8}};
+  g.sm_count = 108;
+  g.cublas_workspace_bytes = 32.0 * 1048576.0;
   return g;
 }
 

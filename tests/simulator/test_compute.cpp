@@ -4,6 +4,7 @@
 #include "test_support.hpp"
 #include "trainplan/core/json.hpp"
 #include "trainplan/core/random.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/models/model.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
@@ -12,14 +13,9 @@ using models::OpKind;
 
 namespace {
 
-// A100-SXM4-40GB datasheet figures (reference-hardware.md §2.1).
-hw::GpuSpec a100() {
-  hw::GpuSpec g;
-  g.name = "A100-SXM4-40GB";
-  g.memory_bandwidth_bytes_per_s = 1555e9;
-  g.peak_flops = {{Precision::bf16, 312e12}, {Precision::fp16, 312e12}, {Precision::fp32, 19.5e12}};
-  return g;
-}
+// The catalog's A100-SXM4-40GB: the oracle values below are the published figures
+// (datasheet 312 TFLOP/s bf16, 1555 GB/s; whitepaper 108 SMs; ml-engineering MAMF 271.2).
+const hw::GpuSpec& a100() { return hw::Catalog::builtin().gpu("A100-SXM4-40GB"); }
 
 plan::Task op(OpKind kind, double flops, double mem_bytes, int64_t m = 0, int64_t n = 0, int64_t k = 0) {
   plan::Task t;
@@ -47,6 +43,25 @@ TEST_CASE("simulator: large GEMMs run at the measured MAMF fraction of peak", "[
         Approx(flops / (312e12 * eff) + kLaunch).epsilon(1e-12));
   // Without a shape the GEMM is at the MAMF fraction exactly.
   CHECK(model.compute_efficiency(static_cast<int>(OpKind::linear), 0, 0, 0) == Approx(271.2 / 312.0));
+}
+
+TEST_CASE("simulator: GEMM waves and the MAMF fraction follow the GPU's catalog entry", "[simulator]") {
+  hw::GpuSpec gpu = a100();
+  REQUIRE(gpu.sm_count == 108);
+  REQUIRE(*gpu.mamf_fraction(Precision::bf16) == Approx(271.2 / 312.0));
+  const int kind = static_cast<int>(OpKind::linear);
+  gpu.sm_count = 54;  // half the SMs: 108 tiles are two full waves, 109 three
+  gpu.mamf_flops[Precision::bf16] = 156e12;
+  sim::ComputeModel half(gpu, Precision::bf16);
+  CHECK(half.compute_efficiency(kind, 0, 0, 0) == Approx(0.5));
+  CHECK(half.compute_efficiency(kind, 128, 128 * 108, 4096) == Approx(0.5 * 4096.0 / 4160.0).epsilon(1e-12));
+  CHECK(half.compute_efficiency(kind, 128, 128 * 109, 4096) ==
+        Approx(0.5 * 109.0 / 162.0 * 4096.0 / 4160.0).epsilon(1e-12));
+  // Without a measurement the GEMM share is the documented default.
+  gpu.mamf_flops.clear();
+  CHECK(sim::ComputeModel(gpu, Precision::bf16).compute_efficiency(kind, 0, 0, 0) == Approx(0.80));
+  gpu.sm_count = 0;
+  REQUIRE_ERROR_CONTAINS(sim::ComputeModel(gpu, Precision::bf16), "has no SM count");
 }
 
 TEST_CASE("simulator: a partial last wave lowers GEMM efficiency", "[simulator]") {

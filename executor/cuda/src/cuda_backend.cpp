@@ -11,6 +11,7 @@
 #include "backend_impl.hpp"
 #include "check.hpp"
 #include "trainplan/core/error.hpp"
+#include "trainplan/executor/cuda_benchmarks.hpp"
 
 namespace trainplan::executor {
 namespace cuda {
@@ -229,6 +230,14 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
         .hint("CUDA_VISIBLE_DEVICES and nvidia-smi show the GPUs of this machine");
   device_ = device;
   info_ = cuda_device_info(device);
+  if (options_.gemm_workspace_bytes == 0) {
+    double bytes = 0;
+    if (const hw::GpuSpec* gpu = catalog_gpu_of(info_))
+      bytes = gpu->cublas_workspace_bytes;
+    else
+      for (const auto& [name, gpu] : hw::Catalog::builtin().gpus()) bytes = std::max(bytes, gpu.cublas_workspace_bytes);
+    options_.gemm_workspace_bytes = static_cast<size_t>(bytes);
+  }
   DeviceGuard guard(device_);
   // Keep freed memory in the stream-ordered pool (like a caching allocator) instead of
   // returning it to the driver at every synchronization.

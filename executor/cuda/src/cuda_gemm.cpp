@@ -21,8 +21,6 @@
 namespace trainplan::executor::cuda {
 namespace {
 
-constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's recommendation for Hopper
-
 cudaDataType_t cuda_type(Dt t) {
   switch (t) {
     case Dt::bf16: return CUDA_R_16BF;
@@ -107,7 +105,7 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
                                              static_cast<uint64_t>(c.trans_b ? c.k : c.n), c.ldb));
   TP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld.h, cd, static_cast<uint64_t>(c.m), static_cast<uint64_t>(c.n), c.ldd));
 
-  void* workspace = scratch(stream, Scratch::gemm, kGemmWorkspaceBytes);
+  void* workspace = scratch(stream, Scratch::gemm, options_.gemm_workspace_bytes);
   const uint32_t align_a = alignment_of(c.a), align_b = alignment_of(c.b), align_d = alignment_of(c.d);
   const uint32_t align_bias = c.bias ? alignment_of(c.bias) : 256;
   const AlgoCache::Key key{c.trans_a, c.trans_b, c.m,  c.n,     c.k,     c.lda,   c.ldb,   c.ldd,
@@ -118,7 +116,7 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
     Handle<cublasLtMatmulPreference_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
         cublasLtMatmulPreferenceDestroy);
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.h));
-    const uint64_t ws = kGemmWorkspaceBytes;
+    const uint64_t ws = options_.gemm_workspace_bytes;
     TP_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
@@ -151,16 +149,16 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
     return;
   }
   TP_CUBLAS_CHECK(cublasLtMatmul(lt_, op.h, &c.alpha, c.a, la.h, c.b, lb.h, &c.beta, c.d, ld.h, c.d, ld.h,
-                                 &it->second.second, workspace, kGemmWorkspaceBytes, stream.handle()));
+                                 &it->second.second, workspace, options_.gemm_workspace_bytes, stream.handle()));
 }
 
 void CudaBackend::batched_gemm(CudaStream& stream, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                                float alpha, const void* a, Dt ab_type, int64_t lda, int64_t stride_a, const void* b,
                                int64_t ldb, int64_t stride_b, float beta, void* c, Dt c_type, int64_t ldc,
                                int64_t stride_c, int64_t batch) {
-  void* workspace = scratch(stream, Scratch::gemm, kGemmWorkspaceBytes);
+  void* workspace = scratch(stream, Scratch::gemm, options_.gemm_workspace_bytes);
   TP_CUBLAS_CHECK(cublasSetStream(cublas_, stream.handle()));
-  TP_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace, kGemmWorkspaceBytes));
+  TP_CUBLAS_CHECK(cublasSetWorkspace(cublas_, workspace, options_.gemm_workspace_bytes));
   const bool tf32 = ab_type == Dt::f32 && options_.tf32;
   TP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       cublas_, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(m, "m"),

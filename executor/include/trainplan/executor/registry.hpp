@@ -1,11 +1,20 @@
 // File: trainplan/executor/registry.hpp
 //
-// The backend registry: the only place that knows which backends were compiled into this
-// build ("cpu" always; "cuda" when the CUDA toolkit was found). Everything else asks it.
+// The backend registry: the only place that knows which backends exist. "cpu" is built in;
+// "cuda" is a module, libtrainplan_backend_cuda.so (built when CMake finds the CUDA toolkit),
+// that the registry opens with dlopen the first time "cuda" is asked for, so nothing else in
+// the program loads a CUDA library. Everything else asks the registry.
 //
 //   for (const BackendInfo& b : backend_infos()) std::cout << b.name << ": " << b.description;
 //   std::unique_ptr<Backend> be = make_backend("cpu");
-//   make_backend("cdua");   // Error: unknown backend "cdua" — did you mean "cuda"? ...
+//   make_backend("cudaa");  // Error: unknown backend "cudaa" — did you mean "cuda"? ...
+//   make_backend("cuda");   // on a machine without a GPU: Error: backend "cuda" is
+//                           // unavailable: no CUDA driver: libcuda.so.1: cannot open ...
+//
+// Where modules are looked for (backend_module_search_path()): the folders of the
+// environment variable TRAINPLAN_BACKEND_PATH (colon-separated) when it is set, else the
+// folder of the running program and <that folder>/../lib/trainplan (where `cmake --install`
+// puts the module). A program that links a backend itself (the GPU tests) uses its own copy.
 #pragma once
 
 #include <memory>
@@ -19,19 +28,27 @@ namespace trainplan::executor {
 
 struct BackendInfo {
   std::string name;         // "cpu"
-  std::string description;  // what it is and computes in
-  /// Compiled in and usable on this machine (a compiled-in CUDA backend is unavailable on a
-  /// machine without a GPU); `why_unavailable` says why not.
+  std::string description;  // what it is and computes in (set when available)
+  /// "built in", the module's path, or "linked into this program"; empty when no module was
+  /// found.
+  std::string origin;
+  std::string build;        // what a module was built with: "CUDA 13.0.88, cuBLAS, cuBLASLt"
+  /// Usable on this machine; otherwise `why_unavailable` says why: the module was not found
+  /// (and where it was looked for), it failed to load (the dlopen error), there is no driver
+  /// or no device.
   bool available = true;
   std::string why_unavailable;
 };
 
-/// The backends compiled into this build, in a fixed order ("cpu" first).
+/// Every backend this program knows, in a fixed order ("cpu" first), with its state here.
+/// Looks for the modules and, where a module's driver is present, loads it.
 std::vector<BackendInfo> backend_infos();
-/// Their names.
+/// Their names ("cpu", "cuda"); loads nothing.
 std::vector<std::string> backend_names();
-/// Creates a backend by name. Throws Error for an unknown name (with a suggestion) or a
-/// backend that is compiled in but unavailable here (with the reason).
+/// Creates a backend by name, loading its module on first use. Throws Error for an unknown
+/// name (with a suggestion) or a backend that is unavailable here (with the reason).
 std::unique_ptr<Backend> make_backend(std::string_view name);
+/// The folders searched for backend modules, in order (see the top of this file).
+std::vector<std::string> backend_module_search_path();
 
 }  // namespace trainplan::executor

@@ -41,7 +41,8 @@ struct Source {
 /// order: hardware, topology, pcie, network, efa, gpudirect_rdma, network_latency, storage,
 /// ebs, ec2_on_demand, sagemaker, sagemaker_uplift, spot, spot_discount, interruption.
 const std::vector<std::string>& instance_source_groups();
-/// Field groups of a GPU (GpuSpec::sources keys): memory, peaks, tdp, compute_capability.
+/// Field groups of a GPU (GpuSpec::sources keys): memory, peaks, tdp, compute_capability,
+/// sm_count, cublas_workspace (all required) and mamf (required when `mamf` is given).
 const std::vector<std::string>& gpu_source_groups();
 /// AWS Spot Advisor interruption-frequency buckets, lowest first.
 const std::vector<std::string>& interruption_buckets();
@@ -56,6 +57,16 @@ struct GpuSpec {
   /// peak). A precision missing here is not supported (T4 and V100 have no bf16).
   std::map<Precision, double> peak_flops;
   double tdp_w = 0;
+  /// Streaming multiprocessors (the simulator's GEMM wave quantization runs tiles in waves of
+  /// this many).
+  int sm_count = 0;
+  /// Maximum achievable matmul FLOP/s measured per precision (MAMF, ml-engineering's
+  /// benchmark); a precision without a measurement is absent.
+  std::map<Precision, double> mamf_flops;
+  /// The cuBLAS / cuBLASLt workspace NVIDIA recommends for this architecture (cuBLAS API
+  /// reference, cublasSetWorkspace: 32 MiB on Hopper, 4 MiB before); the memory model, the
+  /// lowering and the CUDA backend all use it.
+  double cublas_workspace_bytes = 0;
   std::string memory_type;          // "HBM2", "GDDR6" ...
   std::string source;               // source id of the peaks (== sources.at("peaks"))
   /// Field group (gpu_source_groups()) -> source id.
@@ -66,6 +77,8 @@ struct GpuSpec {
   bool supports(Precision p) const { return peak_flops.count(p) != 0; }
   /// Peak for `p`; throws Error if unsupported.
   double peak_flops_per_s(Precision p) const;
+  /// Measured maximum matmul FLOP/s over the dense peak for `p`; nullopt where not measured.
+  std::optional<double> mamf_fraction(Precision p) const;
   /// The 16-bit training precision this GPU should use: bf16 where supported, else fp16.
   Precision preferred_half_precision() const;
 };

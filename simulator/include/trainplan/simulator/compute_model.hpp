@@ -116,8 +116,8 @@ int shape_bucket(int64_t x);
 /// Defaults of the compute model; 0 means "the physically derived default" documented in
 /// simulator/README.md.
 struct ComputeModelOptions {
-  /// Fraction of the dense tensor-core peak a large GEMM reaches (MAMF / peak). 0: by GPU
-  /// (A100 0.869, H100/H200 0.803, others 0.80).
+  /// Fraction of the dense tensor-core peak a large GEMM reaches (MAMF / peak). 0: the GPU's
+  /// measured MAMF from the hardware catalog (A100 0.869, H100 0.803 in bf16), else 0.80.
   double gemm_efficiency = 0;
   /// Attention fraction of peak. 0: from the per-head GEMM shape (MAMF x K-loop ramp of the
   /// head dimension), or 0.60 for attention tasks without a shape.

@@ -53,6 +53,10 @@ struct CudaBackendOptions {
   size_t attention_workspace_bytes = size_t{1} << 30;
   /// f32 matrix products on TF32 tensor cores (10-bit mantissa inputs); off: full fp32.
   bool tf32 = false;
+  /// cuBLAS / cuBLASLt workspace per stream. 0: the hardware catalog's `cublas_workspace` of
+  /// this device's GPU (32 MiB on Hopper, 4 MiB before; the largest in the catalog for a GPU
+  /// the catalog does not know).
+  size_t gemm_workspace_bytes = 0;
 };
 
 /// A CUDA backend on one GPU. Throws Error when the device does not exist or CUDA fails.
