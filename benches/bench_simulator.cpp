@@ -187,6 +187,28 @@ void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
   state.counters["setup_fraction"] = last.stats.wall_s > 0 ? last.stats.setup_wall_s / last.stats.wall_s : 0;
 }
 
+// Lowering GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16, layer granularity, one program per
+// symmetry class): the planner's per-candidate cost before simulation (was a wall-clock check
+// in tests/plan/test_lower.cpp).
+void BM_Simulator_Gpt3Lowering(benchmark::State& state) {
+  plan::Plan p;
+  p.model = "gpt3-175b";
+  p.instance_type = "p4d.24xlarge";
+  p.instance_count = 128;
+  p.dp = 16, p.tp = 8, p.pp = 8;
+  p.micro_batch = 1;
+  p.global_batch = 1536;
+  plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin());
+  plan::validate(p, ctx);
+  int64_t tasks = 0;
+  for (auto _ : state) {
+    const plan::StepProgram prog = plan::lower(p, ctx, {.granularity = plan::Granularity::layer, .representatives_only = true});
+    for (const auto& rp : prog.ranks) tasks += static_cast<int64_t>(rp.tasks.size());
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Simulator_Gpt3Lowering)->Unit(benchmark::kMillisecond)->Iterations(1);
+
 [[maybe_unused]] const bool kLowered = [] {
   if (std::getenv("TRAINPLAN_BENCH_LARGE") == nullptr) return false;
   benchmark::RegisterBenchmark("BM_Simulator_Gpt3Lowered", BM_Simulator_Gpt3Lowered)
