@@ -80,6 +80,13 @@ Json parse_text(std::string_view text, const std::string& name) {
         .at(name)
         .hint(truncated ? "the file ends early: is it truncated or missing a closing bracket?"
                         : "fix the JSON syntax at that position (trailing commas and comments are not allowed)");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: a number beyond double range, e.g. 1e309 ("number overflow parsing '1e309'").
+    std::string what = e.what();
+    auto pos = what.find("number overflow");
+    throw Error(pos != std::string::npos ? what.substr(pos) + ": beyond the range of a double" : what)
+        .at(name)
+        .hint("numbers must lie within +-1.8e308");
   }
 }
 
