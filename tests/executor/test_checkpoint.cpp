@@ -31,6 +31,15 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
+// Runs one step of `s` and checkpoints it under `dir`; returns the checkpoint folder.
+std::string one_step_checkpoint(const TempDir& dir, const RunSpec& s) {
+  auto rt = make_runtime(s);
+  rt->step();
+  const std::string ckpt = checkpoint_folder(dir.str(), 1);
+  rt->save_checkpoint(ckpt);
+  return ckpt;
+}
+
 }  // namespace
 
 TEST_CASE("executor: resuming from a checkpoint gives exactly the losses of an uninterrupted run",
@@ -81,10 +90,7 @@ TEST_CASE("executor: a checkpoint of another model or plan layout, or an incompl
   TempDir dir("refuse");
   RunSpec s;
   s.dp = 2;
-  auto rt = make_runtime(s);
-  rt->step();
-  const std::string ckpt = checkpoint_folder(dir.str(), 1);
-  rt->save_checkpoint(ckpt);
+  const std::string ckpt = one_step_checkpoint(dir, s);
 
   RunSpec mlp;
   mlp.model = "tiny-mlp";
@@ -142,10 +148,7 @@ TEST_CASE("executor: a corrupted checkpoint is refused naming the file and the t
   TempDir dir("corrupt");
   RunSpec s;
   s.dp = 2;
-  auto rt = make_runtime(s);
-  rt->step();
-  const std::string ckpt = checkpoint_folder(dir.str(), 1);
-  rt->save_checkpoint(ckpt);
+  const std::string ckpt = one_step_checkpoint(dir, s);
   const fs::path rank1 = fs::path(ckpt) / "rank-00001.bin";
   const std::vector<char> good = read_bytes(rank1);
   const FirstRecord rec = first_record(good);
