@@ -150,12 +150,9 @@ BENCHMARK(BM_Simulator_Hybrid)
   return true;
 }();
 
-// GPT-3 175B as plan::lower emits it (layer granularity, representatives only: 64 ranks x
-// ~33 k tasks) on 128 / 512 p4d.24xlarge, symmetric fidelity: the planner's configuration.
-// Lowering is outside the timed loop. Opt-in with TRAINPLAN_BENCH_LARGE (lowering takes ~1 s).
-void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
-  const int dp = static_cast<int>(state.range(0));
-  plan::Plan p;
+// GPT-3 175B on dp x 8 p4d.24xlarge GPUs (tp 8, pp 8, micro-batch 1, global batch 1536, 1F1B),
+// `p`'s other fields as given; resolved and validated.
+plan::PlanContext gpt3_175b(plan::Plan& p, int dp) {
   p.model = "gpt3-175b";
   p.instance_type = "p4d.24xlarge";
   p.instance_count = dp * 64 / 8;
@@ -163,9 +160,18 @@ void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
   p.global_batch = 1536;
   p.micro_batch = 1;
   p.schedule = plan::Schedule::one_f_one_b;
-  p.recompute = plan::Recompute::full;
   plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin());
   plan::validate(p, ctx);
+  return ctx;
+}
+
+// GPT-3 175B as plan::lower emits it (layer granularity, representatives only: 64 ranks x
+// ~33 k tasks) on 128 / 512 p4d.24xlarge, symmetric fidelity: the planner's configuration.
+// Lowering is outside the timed loop. Opt-in with TRAINPLAN_BENCH_LARGE (lowering takes ~1 s).
+void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
+  plan::Plan p;
+  p.recompute = plan::Recompute::full;
+  const plan::PlanContext ctx = gpt3_175b(p, static_cast<int>(state.range(0)));
   plan::LowerOptions lo;
   lo.granularity = plan::Granularity::layer;
   lo.representatives_only = true;
@@ -186,6 +192,21 @@ void BM_Simulator_Gpt3Lowered(benchmark::State& state) {
   state.counters["tasks_simulated"] = static_cast<double>(last.stats.tasks_simulated);
   state.counters["setup_fraction"] = last.stats.wall_s > 0 ? last.stats.setup_wall_s / last.stats.wall_s : 0;
 }
+
+// Lowering GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16, layer granularity, one program per
+// symmetry class): the planner's per-candidate cost before simulation (was a wall-clock check
+// in tests/plan/test_lower.cpp).
+void BM_Simulator_Gpt3Lowering(benchmark::State& state) {
+  plan::Plan p;
+  const plan::PlanContext ctx = gpt3_175b(p, 16);
+  int64_t tasks = 0;
+  for (auto _ : state) {
+    const plan::StepProgram prog = plan::lower(p, ctx, {.granularity = plan::Granularity::layer, .representatives_only = true});
+    for (const auto& rp : prog.ranks) tasks += static_cast<int64_t>(rp.tasks.size());
+  }
+  state.counters["tasks_per_s"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Simulator_Gpt3Lowering)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 [[maybe_unused]] const bool kLowered = [] {
   if (std::getenv("TRAINPLAN_BENCH_LARGE") == nullptr) return false;

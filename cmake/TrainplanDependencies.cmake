@@ -4,6 +4,12 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(Boost 1.74 REQUIRED)          # header-only Boost.Graph
 find_package(CLI11 REQUIRED)
+# xxHash (libxxhash-dev): checkpoint checksums.
+find_path(TRAINPLAN_XXHASH_INCLUDE xxhash.h REQUIRED)
+find_library(TRAINPLAN_XXHASH_LIBRARY xxhash REQUIRED)
+add_library(trainplan_xxhash INTERFACE IMPORTED)
+target_include_directories(trainplan_xxhash INTERFACE ${TRAINPLAN_XXHASH_INCLUDE})
+target_link_libraries(trainplan_xxhash INTERFACE ${TRAINPLAN_XXHASH_LIBRARY})
 if(TRAINPLAN_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

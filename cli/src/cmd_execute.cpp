@@ -33,6 +33,7 @@ struct ExecuteArgs {
   uint64_t seed = 1;
   double learning_rate = 1e-3;
   double timeout_s = 60;
+  bool skip_nonfinite = false;
 };
 
 double host_memory_bytes() {
@@ -86,6 +87,7 @@ void run(const ExecuteArgs& a) {
   opt.seed = a.seed;
   opt.adamw.learning_rate = a.learning_rate;
   opt.timeout_s = a.timeout_s;
+  opt.skip_nonfinite_steps = a.skip_nonfinite;
   if (!a.data_file.empty())
     opt.data = std::make_shared<executor::TrainingData>(
         executor::TrainingData::from_tokens(spec, ctx.seq_len, p.global_batch, executor::read_byte_tokens(a.data_file)));
@@ -115,11 +117,17 @@ void run(const ExecuteArgs& a) {
 
   executor::StepResult last;
   bool ran = false;
+  int64_t ran_steps = 0, skipped = 0;
   while (rt.steps_done() < a.steps) {
     last = rt.step();
     ran = true;
-    std::printf("step %4lld  loss %.6f  grad-norm %.4f  time %s\n", static_cast<long long>(last.step), last.loss,
-                last.grad_norm, units::format_duration(last.step_time_s).c_str());
+    ++ran_steps;
+    skipped += last.skipped;
+    std::printf("step %4lld  loss %.6f  grad-norm %.4f  time %s%s\n", static_cast<long long>(last.step), last.loss,
+                last.grad_norm, units::format_duration(last.step_time_s).c_str(),
+                last.skipped ? fmt::format("  skipped: non-finite gradient norm, update not applied ({})",
+                                           last.nonfinite_where).c_str()
+                             : "");
     std::fflush(stdout);
     if (a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0) {
       const std::string folder = executor::checkpoint_folder(a.checkpoint_dir, rt.steps_done());
@@ -128,6 +136,9 @@ void run(const ExecuteArgs& a) {
     }
   }
   if (!ran) return;
+  if (skipped > 0)
+    std::printf("note: %lld of %lld steps were skipped (non-finite gradient norm; --skip-nonfinite-steps)\n",
+                static_cast<long long>(skipped), static_cast<long long>(ran_steps));
 
   Table mem({">rank", ">dp", ">tp", ">pp", ">tasks", ">peak (measured)", ">peak (program)"});
   for (const auto& rp : rt.program().ranks)
@@ -177,6 +188,9 @@ void add_execute_command(CLI::App& app) {
   cmd->add_option("--lr", args->learning_rate, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--timeout", args->timeout_s, "Seconds a rank may wait for the others before the step fails")
       ->capture_default_str();
+  cmd->add_flag("--skip-nonfinite-steps", args->skip_nonfinite,
+                "Skip a step whose gradient norm is NaN or infinite (no update, as dynamic loss scaling does) instead of "
+                "stopping with an error");
   cmd->callback([args] { run(*args); });
 }
 

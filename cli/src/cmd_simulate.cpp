@@ -28,7 +28,54 @@ struct SimulateArgs {
   double straggler_stddev = 0;
   uint64_t seed = 1;
   double overlap_slowdown = 0;
+  std::string trace_ranks = "auto";
 };
+
+// Above this many GPUs the trace and timeline hold one data-parallel replica by default.
+constexpr int kTraceAllRanksUpTo = 64;
+
+// Ranks whose events --trace / --timeline write: "all", "auto" (every rank up to
+// kTraceAllRanksUpTo GPUs; above, in data-parallel replica 0 (cp 0): the first stage's tp group
+// and tp rank 0 of every later stage, which shows every kind of task and the whole pipeline) or
+// a list such as "0,8-15". Returns the ranks (empty: all) and a description for the output.
+std::pair<std::vector<int>, std::string> trace_ranks(const std::string& spec, const plan::Plan& p) {
+  const int world = p.world_size();
+  std::vector<int> ranks;
+  if (spec == "all" || (spec == "auto" && world <= kTraceAllRanksUpTo)) return {ranks, fmt::format("all {} ranks", world)};
+  if (spec == "auto") {
+    for (int stage = 0; stage < p.pp; ++stage)
+      for (int t = 0; t < (stage == 0 ? p.tp : 1); ++t)
+        ranks.push_back((stage * p.dp * p.cp) * p.tp + t);  // dp 0, cp 0 (StepProgram::rank_of)
+    return {ranks, fmt::format("{} of {} ranks: data-parallel replica 0, the first stage's tensor-parallel group and tp "
+                               "rank 0 of every later stage (sampled above {} GPUs; --trace-ranks all writes every rank)",
+                               ranks.size(), world, kTraceAllRanksUpTo)};
+  }
+  auto bad = [&](const std::string& what) {
+    return Error(fmt::format("--trace-ranks: {}", what))
+        .hint(fmt::format("give \"all\", \"auto\" or ranks and ranges such as 0,8-15 (ranks 0..{})", world - 1));
+  };
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, comma - pos);
+    const size_t dash = item.find('-', 1);
+    auto number = [&](const std::string& text) {
+      if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+        throw bad(fmt::format("\"{}\" is not a rank number", text));
+      const int r = std::stoi(text);
+      if (r >= world) throw bad(fmt::format("rank {} is outside the plan's {} ranks", r, world));
+      return r;
+    };
+    const int first = number(item.substr(0, dash));
+    const int last = dash == std::string::npos ? first : number(item.substr(dash + 1));
+    if (last < first) throw bad(fmt::format("the range \"{}\" is empty", item));
+    for (int r = first; r <= last; ++r) ranks.push_back(r);
+    pos = comma + 1;
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return {ranks, fmt::format("{} of {} ranks (--trace-ranks)", ranks.size(), world)};
+}
 
 void run(const SimulateArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_path);
@@ -56,6 +103,8 @@ void run(const SimulateArgs& a) {
   o.sim.straggler_seed = a.seed;
   o.sim.overlap_slowdown = a.overlap_slowdown;
   o.sim.record_timeline = !a.trace.empty() || !a.timeline.empty();
+  const auto [shown_ranks, shown] = trace_ranks(a.trace_ranks, p);
+  o.sim.timeline_ranks = shown_ranks;
   o.threads = 0;
   const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
   const sim::StepResult& s = r.step;
@@ -124,6 +173,7 @@ void run(const SimulateArgs& a) {
     std::printf("%s tokens = %.0f steps: %s of training at the simulated step time\n", units::format_count(p.training_tokens).c_str(),
                 steps, units::format_duration(steps * s.step_time_s).c_str());
   }
+  if (o.sim.record_timeline) std::printf("timeline and trace events: %s\n", shown.c_str());
   if (!a.timeline.empty()) {
     plan::write_timeline_file(a.timeline, s.timeline);
     std::printf("timeline written to %s\n", a.timeline.c_str());
@@ -161,6 +211,11 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--straggler-stddev", a->straggler_stddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
   cmd->add_option("--seed", a->seed, "Seed of the straggler jitter")->capture_default_str();
   cmd->add_option("--overlap-slowdown", a->overlap_slowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");
+  cmd->add_option("--trace-ranks", a->trace_ranks,
+                  fmt::format("Ranks in --trace / --timeline: all, auto (every rank up to {} GPUs, else data-parallel "
+                              "replica 0) or a list such as 0,8-15",
+                              kTraceAllRanksUpTo))
+      ->capture_default_str();
   cmd->callback([a] { run(*a); });
 }
 

@@ -1,4 +1,5 @@
 #include "trainplan/core/json.hpp"
+#include "trainplan/core/json_stream.hpp"
 
 #include <fmt/format.h>
 
@@ -79,6 +80,13 @@ Json parse_text(std::string_view text, const std::string& name) {
         .at(name)
         .hint(truncated ? "the file ends early: is it truncated or missing a closing bracket?"
                         : "fix the JSON syntax at that position (trailing commas and comments are not allowed)");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: a number beyond double range, e.g. 1e309 ("number overflow parsing '1e309'").
+    std::string what = e.what();
+    auto pos = what.find("number overflow");
+    throw Error(pos != std::string::npos ? what.substr(pos) + ": beyond the range of a double" : what)
+        .at(name)
+        .hint("numbers must lie within +-1.8e308");
   }
 }
 
@@ -90,6 +98,10 @@ Json parse_file(const std::string& path, const std::string& display_name) {
 std::string dump(const Json& value) { return value.dump(1) + "\n"; }
 
 void write_text_file(const std::string& path, std::string_view text) {
+  write_stream_file(path, [&](std::ostream& out) { out.write(text.data(), static_cast<std::streamsize>(text.size())); });
+}
+
+void write_stream_file(const std::string& path, const std::function<void(std::ostream& out)>& generate) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path tmp = target;
@@ -98,12 +110,38 @@ void write_text_file(const std::string& path, std::string_view text) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       throw Error("cannot write the file").at(path).hint("check that the directory exists and is writable");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    if (!out) throw Error("write failed (disk full?)").at(path);
+    try {
+      generate(out);
+    } catch (...) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw;
+    }
+    out.flush();
+    if (!out) {
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw Error("write failed (disk full?)").at(path);
+    }
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) throw Error("cannot replace the file: " + ec.message()).at(path);
+}
+
+std::string dump_nested(const Json& value, int depth) {
+  const std::string text = value.dump(1);
+  std::string indent(static_cast<size_t>(depth) + 1, ' ');
+  indent[0] = '\n';
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (char c : text) {
+    if (c == '\n') out += indent;
+    else out += c;
+  }
+  return out;
 }
 
 void write_file(const std::string& path, const Json& value) { write_text_file(path, dump(value)); }

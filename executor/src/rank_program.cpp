@@ -276,7 +276,11 @@ RankStepResult RankState::run_step(int64_t step, Communicator& comm, double t0_s
     for (Param& p : params_) p.value = Tensor();
   acts_.clear();
   batches_.clear();
-  ++steps_done_;
+  // A non-finite gradient norm leaves parameters and optimizer state as they were. Skipped
+  // (RuntimeOptions::skip_nonfinite_steps), the step still consumes its batch; otherwise the
+  // step did not happen and Runtime::step() reports it.
+  if (!result_.nonfinite || options_.skip_nonfinite_steps) ++steps_done_;
+  if (!result_.nonfinite) ++updates_done_;
   result_.peak_memory_bytes = static_cast<double>(backend_->peak_allocated_bytes());
   return std::move(result_);
 }

@@ -196,8 +196,22 @@ Tensor RankState::local_grad_norm_sq() {
 void RankState::finish_clip(const Tensor& norm_sq) {
   clip_scale_ = backend_->empty(options_.dtype, {1});
   backend_->clip_scale(*stream_, clip_scale_, norm_sq, options_.max_grad_norm);
-  result_.grad_norm = std::sqrt(std::max(0.0, download(norm_sq)[0]));
+  const double sq = download(norm_sq)[0];
+  result_.grad_norm = std::isfinite(sq) ? std::sqrt(std::max(0.0, sq)) : sq;  // keeps NaN / inf
   clip_ready_ = true;
+  if (std::isfinite(sq)) return;
+  result_.nonfinite = true;
+  // Name the first owned gradient with a non-finite element (a diagnostic, only on this path).
+  for (Param& p : params_) {
+    if (!p.canonical) continue;
+    const Tensor g = effective_grad(p);
+    if (g.numel() == 0) continue;
+    for (double v : download(g))
+      if (!std::isfinite(v)) {
+        result_.nonfinite_tensor = L_.params[static_cast<size_t>(p.def)].name;
+        return;
+      }
+  }
 }
 
 void RankState::optimizer(const std::vector<int>& ops) {
@@ -220,11 +234,11 @@ void RankState::optimizer(const std::vector<int>& ops) {
     t.label = "optimizer";
     targets = bucket_params(t, true);
   }
-  const int64_t step = steps_done_ + 1;
+  const int64_t step = updates_done_ + 1;
   for (Param* p : targets) {
     if (p->updated) continue;
     p->updated = true;
-    if (p->own_len() == 0) continue;
+    if (p->own_len() == 0 || result_.nonfinite) continue;
     AdamWConfig c = options_.adamw;
     if (!L_.params[static_cast<size_t>(p->def)].decay) c.weight_decay = 0;
     Tensor values = L_.params_sharded ? p->shard.flat(0, p->own_len())
@@ -238,103 +252,51 @@ std::vector<double> RankState::values_at_rest(const Param& p) {
   return L_.params_sharded ? download(p.shard) : download(p.value);
 }
 
-// ---- checkpoint file of one rank ----------------------------------------------------------------
-// Little-endian binary: magic "TPCKPT01", u32 rank, i64 steps_done, u32 tensor count, then per
-// tensor: u32 name length, name, u8 dtype (DType value), i64 element count, raw elements.
-// Tensor names: "<parameter name>:value" (ZeRO-3 with dp > 1: the shard), ":adam_m", ":adam_v".
+// ---- checkpoint shard of one rank ---------------------------------------------------------------
+// Tensor names: "<parameter name>:value" (ZeRO-3 with dp > 1: the shard), ":adam_m", ":adam_v";
+// the file format is checkpoint.hpp's.
 
 namespace {
-
-constexpr char kMagic[8] = {'T', 'P', 'C', 'K', 'P', 'T', '0', '1'};
-
-template <class T>
-void put(std::ofstream& out, T v) {
-  out.write(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-template <class T>
-T get(std::ifstream& in, const std::string& path) {
-  T v{};
-  in.read(reinterpret_cast<char*>(&v), sizeof(T));
-  if (!in) throw Error("the checkpoint file is truncated").at(path).hint("it was not written completely; use another checkpoint");
-  return v;
-}
-
+constexpr const char* kTensorKinds[3] = {":value", ":adam_m", ":adam_v"};
 }  // namespace
 
-void RankState::save(const std::string& path) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error("cannot write the checkpoint file").at(path);
-  out.write(kMagic, sizeof(kMagic));
-  put<uint32_t>(out, static_cast<uint32_t>(rank_));
-  put<int64_t>(out, steps_done_);
-  put<uint32_t>(out, static_cast<uint32_t>(params_.size() * 3));
+checkpoint::ShardInfo RankState::save(const std::string& dir) {
+  checkpoint::ShardWriter w(dir, {.rank = rank_,
+                                  .world_size = L_.program->world_size,
+                                  .steps_done = steps_done_,
+                                  .updates_done = updates_done_});
   for (const Param& p : params_) {
     const std::string& name = L_.params[static_cast<size_t>(p.def)].name;
     const Tensor* tensors[3] = {L_.params_sharded ? &p.shard : &p.value, &p.m, &p.v};
-    const char* kinds[3] = {":value", ":adam_m", ":adam_v"};
     for (int k = 0; k < 3; ++k) {
-      const std::string key = name + kinds[k];
       std::vector<std::byte> bytes(tensors[k]->size_bytes());
       backend_->download(*stream_, bytes, *tensors[k]);
       backend_->synchronize(*stream_);
-      put<uint32_t>(out, static_cast<uint32_t>(key.size()));
-      out.write(key.data(), static_cast<std::streamsize>(key.size()));
-      put<uint8_t>(out, static_cast<uint8_t>(tensors[k]->dtype()));
-      put<int64_t>(out, tensors[k]->numel());
-      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      w.add(name + kTensorKinds[k], tensors[k]->dtype(), tensors[k]->numel(), bytes);
     }
   }
-  out.close();
-  if (!out) throw Error("writing the checkpoint file failed (disk full?)").at(path);
+  return w.commit();
 }
 
-void RankState::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the checkpoint file").at(path).hint("is the checkpoint complete?");
-  char magic[8];
-  in.read(magic, sizeof(magic));
-  if (!in || std::memcmp(magic, kMagic, sizeof(magic)) != 0)
-    throw Error("not a trainplan checkpoint file (bad magic)").at(path);
-  const auto file_rank = get<uint32_t>(in, path);
-  if (static_cast<int>(file_rank) != rank_)
-    throw Error(fmt::format("the file holds rank {}, expected rank {}", file_rank, rank_)).at(path);
-  const auto steps = get<int64_t>(in, path);
-  const auto count = get<uint32_t>(in, path);
-  struct Entry {
-    DType dtype;
-    int64_t numel;
-    std::vector<std::byte> bytes;
-  };
-  std::map<std::string, Entry> entries;
-  for (uint32_t i = 0; i < count; ++i) {
-    const auto len = get<uint32_t>(in, path);
-    if (len > 4096) throw Error("corrupt tensor name in the checkpoint file").at(path);
-    std::string key(len, '\0');
-    in.read(key.data(), len);
-    Entry e;
-    e.dtype = static_cast<DType>(get<uint8_t>(in, path));
-    e.numel = get<int64_t>(in, path);
-    if (e.numel < 0 || e.numel > (int64_t{1} << 40)) throw Error("corrupt tensor size in the checkpoint file").at(path);
-    e.bytes.resize(static_cast<size_t>(e.numel) * dtype_size_bytes(e.dtype));
-    in.read(reinterpret_cast<char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
-    if (!in) throw Error("the checkpoint file is truncated").at(path);
-    entries.emplace(std::move(key), std::move(e));
-  }
+void RankState::load(const checkpoint::Shard& shard, const std::string& path) {
+  std::map<std::string, const checkpoint::TensorRecord*> entries;
+  for (const auto& t : shard.tensors)
+    if (!entries.emplace(t.name, &t).second)
+      throw Error(fmt::format("tensor \"{}\" appears twice", t.name)).at(path).hint("the file is corrupted");
   size_t used = 0;
   for (Param& p : params_) {
     const std::string& name = L_.params[static_cast<size_t>(p.def)].name;
     Tensor* tensors[3] = {L_.params_sharded ? &p.shard : &p.value, &p.m, &p.v};
-    const char* kinds[3] = {":value", ":adam_m", ":adam_v"};
     for (int k = 0; k < 3; ++k) {
-      auto it = entries.find(name + kinds[k]);
+      auto it = entries.find(name + kTensorKinds[k]);
       if (it == entries.end())
-        throw Error(fmt::format("the checkpoint has no tensor \"{}{}\" for rank {}", name, kinds[k], rank_))
+        throw Error(fmt::format("the checkpoint has no tensor \"{}{}\" for rank {}", name, kTensorKinds[k], rank_))
             .at(path)
             .hint("the checkpoint was written for another model or plan layout");
-      const Entry& e = it->second;
+      const checkpoint::TensorRecord& e = *it->second;
       if (e.dtype != tensors[k]->dtype() || e.numel != tensors[k]->numel())
-        throw Error(fmt::format("tensor \"{}{}\" has {} {} elements in the checkpoint, rank {} holds {}", name, kinds[k],
-                                e.numel, dtype_name(e.dtype), rank_, tensors[k]->describe()))
+        throw Error(fmt::format("tensor \"{}{}\" has {} {} elements in the checkpoint, rank {} holds {}", name,
+                                kTensorKinds[k], e.numel, dtype_name(e.dtype), rank_, tensors[k]->describe()))
             .at(path)
             .hint("the checkpoint was written with another tp / ZeRO layout or precision");
       backend_->upload(*stream_, *tensors[k], e.bytes);
@@ -346,7 +308,8 @@ void RankState::load(const std::string& path) {
     throw Error(fmt::format("the checkpoint holds {} tensors for rank {}, this plan has {}", entries.size(), rank_, used))
         .at(path)
         .hint("the checkpoint was written for another model or plan layout");
-  steps_done_ = steps;
+  steps_done_ = shard.header.steps_done;
+  updates_done_ = shard.header.updates_done;
 }
 
 }  // namespace trainplan::executor::rt

@@ -4,6 +4,7 @@
 #include "trainplan/executor/runtime.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -24,10 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kCheckpointFormat = "trainplan-checkpoint";
-constexpr int kCheckpointVersion = 1;
-
-std::string rank_file_name(int rank) { return fmt::format("rank-{:05d}.bin", rank); }
 
 // Runs fn(rank) on one thread per rank; returns the first error (by rank) or "".
 template <class Fn>
@@ -262,6 +259,25 @@ StepResult Runtime::step() {
         .hint("every micro-batch of every data-parallel rank must run the loss once in forward");
   out.loss = loss_sum / m.layout.total_label_rows;
   out.grad_norm = results.front().grad_norm;
+  if (results.front().nonfinite) {
+    // Every rank saw the same all-reduced norm, so every rank left its state untouched.
+    out.nonfinite_where = "no rank's own gradients hold a non-finite value";
+    for (const rt::RankStepResult& r : results)
+      if (!r.nonfinite_tensor.empty()) {
+        out.nonfinite_where = fmt::format("first non-finite gradient: rank {}, tensor {}",
+                                          static_cast<int>(&r - results.data()), r.nonfinite_tensor);
+        break;
+      }
+    if (!m.options.skip_nonfinite_steps)
+      throw Error(fmt::format("step {}: the gradient norm is {} (loss {}; {}); the update was not applied", out.step,
+                              out.grad_norm, out.loss, out.nonfinite_where))
+          .hint("lower the learning rate, or skip such steps as dynamic loss scaling does (--skip-nonfinite-steps)");
+    out.skipped = true;
+  } else if (!std::isfinite(out.loss)) {
+    throw Error(fmt::format("step {}: the loss is {} with a finite gradient norm {}; the update was applied", out.step,
+                            out.loss, out.grad_norm))
+        .hint("check the training data and the learning rate");
+  }
   out.step_time_s = tl.step_time_s;
   out.declared_peak_memory_bytes = declared_peak_memory(m.program);
   auto be = m.ranks.front().get();
@@ -359,49 +375,40 @@ void Runtime::save_checkpoint(const std::string& dir) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the checkpoint folder: " + ec.message()).at(dir);
+  std::vector<checkpoint::ShardInfo> shards(static_cast<size_t>(m.world_size()));
   const std::string err = first_error(on_all_ranks(m.world_size(), [&](int r) {
-    m.ranks[static_cast<size_t>(r)]->save((fs::path(dir) / rank_file_name(r)).string());
+    shards[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->save(dir);
   }));
   if (!err.empty()) throw Error(err);
   json::Json doc;
-  doc["format"] = kCheckpointFormat;
-  doc["version"] = kCheckpointVersion;
   doc["step"] = steps_done();
   doc["model"] = m.graph.spec().name;
   doc["model_parameters"] = m.graph.total_params();
   doc["seq_len"] = m.graph.spec().seq_len;
   doc["layout"] = layout_json(m.plan, m.options.dtype);
   doc["init_seed"] = m.options.seed;
-  json::Json files = json::Json::array();
+  json::Json coords = json::Json::array();
   for (const auto& rp : m.program.ranks) {
     json::Json f;
     f["rank"] = rp.rank;
     f["dp_rank"] = rp.dp_rank;
     f["tp_rank"] = rp.tp_rank;
     f["pp_rank"] = rp.pp_rank;
-    f["file"] = rank_file_name(rp.rank);
-    files.push_back(std::move(f));
+    coords.push_back(std::move(f));
   }
-  doc["ranks"] = std::move(files);
-  // The manifest goes last (via a rename), so a folder with a manifest holds a whole checkpoint.
-  const fs::path manifest = fs::path(dir) / "manifest.json";
-  const fs::path tmp = fs::path(dir) / "manifest.json.tmp";
-  json::write_file(tmp.string(), doc);
-  fs::rename(tmp, manifest, ec);
-  if (ec) throw Error("cannot write the checkpoint manifest: " + ec.message()).at(manifest.string());
+  doc["ranks"] = std::move(coords);
+  // The manifest goes last (atomically), so a folder with a manifest holds a whole checkpoint.
+  checkpoint::commit_manifest(dir, std::move(doc), std::move(shards), m.world_size());
 }
 
 void Runtime::load_checkpoint(const std::string& dir) {
   Impl& m = *impl_;
-  const std::string manifest = (fs::path(dir) / "manifest.json").string();
-  if (!fs::is_regular_file(manifest))
-    throw Error("no checkpoint here: manifest.json is missing").at(dir).hint("pass a folder written by save_checkpoint");
-  const json::Json doc = json::parse_file(manifest);
-  json::Reader r(doc, manifest);
-  if (r.field("format").as_string() != kCheckpointFormat)
-    throw r.field("format").error("not a trainplan checkpoint manifest");
-  if (r.field("version").as_int() != kCheckpointVersion)
-    throw r.field("version").error(fmt::format("unsupported checkpoint version {}", r.field("version").as_int()));
+  const checkpoint::Manifest manifest = checkpoint::read_manifest(dir);
+  json::Reader r(manifest.doc, manifest.path);
+  if (manifest.world_size != m.world_size())
+    throw r.field("world_size")
+        .error(fmt::format("the checkpoint was written by {} ranks, the plan has {}", manifest.world_size, m.world_size()))
+        .hint("a checkpoint resumes the same plan layout (dp, tp, pp, vp, ZeRO stage, stages, dtype)");
   const std::string model = r.field("model").as_string();
   if (model != m.graph.spec().name)
     throw r.field("model").error(fmt::format("the checkpoint is of model \"{}\", the plan trains \"{}\"", model,
@@ -415,24 +422,26 @@ void Runtime::load_checkpoint(const std::string& dir) {
                                                r.field("seq_len").as_int(), m.graph.spec().seq_len));
   const json::Json want = layout_json(m.plan, m.options.dtype);
   const json::Reader got = r.field("layout");
+  if (!got.is_object()) throw got.error("must be an object");
   for (const auto& [key, value] : want.items())
     if (got.value().contains(key) ? got.value()[key] != value : true)
       throw got.error(fmt::format("the checkpoint was written with {} {}, the plan has {}", key,
                                   got.value().contains(key) ? got.value()[key].dump() : "nothing", value.dump()))
           .hint("a checkpoint resumes the same plan layout (dp, tp, pp, vp, ZeRO stage, stages, dtype)");
   got.entries();
-  const int64_t step = r.field("step").as_int();
-  r.field("init_seed");
-  r.field("ranks");
+  for (const char* key : {"format", "version", "world_size", "step", "init_seed", "ranks", "shards"}) r.field(key);
   r.finish();
   const std::string err = first_error(on_all_ranks(m.world_size(), [&](int rank) {
-    m.ranks[static_cast<size_t>(rank)]->load((fs::path(dir) / rank_file_name(rank)).string());
+    const checkpoint::ShardInfo& info = manifest.shards[static_cast<size_t>(rank)];
+    const checkpoint::Shard shard = checkpoint::read_shard(dir, info, manifest.world_size);
+    m.ranks[static_cast<size_t>(rank)]->load(shard, (fs::path(dir) / info.file).string());
   }));
   if (!err.empty()) throw Error(err);
   for (const auto& rank : m.ranks)
-    if (rank->steps_done() != step)
-      throw Error(fmt::format("rank {}'s file holds step {}, the manifest step {}", rank->rank(), rank->steps_done(), step))
-          .at(dir);
+    if (rank->steps_done() != manifest.step)
+      throw Error(fmt::format("rank {}'s shard holds step {}, the manifest step {}", rank->rank(), rank->steps_done(),
+                              manifest.step))
+          .at(manifest.path);
 }
 
 }  // namespace trainplan::executor

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "trainplan/executor/backend.hpp"
+#include "trainplan/executor/checkpoint.hpp"
 #include "trainplan/executor/communicator.hpp"
 #include "trainplan/executor/runtime.hpp"
 #include "trainplan/models/model.hpp"
@@ -158,6 +159,10 @@ struct RankStepResult {
   double loss_sum = 0;           // sum of per-token losses it recorded (tp rank 0 of the last stage)
   int64_t loss_rows = 0;
   double grad_norm = 0;
+  /// The global gradient norm is NaN or infinite: the update was not applied. The first of
+  /// this rank's owned gradients holding a non-finite element ("" if none of its own does).
+  bool nonfinite = false;
+  std::string nonfinite_tensor;
   double peak_memory_bytes = 0;
   std::vector<plan::TimelineEvent> events;
   /// Communication the runtime added because the program has none for it (named once each).
@@ -181,8 +186,10 @@ class RankState {
   /// Values of the owned / held elements of a parameter at rest: ZeRO-3 the shard, else
   /// the whole local tensor.
   std::vector<double> values_at_rest(const Param& p);
-  void save(const std::string& path);
-  void load(const std::string& path);
+  /// Writes this rank's shard into `dir` (checkpoint.hpp) and returns what the manifest lists.
+  checkpoint::ShardInfo save(const std::string& dir);
+  /// Restores the parameters, optimizer state and step counts from a verified shard.
+  void load(const checkpoint::Shard& shard, const std::string& path);
   int64_t steps_done() const { return steps_done_; }
   void set_steps_done(int64_t s) { steps_done_ = s; }
 
@@ -252,6 +259,7 @@ class RankState {
   std::vector<std::vector<int>> op_param_index_;  // op -> [weight, bias] indices into params_ (-1 absent)
   std::vector<bool> local_op_;
   int64_t steps_done_ = 0;
+  int64_t updates_done_ = 0;  // AdamW's step count: steps whose update was applied
 
   // Per step.
   Communicator* comm_ = nullptr;

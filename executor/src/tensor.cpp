@@ -70,6 +70,12 @@ std::string_view dtype_name(DType t) {
   TP_ASSERT_MSG(false, "unknown dtype");
 }
 
+std::optional<DType> dtype_from_code(uint8_t code) {
+  for (const auto& [d, n] : kDTypeNames)
+    if (static_cast<uint8_t>(d) == code) return d;
+  return std::nullopt;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& [d, n] : kDTypeNames)
     if (n == name) return d;

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <map>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "trainplan/core/error.hpp"
+#include "trainplan/core/json_stream.hpp"
 
 namespace trainplan::plan {
 namespace {
@@ -33,7 +35,26 @@ json::Json numbers(const std::vector<double>& v) {
 
 }  // namespace
 
-json::Json to_json(const Timeline& t) {
+namespace {
+
+json::Json event_json(const TimelineEvent& e) {
+  json::Json j;
+  j["rank"] = e.rank;
+  j["task"] = e.task;
+  j["stream"] = e.stream;
+  j["kind"] = std::string(task_kind_name(e.kind));
+  j["start_s"] = e.start_s;
+  j["end_s"] = e.end_s;
+  j["bytes"] = e.bytes;
+  j["flops"] = e.flops;
+  j["label"] = e.label;
+  j["phase"] = std::string(phase_name(e.phase));
+  j["purpose"] = std::string(comm_purpose_name(e.purpose));
+  return j;
+}
+
+// Everything but the events, in the document's key order ("events" comes last).
+json::Json timeline_head(const Timeline& t) {
   json::Json doc;
   doc["schema_version"] = kTimelineSchema;
   doc["source"] = t.source;
@@ -41,22 +62,45 @@ json::Json to_json(const Timeline& t) {
   doc["streams"] = t.streams;
   doc["peak_memory_bytes"] = numbers(t.peak_memory_bytes);
   doc["meta"] = t.meta.is_null() ? json::Json::object() : t.meta;
-  json::Json events = json::Json::array();
-  for (const TimelineEvent& e : t.events) {
-    json::Json j;
-    j["rank"] = e.rank;
-    j["task"] = e.task;
-    j["stream"] = e.stream;
-    j["kind"] = std::string(task_kind_name(e.kind));
-    j["start_s"] = e.start_s;
-    j["end_s"] = e.end_s;
-    j["bytes"] = e.bytes;
-    j["flops"] = e.flops;
-    j["label"] = e.label;
-    j["phase"] = std::string(phase_name(e.phase));
-    j["purpose"] = std::string(comm_purpose_name(e.purpose));
-    events.push_back(std::move(j));
+  return doc;
+}
+
+// Streams `head` (an object) with one more array member `key` whose elements `each` emits one
+// by one: byte for byte what json::dump gives for the whole document, without building it.
+template <class Each>
+void stream_document(std::ostream& out, const json::Json& head, const std::string& key, bool key_first, Each each) {
+  const std::string head_text = head.dump(1);  // "{\n ...\n}" (or "{}")
+  bool first = true;
+  auto element = [&](const json::Json& j) {
+    out << (first ? "[\n  " : ",\n  ") << json::dump_nested(j, 2);
+    first = false;
+  };
+  auto array = [&] {
+    out << " " << json::Json(key).dump() << ": ";
+    each(element);
+    out << (first ? "[]" : "\n ]");
+  };
+  if (head.empty()) {
+    out << "{\n";
+    array();
+    out << "\n}\n";
+  } else if (key_first) {
+    out << "{\n";
+    array();
+    out << ",\n" << head_text.substr(2) << "\n";  // the head's members after "{\n"
+  } else {
+    out << head_text.substr(0, head_text.size() - 2) << ",\n";  // without "\n}"
+    array();
+    out << "\n}\n";
   }
+}
+
+}  // namespace
+
+json::Json to_json(const Timeline& t) {
+  json::Json doc = timeline_head(t);
+  json::Json events = json::Json::array();
+  for (const TimelineEvent& e : t.events) events.push_back(event_json(e));
   doc["events"] = std::move(events);
   return doc;
 }
@@ -100,16 +144,23 @@ Timeline timeline_from_json(const json::Json& doc, const std::string& name) {
 }
 
 void write_timeline_file(const std::string& path, const Timeline& timeline) {
-  json::write_file(path, to_json(timeline));
+  json::write_stream_file(path, [&](std::ostream& out) {
+    stream_document(out, timeline_head(timeline), "events", false, [&](auto& element) {
+      for (const TimelineEvent& e : timeline.events) element(event_json(e));
+    });
+  });
 }
 
 Timeline read_timeline_file(const std::string& path) { return timeline_from_json(json::parse_file(path), path); }
 
 // One process per rank ("rank 3"), one thread per stream; tasks with a duration as complete
-// events; alloc/free as a counter of the rank's live transient bytes.
-json::Json chrome_trace(const Timeline& t) {
+// events; alloc/free as a counter of the rank's live transient bytes. Each trace event goes to
+// `emit` as it is made.
+namespace {
+
+template <class Emit>
+void chrome_trace_events(const Timeline& t, Emit&& emit) {
   constexpr double kUs = 1e6;
-  json::Json events = json::Json::array();
   std::map<int, std::vector<int>> streams_of_rank;  // ordered: deterministic metadata
   for (const TimelineEvent& e : t.events) {
     auto& s = streams_of_rank[e.rank];
@@ -117,16 +168,13 @@ json::Json chrome_trace(const Timeline& t) {
   }
   for (auto& [rank, streams] : streams_of_rank) {
     std::sort(streams.begin(), streams.end());
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
-                      {"args", {{"name", "rank " + std::to_string(rank)}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", 0},
-                      {"args", {{"sort_index", rank}}}});
+    emit({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+    emit({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"sort_index", rank}}}});
     for (int s : streams) {
       const std::string name =
           s < static_cast<int>(t.streams.size()) ? t.streams[static_cast<size_t>(s)] : "stream " + std::to_string(s);
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", s}, {"args", {{"name", name}}}});
-      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", s},
-                        {"args", {{"sort_index", s}}}});
+      emit({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", s}, {"args", {{"name", name}}}});
+      emit({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", rank}, {"tid", s}, {"args", {{"sort_index", s}}}});
     }
   }
   // Memory counters need the alloc/free events of a rank in time order.
@@ -142,8 +190,8 @@ json::Json chrome_trace(const Timeline& t) {
     json::Json args = {{"task", e.task}, {"phase", std::string(phase_name(e.phase))}};
     if (e.bytes > 0) args["bytes"] = e.bytes;
     if (e.flops > 0) args["flops"] = e.flops;
-    events.push_back({{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", e.start_s * kUs},
-                      {"dur", (e.end_s - e.start_s) * kUs}, {"pid", e.rank}, {"tid", e.stream}, {"args", args}});
+    emit({{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", e.start_s * kUs},
+          {"dur", (e.end_s - e.start_s) * kUs}, {"pid", e.rank}, {"tid", e.stream}, {"args", args}});
   }
   std::stable_sort(mem.begin(), mem.end(), [](const TimelineEvent* a, const TimelineEvent* b) {
     return a->rank < b->rank || (a->rank == b->rank && (a->start_s < b->start_s || (a->start_s == b->start_s && a->task < b->task)));
@@ -153,18 +201,35 @@ json::Json chrome_trace(const Timeline& t) {
   for (const TimelineEvent* e : mem) {
     if (e->rank != rank) rank = e->rank, live = 0;
     live += e->kind == TaskKind::alloc ? e->bytes : -e->bytes;
-    events.push_back({{"name", "transient memory"}, {"ph", "C"}, {"ts", e->start_s * kUs}, {"pid", e->rank},
-                      {"args", {{"bytes", live}}}});
+    emit({{"name", "transient memory"}, {"ph", "C"}, {"ts", e->start_s * kUs}, {"pid", e->rank}, {"args", {{"bytes", live}}}});
   }
+}
+
+json::Json chrome_trace_tail(const Timeline& t) {
   json::Json doc;
-  doc["traceEvents"] = std::move(events);
   doc["displayTimeUnit"] = "ms";
   doc["otherData"] = {{"source", t.source}, {"step_time_s", t.step_time_s}};
   return doc;
 }
 
+}  // namespace
+
+json::Json chrome_trace(const Timeline& t) {
+  json::Json events = json::Json::array();
+  chrome_trace_events(t, [&](json::Json j) { events.push_back(std::move(j)); });
+  json::Json doc;
+  doc["traceEvents"] = std::move(events);
+  const json::Json tail = chrome_trace_tail(t);  // items() refers into it: keep it alive
+  for (const auto& [key, value] : tail.items()) doc[key] = value;
+  return doc;
+}
+
 void write_chrome_trace_file(const std::string& path, const Timeline& timeline) {
-  json::write_file(path, chrome_trace(timeline));
+  json::write_stream_file(path, [&](std::ostream& out) {
+    stream_document(out, chrome_trace_tail(timeline), "traceEvents", true, [&](auto& element) {
+      chrome_trace_events(timeline, [&](const json::Json& j) { element(j); });
+    });
+  });
 }
 
 }  // namespace trainplan::plan

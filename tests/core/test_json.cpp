@@ -40,3 +40,9 @@ TEST_CASE("json: dump is deterministic and keeps insertion order", "[core]") {
   a["a"] = {1.5, 2};
   CHECK(json::dump(a) == "{\n \"z\": 1,\n \"a\": [\n  1.5,\n  2\n ]\n}\n");
 }
+
+TEST_CASE("json: a number beyond double range is an error naming the file, not an internal error", "[core]") {
+  // Found by fuzz/fuzz_json: nlohmann throws out_of_range (406), not parse_error.
+  REQUIRE_ERROR_CONTAINS(json::parse_text(R"({"tokens": 1e309})", "plan.json"), "plan.json: number overflow parsing '1e309'");
+  REQUIRE_ERROR_CONTAINS(json::parse_text("[-1e400]", "x.json"), "beyond the range of a double");
+}

@@ -40,7 +40,7 @@ TEST_CASE("thread pool: cancellation skips the remaining work", "[core]") {
   CHECK(ran < 100000);
 }
 
-TEST_CASE("random: same seed same stream; exponential has the right mean", "[core]") {
+TEST_CASE("random: same seed same stream, exponential has the right mean", "[core]") {
   Rng a(42), b(42);
   for (int i = 0; i < 10; ++i) CHECK(a.next() == b.next());
   Rng r(7);

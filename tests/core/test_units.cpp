@@ -6,7 +6,7 @@
 using namespace trainplan;
 using units::Dimension;
 
-TEST_CASE("units: bytes use decimal and binary prefixes; b is bits", "[core]") {
+TEST_CASE("units: bytes use decimal and binary prefixes, b is bits", "[core]") {
   CHECK(units::parse("80GiB", Dimension::bytes) == 80.0 * 1073741824.0);
   CHECK(units::parse("40GB", Dimension::bytes) == 40e9);
   CHECK(units::parse("512 MiB", Dimension::bytes) == 512.0 * 1048576.0);

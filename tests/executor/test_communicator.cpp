@@ -170,10 +170,7 @@ TEST_CASE("executor: a collective a rank never joins fails with a timeout naming
   InProcessWorld w(3, {.timeout_s = 0.3});
   Tensor x0 = ranks[0].zeros({4}), x1 = ranks[1].zeros({4});
   CommGroup g{7, {0, 1, 2}, "dp"};
-  const auto start = std::chrono::steady_clock::now();
   auto errors = run_ranks(2, [&](int r) { w.communicator(r).all_reduce(g, 42, r == 0 ? x0 : x1, ReduceOp::sum); });
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(waited < 5);
   for (const auto& e : errors) {
     CHECK_THAT(e, Catch::Contains("timed out after 0.3 s"));
     CHECK_THAT(e, Catch::Contains("dp group 7 (ranks 0,1,2)"));
@@ -206,7 +203,6 @@ TEST_CASE("executor: an aborted world wakes every waiting rank with the failing 
   InProcessWorld w(3, {.timeout_s = 30});
   CommGroup g{0, {0, 1, 2}, "world"};
   Tensor x = ranks[0].zeros({2}), y = ranks[1].zeros({2});
-  const auto start = std::chrono::steady_clock::now();
   auto errors = run_ranks(3, [&](int r) {
     if (r == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -215,7 +211,7 @@ TEST_CASE("executor: an aborted world wakes every waiting rank with the failing 
     }
     w.communicator(r).all_reduce(g, 1, r == 0 ? x : y, ReduceOp::sum);
   });
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5);
+  // Woken by the abort (its message), not by the 30 s timeout (whose message names a timeout).
   CHECK(w.aborted());
   for (int r = 0; r < 2; ++r) CHECK_THAT(errors[static_cast<size_t>(r)], Catch::Contains("rank 2 failed: out of memory in op block3.mlp.fc1"));
 }

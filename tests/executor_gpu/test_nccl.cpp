@@ -109,7 +109,6 @@ TEST_CASE("nccl: a peer that never arrives ends the wait with an error instead o
   const int n = std::max(2, world_of_gpus());
   CommGroup world{0, {}, "world"};
   for (int r = 0; r < n; ++r) world.ranks.push_back(r);
-  const auto start = std::chrono::steady_clock::now();
   // Only rank 0 runs: creating the group's communicator waits for the others' GPU identity in
   // the store and gives up after the timeout, aborting.
   auto store = make_in_process_rendezvous();
@@ -120,8 +119,6 @@ TEST_CASE("nccl: a peer that never arrives ends the wait with an error instead o
   auto comm = make_nccl_communicator(*store, 0, n, *be, s, o);
   Tensor t = be->zeros(s, DType::f32, {16});
   REQUIRE_ERROR_CONTAINS(comm->all_reduce(world, 1, t, ReduceOp::sum), "was not set within 2 s");
-  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(took_s < 30);
 }
 
 TEST_CASE("nccl: a rank that stops before a collective makes the others fail with the operation's name",

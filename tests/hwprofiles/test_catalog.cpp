@@ -179,7 +179,7 @@ TEST_CASE("hwprofiles: T4 and V100 train in fp16 (no bf16), Ampere and later in 
     CHECK(cat.gpu(name).preferred_half_precision() == Precision::bf16);
 }
 
-TEST_CASE("hwprofiles: every source id resolves and has a date; memory-only facts are unverified",
+TEST_CASE("hwprofiles: every source id resolves and has a date, memory-only facts are unverified",
           "[hwprofiles][catalog]") {
   const auto& cat = hw::Catalog::builtin();
   std::set<std::string> used;

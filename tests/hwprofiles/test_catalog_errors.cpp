@@ -145,7 +145,7 @@ TEST_CASE("hwprofiles: an asymmetric NVLink matrix is rejected at the offending 
   CHECK(load(doc.dump()).instance("x1.big").topology.nvlink_lanes[1][0] == 2);
 }
 
-TEST_CASE("hwprofiles: every source needs a date; a bad date or duplicate is an error", "[hwprofiles][errors]") {
+TEST_CASE("hwprofiles: every source needs a date, a bad date or duplicate is an error", "[hwprofiles][errors]") {
   json::Json sources = json::Json::parse(catalog_text("sources.json"));
   json::Json undated = sources;
   undated["sources"]["p4d_blog"].erase("date");

@@ -86,7 +86,7 @@ TEST_CASE("hwprofiles: prices for another region replace the catalog's us-east-1
   CHECK(cat.instance("p5.48xlarge").prices.region == "us-east-1");
 }
 
-TEST_CASE("hwprofiles: price file errors name the file and pointer; nothing is half-applied", "[hwprofiles][prices]") {
+TEST_CASE("hwprofiles: price file errors name the file and pointer, nothing is half-applied", "[hwprofiles][prices]") {
   hw::Catalog cat = hw::Catalog::builtin();
   REQUIRE_ERROR_CONTAINS(cat.apply_price_json(parse(R"({"prices": {"p4d.24xlage": {"spot": 7}}})"), "u.json"),
                          "u.json: /prices/p4d.24xlage: unknown instance type \"p4d.24xlage\" \xE2\x80\x94 did you mean \"p4d.24xlarge\"?");

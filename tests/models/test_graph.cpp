@@ -144,7 +144,7 @@ TEST_CASE("models: residual edges join the block input to both residual adds", "
   CHECK(g.consumers(block_input) == std::vector<int>{g.op_named("block1.norm1").id, r1.id});
 }
 
-TEST_CASE("models: units are input, one per block, output; ops read only their unit and the previous output",
+TEST_CASE("models: units are input, one per block, output, ops read only their unit and the previous output",
           "[models]") {
   for (const auto& spec : ModelCatalog::builtin().specs()) {
     ModelGraph g = build_graph(spec);
@@ -196,7 +196,9 @@ TEST_CASE("models: GPT block ops split under tensor parallelism as in Megatron-L
     INFO(name);
     CHECK(g.op_named(name).tp_split == split);
   }
-  for (const auto& op : build_graph(ModelCatalog::builtin().spec("resnet-50")).ops()) CHECK(op.tp_split == TpSplit::none);
+  // The graph must outlive the loop: ops() is a reference into it.
+  const ModelGraph resnet = build_graph(ModelCatalog::builtin().spec("resnet-50"));
+  for (const auto& op : resnet.ops()) CHECK(op.tp_split == TpSplit::none);
 }
 
 TEST_CASE("models: ResNet-50 feature maps shrink 224 -> 112 -> 56 -> 28 -> 14 -> 7", "[models]") {

@@ -56,7 +56,7 @@ TEST_CASE("models: HF llama and mistral configs map GQA, rope and untied embeddi
   CHECK(mistral.seq_len == 32768);
 }
 
-TEST_CASE("models: HF gpt2 n_inner null means 4h; n_ctx stands in for n_positions", "[models]") {
+TEST_CASE("models: HF gpt2 n_inner null means 4h, n_ctx stands in for n_positions", "[models]") {
   ModelSpec s = import_text(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_ctx": 32,
                                "vocab_size": 100, "n_inner": null, "some_new_key": [1, 2]})");
   CHECK(s.ffn_hidden == 256);

@@ -1,7 +1,6 @@
 // plan::lower(): the program's invariants on a grid of plans, and its FLOPs and
 // communication volumes against closed forms from the model graph and the plan.
 #include <algorithm>
-#include <chrono>
 #include <set>
 
 #include "test_lower_fixture.hpp"
@@ -635,7 +634,8 @@ TEST_CASE("lower: symmetry classes are the lowest rank of each (pp, tp) and thei
   REQUIRE_ERROR_CONTAINS(plan::lower(r->plan, r->ctx, {.only_ranks = {16}}), "names rank 16 but the plan has 16 ranks");
 }
 
-TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one rank per class in well under a second", "[plan][lower]") {
+// How long this lowering takes is measured by BM_Simulator_Gpt3Lowering (benches/), not here.
+TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one program per class (64 representatives)", "[plan][lower]") {
   plan::Plan p;
   p.model = "gpt3-175b";
   p.instance_type = "p4d.24xlarge";
@@ -645,9 +645,7 @@ TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one rank pe
   p.global_batch = 1536;
   auto ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
   plan::validate(p, ctx, "test");
-  const auto start = std::chrono::steady_clock::now();
   const auto prog = plan::lower(p, ctx, {.granularity = plan::Granularity::layer, .representatives_only = true});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   size_t reps = 0, tasks = 0, full = 0;
   for (const auto& rp : prog.ranks) {
     if (!rp.tasks.empty()) ++reps;
@@ -667,8 +665,8 @@ TEST_CASE("lower: GPT-3 175B on 1024 GPUs (tp 8, pp 8, dp 16) lowers one rank pe
   CHECK(compute == 96 * 12 * 6 + 1);
   CHECK(tp == 96 * 12 * 4);
   INFO("GPT-3 175B, 1024 GPUs, layer granularity: " << tasks << " tasks on the 64 class representatives, " << full
-                                                     << " for all ranks; lowered in " << seconds << " s");
-  CHECK(seconds < 5.0);  // ~0.3 s measured; generous for loaded CI machines
+                                                     << " for all ranks");
+  CHECK(tasks < full / 8);  // the representatives hold a small part of the whole program
 }
 
 TEST_CASE("lower: flash attention executes half the causal score FLOPs forward and 2.5x that backward", "[plan][lower]") {

@@ -76,3 +76,23 @@ TEST_CASE("simulator: the Chrome trace has a process per rank and a thread per s
   CHECK(process_names == complete_pids);
   CHECK(process_names.size() == t.peak_memory_bytes.size());
 }
+
+TEST_CASE("simulator: streamed timeline and trace files are byte for byte the documents' dumps", "[simulator]") {
+  // The writers emit one event at a time (never the whole JSON tree); the oracle is json::dump
+  // of the in-memory documents, for a simulated step, an empty timeline and empty meta.
+  plan::Timeline full = sample_timeline();
+  plan::Timeline empty;
+  empty.source = "predicted";
+  for (const plan::Timeline* t : {&full, &empty}) {
+    const auto dir = std::filesystem::temp_directory_path();
+    const std::string tl = (dir / "trainplan_streamed.timeline.json").string();
+    const std::string tr = (dir / "trainplan_streamed.trace.json").string();
+    plan::write_timeline_file(tl, *t);
+    plan::write_chrome_trace_file(tr, *t);
+    CHECK(json::read_text_file(tl) == json::dump(plan::to_json(*t)));
+    CHECK(json::read_text_file(tr) == json::dump(plan::chrome_trace(*t)));
+    CHECK_FALSE(std::filesystem::exists(tl + ".tmp"));
+    std::filesystem::remove(tl);
+    std::filesystem::remove(tr);
+  }
+}

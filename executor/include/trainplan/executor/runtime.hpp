@@ -87,12 +87,21 @@ struct RuntimeOptions {
   /// Keep each step's reduced gradients for Runtime::gradient() (tests; one download of every
   /// gradient per step).
   bool keep_gradients = false;
+  /// A step whose global gradient norm is NaN or infinite never updates the parameters or the
+  /// optimizer state. false: Runtime::step() throws an Error naming the step (and the rank and
+  /// tensor holding the first non-finite gradient) and the step does not count; true: the step
+  /// is skipped (StepResult::skipped), its batch consumed, as dynamic loss scaling does.
+  bool skip_nonfinite_steps = false;
 };
 
 struct StepResult {
   int64_t step = 0;               // 1-based index of the optimizer step just taken
   double loss = 0;                // mean cross-entropy of the global batch (before the update)
   double grad_norm = 0;           // global gradient norm before clipping
+  /// The gradient norm was not finite and RuntimeOptions::skip_nonfinite_steps skipped the
+  /// update; `nonfinite_where` names the first rank and tensor with a non-finite gradient.
+  bool skipped = false;
+  std::string nonfinite_where;
   double step_time_s = 0;         // wall clock of the step (first task start to last task end)
   std::vector<double> peak_memory_bytes;           // per rank: the backend's peak allocation
   std::vector<double> declared_peak_memory_bytes;  // per rank: static + peak live allocs of the program
@@ -129,10 +138,11 @@ class Runtime {
   /// the two tied embedding copies) is bit-identical; else the first difference.
   std::string check_replicas() const;
 
-  /// Writes the model and optimizer state, one file per rank holding what that rank owns, and
-  /// a manifest (see executor/README.md) into `dir` (created if needed).
+  /// Writes the model and optimizer state, one shard file per rank holding what that rank owns,
+  /// then commits the manifest (checkpoint.hpp) into `dir` (created if needed).
   void save_checkpoint(const std::string& dir) const;
-  /// Restores a checkpoint written by save_checkpoint for the same model and plan layout.
+  /// Restores a checkpoint written by save_checkpoint for the same model and plan layout;
+  /// verifies the manifest, every shard's size and hash and every tensor's checksum.
   /// Errors name the file and what does not match.
   void load_checkpoint(const std::string& dir);
 

@@ -37,6 +37,8 @@ enum class DType { f32, f64, bf16, f16, i32 };
 
 /// "f32", "f64", "bf16", "f16", "i32".
 std::string_view dtype_name(DType t);
+/// The DType whose enum value is `code` (as files store it), or nullopt for any other byte.
+std::optional<DType> dtype_from_code(uint8_t code);
 /// Parses a name of dtype_name(); nullopt otherwise.
 std::optional<DType> parse_dtype(std::string_view name);
 /// Bytes of one element (4, 8, 2, 2, 4).
