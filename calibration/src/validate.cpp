@@ -199,8 +199,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   // cuDNN fused attention and PyTorch SDPA are the defaults of every framework since); the
   // score matrix in memory before (Megatron-LM 2020-2021).
   const std::string arch = str(m, "arch_notes");
-  const std::string date = str(point["source"], "date");
-  const int year = date.size() >= 4 && std::isdigit(static_cast<unsigned char>(date[0])) ? std::stoi(date.substr(0, 4)) : 0;
+  const int year = published_year(point).value_or(0);
   if (contains(arch, "flash")) {
     p.attention = plan::AttentionImpl::flash;
   } else if (year >= 2023) {
@@ -242,11 +241,21 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   vp.metric = "step_time_s";
   vp.measured = *measured;
   vp.measured_from = how;
-  vp.fits_memory = plan::peak_memory(p, ctx).fits();
+  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx);
+  vp.fits_memory = mem.fits();
+  vp.peak_memory_bytes = mem.total_bytes();
+  vp.memory_capacity_bytes = mem.capacity_bytes;
+  vp.gpus_per_node = inst.gpu_count;
+  vp.num_gpus = gpus;
+  vp.gpu = ctx.gpu->name;
+  // The plan's one prediction: what the planner ranks by and `trainplan simulate` prints above
+  // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
   sim::PlanSimOptions so;
   so.sim.calibration = options.calibration;
   so.sim.record_timeline = false;
   so.memory_events = false;
+  so.granularity = plan::Granularity::layer;
+  so.fidelity = sim::Fidelity::symmetric;
   const auto sim = sim::simulate_plan(p, ctx, so);
   vp.predicted = sim.step.step_time_s;
   vp.error = vp.predicted / vp.measured - 1.0;
@@ -330,12 +339,38 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
   so.calibration = options.calibration;
   const auto res = sim::simulate_step(prog, cl, so);
   vp.cluster = fmt::format("{} x {}", count, cluster);
+  vp.gpus_per_node = inst.gpu_count;
+  vp.num_gpus = n;
+  vp.gpu = inst.gpu;
   vp.setup = fmt::format("{} of {} on {} GPUs", coll, units::format_bytes(*size), n);
   vp.mapped = true;
   vp.metric = "busbw_GBps";
   vp.measured = measured_busbw;
   vp.predicted = *size / res.step_time_s * factor / 1e9;
   vp.error = vp.predicted / vp.measured - 1.0;
+}
+
+// The software stack a source ran, from its title, locator and notes.
+std::string framework_of(const Json& point) {
+  const Json none;
+  const Json& source = point.contains("source") ? point["source"] : none;
+  std::string text = str(source, "title") + " " + str(source, "locator") + " " + str(source, "ref");
+  if (point.contains("notes") && point["notes"].is_array())
+    for (const auto& n : point["notes"])
+      if (n.is_string()) text += " " + n.get<std::string>();
+  if (contains(text, "NeMo")) return "NeMo (Megatron-core)";
+  if (contains(text, "llm-foundry") || contains(text, "MosaicML") || contains(text, "Composer")) return "PyTorch FSDP (llm-foundry)";
+  if (contains(text, "DeepSpeed") || contains(text, "ZeRO")) return "DeepSpeed";
+  if (contains(text, "SageMaker")) return "SageMaker";
+  if (contains(text, "Megatron")) return "Megatron-LM";
+  if (contains(text, "JAX") || contains(text, "MaxText") || contains(text, "Pax")) return "JAX";
+  return "other";
+}
+
+std::string generation_of(const std::string& gpu) {
+  for (const char* g : {"H200", "H100", "A100", "V100", "A10G", "L40S", "L4", "T4"})
+    if (contains(gpu, g)) return g;
+  return gpu.empty() ? "unknown" : gpu;
 }
 
 void summarize(const std::vector<const ValidationPoint*>& pts, SourceSummary& s) {
@@ -368,6 +403,46 @@ void summarize(const std::vector<const ValidationPoint*>& pts, SourceSummary& s)
 
 }  // namespace
 
+std::optional<int> published_year(const json::Json& point) {
+  // A four-digit year (19xx or 20xx) in the source's date, e.g. "2021-04" or "2023-2024".
+  auto four_digit = [](const std::string& t) -> std::optional<int> {
+    for (size_t i = 0; i + 4 <= t.size(); ++i) {
+      if (i > 0 && std::isdigit(static_cast<unsigned char>(t[i - 1]))) continue;
+      if (!std::all_of(t.begin() + static_cast<long>(i), t.begin() + static_cast<long>(i) + 4,
+                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        continue;
+      if (i + 4 < t.size() && std::isdigit(static_cast<unsigned char>(t[i + 4]))) continue;
+      const int y = std::stoi(t.substr(i, 4));
+      if (y >= 1990 && y <= 2099) return y;
+    }
+    return std::nullopt;
+  };
+  // A container or framework release "YY.MM" (NGC containers, NeMo: "25.11" is 2025-11).
+  auto release = [](const std::string& t) -> std::optional<int> {
+    for (size_t i = 0; i + 5 <= t.size(); ++i) {
+      if (i > 0 && (std::isdigit(static_cast<unsigned char>(t[i - 1])) || t[i - 1] == '.')) continue;
+      const auto d = [&](size_t k) { return std::isdigit(static_cast<unsigned char>(t[k])) != 0; };
+      if (!(d(i) && d(i + 1) && t[i + 2] == '.' && d(i + 3) && d(i + 4))) continue;
+      if (i + 5 < t.size() && (std::isdigit(static_cast<unsigned char>(t[i + 5])))) continue;
+      const int yy = std::stoi(t.substr(i, 2)), mm = std::stoi(t.substr(i + 3, 2));
+      if (yy >= 17 && yy <= 99 && mm >= 1 && mm <= 12) return 2000 + yy;
+    }
+    return std::nullopt;
+  };
+  const Json none;
+  const Json& source = point.is_object() && point.contains("source") ? point["source"] : none;
+  const std::string date = str(source, "date");
+  if (auto y = four_digit(date)) return y;
+  if (auto y = release(date)) return y;
+  std::string text = str(source, "title") + " " + str(source, "locator");
+  if (point.is_object() && point.contains("notes") && point["notes"].is_array())
+    for (const auto& n : point["notes"])
+      if (n.is_string()) text += " " + n.get<std::string>();
+  if (point.is_object() && point.contains("model")) text += " " + str(point["model"], "arch_notes");
+  if (auto y = release(text)) return y;
+  return four_digit(text);
+}
+
 ValidationReport validate_published_json(const json::Json& doc, const std::string& name, const hw::Catalog& catalog,
                                          const ValidationOptions& options) {
   json::Reader r(doc, name);
@@ -392,6 +467,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     vp.source = str(point["source"], "title");
     vp.locator = str(point["source"], "locator");
     vp.verification = str(point, "verification");
+    vp.framework = framework_of(point);
     try {
       if (vp.kind == "training_throughput") map_training(point, catalog, options, vp);
       else if (vp.kind == "collective_benchmark") map_collective(point, catalog, options, vp);
@@ -419,6 +495,33 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
       if (p->mapped) s.metric = p->metric;
     report.sources.push_back(s);
   }
+  // Groups of the training points: single node / multi-node, GPU generation, framework.
+  std::map<std::string, std::vector<const ValidationPoint*>> groups;
+  std::vector<std::string> group_order;
+  auto add_to = [&](const std::string& g, const ValidationPoint* p) {
+    if (!groups.count(g)) group_order.push_back(g);
+    groups[g].push_back(p);
+  };
+  for (const auto* p : training) {
+    if (!p->mapped) continue;
+    add_to(p->num_gpus <= p->gpus_per_node ? "single node" : "multi-node", p);
+    add_to("GPU " + generation_of(p->gpu), p);
+    add_to("framework " + p->framework, p);
+  }
+  std::sort(group_order.begin(), group_order.end());
+  for (const auto& g : group_order) {
+    SourceSummary s;
+    s.title = g;
+    s.metric = "step_time_s";
+    summarize(groups[g], s);
+    report.groups.push_back(s);
+  }
+  // Leave-one-source-out: each source predicted with every constant set while looking at the
+  // other sources only. No constant of the uncalibrated model is set from a validation point
+  // (datasheets and microbenchmarks only, simulator/README.md), so without a calibration table
+  // every source's held-out prediction is the prediction itself; with one, its provenance is
+  // unknown here and no leave-one-source-out figure is given.
+  report.loso_available = !options.calibration;
   report.training.title = "all training points (step time)";
   report.training.metric = "step_time_s";
   summarize(training, report.training);
@@ -449,13 +552,22 @@ json::Json to_json(const ValidationReport& r) {
       "FLOP formula, tokens/s with the global batch; model TFLOP/s per GPU use 6N + attention per token without recomputation. "
       "Collectives compare nccl-tests busbw. error = predicted / measured - 1.";
   j["training"] = summary(r.training);
+  if (r.loso_available) {
+    j["training"]["loso_mape"] = r.training.mape;
+    j["loso_method"] =
+        "leave-one-source-out: every constant of the uncalibrated model comes from datasheets and microbenchmarks, none from a "
+        "validation point, so each source's held-out prediction equals its prediction and loso_mape equals mape";
+  }
+  Json groups = Json::array();
+  for (const auto& g : r.groups) groups.push_back(summary(g));
+  j["groups"] = groups;
   j["collectives"] = summary(r.collectives);
   Json sources = Json::array();
   for (const auto& s : r.sources) sources.push_back(summary(s));
   j["sources"] = sources;
   Json points = Json::array();
   for (const auto& p : r.points) {
-    Json q = {{"id", p.id}, {"kind", p.kind}, {"source", p.source}, {"mapped", p.mapped}};
+    Json q = {{"id", p.id}, {"kind", p.kind}, {"source", p.source}, {"framework", p.framework}, {"mapped", p.mapped}};
     if (!p.mapped) {
       q["reason"] = p.reason;
     } else {
@@ -474,6 +586,8 @@ json::Json to_json(const ValidationReport& r) {
         q["model_tflops_per_gpu_measured"] = p.model_tflops_measured;
         q["model_tflops_per_gpu_predicted"] = p.model_tflops_predicted;
         q["fits_memory"] = p.fits_memory;
+        q["peak_memory_bytes"] = p.peak_memory_bytes;
+        q["memory_capacity_bytes"] = p.memory_capacity_bytes;
       }
     }
     if (!p.assumptions.empty()) q["assumptions"] = p.assumptions;

@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "table.hpp"
 #include "trainplan/calibration/validate.hpp"
+#include "trainplan/core/units.hpp"
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
@@ -38,14 +39,17 @@ void run(const ValidateArgs& a) {
               a.calibration.empty() ? "uncalibrated (catalog peaks and documented efficiency defaults)" : "with the calibration table");
   std::printf("training points compare the step time; published TFLOP/s are converted back with the source's own FLOP\n"
               "formula. Model TFLOP/s per GPU below: 6N + attention FLOPs per token, no recomputation, for both columns.\n\n");
-  Table t({"point", "cluster", ">measured", ">simulated", ">error", ">analytical", ">error", ">model TFLOP/s meas/pred", "fits"});
+  Table t({"point", "cluster", ">measured", ">simulated", ">error", ">analytical", ">error", ">model TFLOP/s meas/pred",
+           ">peak memory/GPU", "fits"});
   Table c({"point", "cluster", ">measured busbw", ">simulated", ">error"});
   for (const auto& p : r.points) {
     if (!p.mapped) continue;
     if (p.metric == "step_time_s")
       t.add({p.id, p.cluster, fmt::format("{:.3f} s", p.measured), fmt::format("{:.3f} s", p.predicted), pct(p.error),
              fmt::format("{:.3f} s", p.predicted_analytical), pct(p.error_analytical),
-             fmt::format("{:.0f}/{:.0f}", p.model_tflops_measured, p.model_tflops_predicted), p.fits_memory ? "yes" : "NO"});
+             fmt::format("{:.0f}/{:.0f}", p.model_tflops_measured, p.model_tflops_predicted),
+             fmt::format("{}/{}", units::format_bytes(p.peak_memory_bytes), units::format_bytes(p.memory_capacity_bytes)),
+             p.fits_memory ? "yes" : "NO"});
     else
       c.add({p.id, p.cluster, fmt::format("{:.1f} GB/s", p.measured), fmt::format("{:.1f} GB/s", p.predicted), pct(p.error)});
   }
@@ -70,6 +74,18 @@ void run(const ValidateArgs& a) {
   add(r.collectives);
   std::fputs(s.render("  ").c_str(), stdout);
   if (silent) std::printf("  (%zu more sources have no point that maps onto a catalog cluster)\n", silent);
+  if (!r.groups.empty()) {
+    std::printf("\ntraining points by group:\n");
+    Table g({"group", ">points", ">MAPE sim", ">bias sim", ">MAPE analytical"});
+    for (const auto& x : r.groups)
+      g.add({x.title, std::to_string(x.points), fmt::format("{:.1f}%", 100 * x.mape), pct(x.mean_error),
+             fmt::format("{:.1f}%", 100 * x.mape_analytical)});
+    std::fputs(g.render("  ").c_str(), stdout);
+  }
+  if (r.loso_available && r.training.points > 0)
+    std::printf("\nleave-one-source-out MAPE: %.1f%% (no constant is set from a validation point, so each source's held-out\n"
+                "prediction is its prediction; a --calibration table voids this)\n",
+                100 * r.training.mape);
   size_t unmapped = 0;
   for (const auto& p : r.points) unmapped += !p.mapped;
   if (a.unmapped) {

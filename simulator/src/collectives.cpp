@@ -18,7 +18,7 @@ using Kind = plan::CollectiveKind;
 class PhaseBuilder {
  public:
   PhaseBuilder(const Topology& topology, double bytes_factor, int steps)
-      : topology_(topology), bytes_factor_(bytes_factor), steps_(steps) {}
+      : topology_(topology), bytes_factor_(bytes_factor), steps_(steps), count_(topology.links().size(), 0) {}
 
   void flow(int src, int dst) {
     if (src == dst) return;
@@ -26,7 +26,7 @@ class PhaseBuilder {
     const auto& route = topology_.route(src, dst);
     double latency = 0;
     for (int l : route) {
-      ++count_[l];
+      if (count_[static_cast<size_t>(l)]++ == 0) touched_.push_back(l);
       latency += topology_.links()[static_cast<size_t>(l)].latency_s;
     }
     max_latency_ = std::max(max_latency_, latency);
@@ -37,7 +37,9 @@ class PhaseBuilder {
     p.flows = std::move(flows_);
     p.bytes_factor = bytes_factor_;
     p.latency_s = steps_ * max_latency_;
-    for (auto [link, mult] : count_) {
+    std::sort(touched_.begin(), touched_.end());  // ascending links: deterministic uses
+    for (int link : touched_) {
+      const int32_t mult = count_[static_cast<size_t>(link)];
       p.uses.push_back({link, mult});
       double rate = topology_.links()[static_cast<size_t>(link)].bandwidth_bytes_per_s / mult;
       p.uncontended_rate_bytes_per_s = std::min(p.uncontended_rate_bytes_per_s, rate);
@@ -50,7 +52,8 @@ class PhaseBuilder {
   double bytes_factor_;
   int steps_;
   std::vector<FlowEnds> flows_;
-  std::map<int, int32_t> count_;  // link -> flows crossing it (ordered: deterministic uses)
+  std::vector<int32_t> count_;  // link -> flows crossing it
+  std::vector<int> touched_;     // links with a non-zero count
   double max_latency_ = 0;
 };
 

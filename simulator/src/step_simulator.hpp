@@ -114,8 +114,9 @@ class StepSimulator {
   // run
   void start_task(int t);
   void notify_stream(int t) {
-    const int n = ts_[static_cast<size_t>(t)].stream_next;
-    if (n >= 0 && --ts_[static_cast<size_t>(n)].pending == 0) ready_.push_back(n);
+    const TaskState& st = ts_[static_cast<size_t>(t)];
+    for (const int n : {st.stream_next, st.stream_next_memory})
+      if (n >= 0 && --ts_[static_cast<size_t>(n)].pending == 0) ready_.push_back(n);
   }
   void finish(int t);
   void begin_next_compute(int s);
@@ -161,7 +162,8 @@ class StepSimulator {
     double end_s = kNever;
     int32_t owner = 0;         // simulated rank index
     int32_t pending = 0;       // unfinished deps + (previous task of the stream not started)
-    int32_t stream_next = -1;
+    int32_t stream_next = -1;         // the next non-memory task of the stream
+    int32_t stream_next_memory = -1;  // the memory task right after it on the stream
     int32_t instance = -1;     // communication instance
     plan::TaskKind kind = plan::TaskKind::compute;
   };

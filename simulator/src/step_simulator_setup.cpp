@@ -90,7 +90,7 @@ void StepSimulator::flatten() {
 
   // One pass over the simulated tasks: hot state, stream order, forward deps (flat), the
   // number of dependents of each task, and (full fidelity) the communication items.
-  std::vector<int32_t> last_on_stream;
+  std::vector<int32_t> last_on_stream, last_work_on_stream;
   std::vector<int32_t> deps_flat, deps_off(n + 1, 0);
   int32_t compute_total = 0;
   const bool full = opt_.fidelity == Fidelity::full;
@@ -105,6 +105,7 @@ void StepSimulator::flatten() {
     for (int m : sym_.members[s]) rs.speed = std::min(rs.speed, speed_of_gpu(p_.ranks[static_cast<size_t>(m)].gpu));
     const int32_t base = task_base_[s];
     last_on_stream.assign(p_.streams.empty() ? 64 : p_.streams.size(), -1);
+    last_work_on_stream.assign(last_on_stream.size(), -1);
     rs.queue_head = rs.queue_tail = compute_total;
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const plan::Task& t = rp.tasks[i];
@@ -131,18 +132,29 @@ void StepSimulator::flatten() {
           }
           break;
       }
-      // Memory tasks are bookkeeping: they happen when their deps are done and take no place
-      // in their stream's order, so a program with memory events times exactly like one
-      // without (a free after a collective must not hold back the next collective).
-      if (t.kind != plan::TaskKind::alloc && t.kind != plan::TaskKind::free) {
-        if (static_cast<size_t>(t.stream) >= last_on_stream.size()) last_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
-        int32_t& prev = last_on_stream[static_cast<size_t>(t.stream)];
+      // Memory tasks are bookkeeping: like any task they wait for the previous task of their
+      // stream to have started, but they never hold back the tasks after them, so a program
+      // with memory events times exactly like one without (a free after a collective must not
+      // hold back the next collective). last_work: the stream's last non-memory task.
+      if (static_cast<size_t>(t.stream) >= last_on_stream.size()) {
+        last_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
+        last_work_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
+      }
+      int32_t& prev = last_on_stream[static_cast<size_t>(t.stream)];
+      int32_t& prev_work = last_work_on_stream[static_cast<size_t>(t.stream)];
+      if (t.kind == plan::TaskKind::alloc || t.kind == plan::TaskKind::free) {
         if (prev >= 0) {
-          ts_[static_cast<size_t>(prev)].stream_next = static_cast<int32_t>(g);
+          ts_[static_cast<size_t>(prev)].stream_next_memory = static_cast<int32_t>(g);
           ++st.pending;
         }
-        prev = static_cast<int32_t>(g);
+      } else {
+        if (prev_work >= 0) {
+          ts_[static_cast<size_t>(prev_work)].stream_next = static_cast<int32_t>(g);
+          ++st.pending;
+        }
+        prev_work = static_cast<int32_t>(g);
       }
+      prev = static_cast<int32_t>(g);
       deps_off[g] = static_cast<int32_t>(deps_flat.size());
       for (int d : t.deps) {
         deps_flat.push_back(base + d);

@@ -119,3 +119,50 @@ TEST_CASE("validate: the analytical estimate comes through the caller's callback
   CHECK_FALSE(jw["training"].contains("mape_analytical"));
   for (const auto& q : jw["points"]) CHECK_FALSE(q.contains("predicted_analytical"));
 }
+
+TEST_CASE("validate: the year a point ran comes from its date or a YY.MM container release", "[calibration]") {
+  auto year = [](const std::string& date, const std::string& title = "", const std::string& note = "") {
+    json::Json p = {{"source", {{"date", date}, {"title", title}}}, {"notes", json::Json::array()}};
+    if (!note.empty()) p["notes"].push_back(note);
+    return calibration::published_year(p);
+  };
+  CHECK(year("2021-04") == 2021);
+  CHECK(year("2023-2024") == 2023);
+  CHECK(year("2024-12..2025-02 (recipes for NeMo 24.09/24.11)") == 2024);
+  CHECK(year("25.11") == 2025);  // an NGC / NeMo container release, not the year 25
+  CHECK(year("", "NeMo 24.09 recipe") == 2024);
+  CHECK(year("", "", "container nvcr.io/nvidia/nemo:25.04") == 2025);
+  CHECK(year("", "Megatron-LM benchmark table", "published 2020") == 2020);
+  CHECK_FALSE(year("", "Megatron 1.7B"));       // no year, no release
+  CHECK_FALSE(year("", "", "lr 3.14 x 12345"));  // not a release pattern
+}
+
+TEST_CASE("validate: training points carry predicted peak memory and are grouped by node count, GPU and framework", "[calibration]") {
+  const auto r = calibration::validate_published(testing::source_path("tests/calibration/data/published-mini.json"), hw::Catalog::builtin());
+  int mapped = 0;
+  for (const auto& p : r.points) {
+    if (!p.mapped || p.metric != "step_time_s") continue;
+    ++mapped;
+    CHECK(p.peak_memory_bytes > 0);
+    CHECK(p.memory_capacity_bytes > 0);
+    CHECK(p.fits_memory == (p.peak_memory_bytes <= p.memory_capacity_bytes));
+    CHECK_FALSE(p.framework.empty());
+  }
+  REQUIRE(mapped == r.training.points);
+  // Every mapped training point is in exactly one node-count group, one GPU group and one
+  // framework group.
+  int nodes = 0, gpus = 0, frameworks = 0;
+  for (const auto& g : r.groups) {
+    if (g.title == "single node" || g.title == "multi-node") nodes += g.points;
+    if (g.title.rfind("GPU ", 0) == 0) gpus += g.points;
+    if (g.title.rfind("framework ", 0) == 0) frameworks += g.points;
+  }
+  CHECK(nodes == mapped);
+  CHECK(gpus == mapped);
+  CHECK(frameworks == mapped);
+  CHECK(point(r, "mini-cp").framework == "NeMo (Megatron-core)");
+  CHECK(r.loso_available);
+  const json::Json j = calibration::to_json(r);
+  CHECK(j["training"]["loso_mape"].get<double>() == Approx(r.training.mape));
+  CHECK(j["groups"].size() == r.groups.size());
+}

@@ -60,6 +60,12 @@ struct ValidationPoint {
   double error = 0;          // (predicted - measured) / measured
   double error_analytical = 0;
   bool fits_memory = true;   // our memory model's verdict on the published plan
+  double peak_memory_bytes = 0;      // predicted peak per GPU (plan::peak_memory)
+  double memory_capacity_bytes = 0;
+  std::string framework;     // software stack named by the source (NeMo, Megatron-LM, ...)
+  std::string gpu;           // catalog GPU of the mapped cluster
+  int num_gpus = 0;
+  int gpus_per_node = 0;
   double model_tflops_measured = 0;   // per GPU, one convention (6N + attention)
   double model_tflops_predicted = 0;
 };
@@ -86,6 +92,12 @@ struct ValidationReport {
   SourceSummary collectives;
   /// Whether training points carry an analytical estimate (ValidationOptions::analytical_step_s).
   bool analytical = false;
+  /// Mapped training points by group: "single node" / "multi-node", "GPU <generation>",
+  /// "framework <stack>", sorted by name.
+  std::vector<SourceSummary> groups;
+  /// Leave-one-source-out MAPE is defined (no calibration table): it equals training.mape,
+  /// since no constant of the uncalibrated model is set from a validation point.
+  bool loso_available = false;
 };
 
 struct ValidationOptions {
@@ -102,5 +114,10 @@ ValidationReport validate_published(const std::string& path, const hw::Catalog& 
 ValidationReport validate_published_json(const json::Json& doc, const std::string& name, const hw::Catalog& catalog,
                                          const ValidationOptions& options = {});
 json::Json to_json(const ValidationReport& report);
+
+/// The year a published point ran: the first four-digit year of its source date ("2021-04",
+/// "2023-2024"), else a container or framework release "YY.MM" ("25.11" is 2025) in the date,
+/// source title, locator, notes or architecture notes, else a four-digit year there.
+std::optional<int> published_year(const json::Json& point);
 
 }  // namespace trainplan::calibration

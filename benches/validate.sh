@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Scores the predictions against the development set of published runs and keeps the report:
+#   benches/validate.sh [published-results.json]
+# writes benches/results/validation-<YYYY-MM-DD>.json: `trainplan validate --json` plus the date,
+# CPU model, core count, load average and commit (the accuracy figures do not depend on the
+# machine; the context says which build produced them). Build first (./setup.sh); another build
+# folder: TRAINPLAN_BUILD_DIR=build-x benches/validate.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+file=${1:-../shared/validation/published-results.json}
+bin=${TRAINPLAN_BUILD_DIR:-build}/trainplan
+[[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
+date=$(date +%F)
+out=benches/results/validation-${date}.json
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+"$bin" validate "$file" --json "$tmp" > /dev/null
+python3 - "$tmp" "$out" "$date" "$(lscpu | sed -n 's/^Model name: *//p' | head -1)" "$(nproc)" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+import json, sys
+src, out, date, cpu, cores, load, commit = sys.argv[1:]
+report = json.load(open(src))
+report["context"] = {"date": date, "cpu_model": cpu, "cores": int(cores), "load_average_at_start": load, "git_commit": commit,
+                     "command": "trainplan validate ../shared/validation/published-results.json --json"}
+json.dump(report, open(out, "w"), indent=1)
+PY
+echo "wrote $out"
