@@ -12,8 +12,8 @@
 #include "search_options.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
-#include "trainplan/planner/report.hpp"
 #include "trainplan/planner/search.hpp"
+#include "trainplan/reports/report.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -29,13 +29,13 @@ struct ReportArgs {
   std::string output = "report";
 };
 
-planner::Report build(const ReportArgs& a, const planner::ReportOptions& o) {
+reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   const hw::Catalog& catalog = user_catalog();
   if (!a.plan_file.empty()) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
     const double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
-    return planner::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
+    return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
   }
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
@@ -43,7 +43,7 @@ planner::Report build(const ReportArgs& a, const planner::ReportOptions& o) {
   planner::SearchRequest req = search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
   planner::SearchResult res = run_search(req);
-  return planner::build_report(req, res, catalog, o);
+  return reports::build_report(req, res, catalog, o);
 }
 
 std::string base_name(const std::string& path) {
@@ -55,7 +55,7 @@ void run(const ReportArgs& a) {
   const bool to_stdout = a.output == "-";
   if (to_stdout && a.format != "md")
     throw Error("-o - writes the Markdown to standard output").hint("add --format md, or give a file name");
-  planner::ReportOptions o;
+  reports::ReportOptions o;
   o.top = a.search.top;
   o.spot_plans = a.spot_plans;
   o.spot_runs = a.search.spot_runs;
@@ -63,21 +63,21 @@ void run(const ReportArgs& a) {
   o.threads = static_cast<size_t>(a.search.threads);
   o.simulate = !a.no_simulate;
   if (!to_stdout) o.html_name = base_name(a.output) + ".html";
-  const planner::Report r = build(a, o);
+  const reports::Report r = build(a, o);
   if (global_options().verbose)
     for (const auto& [part, seconds] : r.timings) std::fprintf(stderr, "report: %s %.3f s\n", part.c_str(), seconds);
   if (to_stdout) {
-    std::fputs(planner::render_markdown(r).c_str(), stdout);
+    std::fputs(reports::render_markdown(r).c_str(), stdout);
     if (a.plan_file.empty()) report_missed_objective(search_request(a.search), r.plans.front().candidate, "standard output");
     return;
   }
   std::vector<std::string> written;
   if (a.format == "md" || a.format == "both") {
-    json::write_text_file(a.output + ".md", planner::render_markdown(r));
+    json::write_text_file(a.output + ".md", reports::render_markdown(r));
     written.push_back(a.output + ".md");
   }
   if (a.format == "html" || a.format == "both") {
-    json::write_text_file(a.output + ".html", planner::render_html(r));
+    json::write_text_file(a.output + ".html", reports::render_html(r));
     written.push_back(a.output + ".html");
   }
   const auto& best = r.plans.front().candidate;
