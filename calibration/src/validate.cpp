@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/core/thread_pool.hpp"
@@ -23,6 +24,30 @@ using json::Json;
 std::optional<double> num(const Json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
   return j[key].get<double>();
+}
+// A count at j[key] in [min, max]; nullopt when absent. Any other value (0 GPUs, tp 0, 2^40
+// layers, 1.5) throws, which skips the point with that reason: published points are read
+// through these two helpers, never cast from a raw number.
+std::optional<int64_t> whole(const Json& j, const char* key, int64_t min, int64_t max) {
+  const auto v = num(j, key);
+  if (!v) return std::nullopt;
+  if (*v != std::floor(*v) || *v < static_cast<double>(min) || *v > static_cast<double>(max))
+    throw Error(fmt::format("\"{}\" must be a whole number {}, got {:g}", key, checked::range_text(min, max), *v));
+  return static_cast<int64_t>(*v);
+}
+// A measured value at j[key] that must be positive (a rate or time of 0 has no error ratio).
+std::optional<double> measured(const Json& j, const char* key) {
+  const auto v = num(j, key);
+  if (v && !(*v > 0)) throw Error(fmt::format("the measured \"{}\" must be positive, got {:g}", key, *v));
+  return v;
+}
+// j[key], or null when j is not an object or has no such member (a const operator[] on a
+// missing key is undefined behaviour in nlohmann::json).
+const Json& member(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  const auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
 }
 std::string str(const Json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_string()) return "";
@@ -79,7 +104,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
 
 // The catalog model with the point's shape.
 std::string map_model(const Json& m, std::string& reason) {
-  auto get = [&](const char* key) { return static_cast<int64_t>(num(m, key).value_or(0)); };
+  auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
   const int64_t layers = get("layers"), hidden = get("hidden"), heads = get("heads");
   if (!layers || !hidden || !heads) {
     reason = "the model's layers / hidden / heads are not given";
@@ -99,22 +124,22 @@ std::string map_model(const Json& m, std::string& reason) {
 
 // The measured step time of a training point and how it was obtained.
 std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, std::string& how) {
-  const Json& x = point["metrics"];
-  const Json& m = point["model"];
-  if (auto t = num(x, "step_time_s")) {
+  const Json& x = member(point, "metrics");
+  const Json& m = member(point, "model");
+  if (auto t = measured(x, "step_time_s")) {
     how = "step time as published";
     return *t;
   }
   const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(seq);
-  if (auto r = num(x, "tokens_per_s")) {
+  if (auto r = measured(x, "tokens_per_s")) {
     how = "global batch tokens / published tokens per second";
     return tokens / *r;
   }
-  if (auto r = num(x, "samples_per_s")) {
+  if (auto r = measured(x, "samples_per_s")) {
     how = "global batch / published samples per second";
     return static_cast<double>(p.global_batch) / *r;
   }
-  if (auto tf = num(x, "tflops_per_gpu")) {
+  if (auto tf = measured(x, "tflops_per_gpu")) {
     const std::string kind = str(x, "tflops_kind");
     if (contains(kind, "96Bslh")) {
       // Narayanan et al. 2021, eq. 3 (counts the recomputed forward).
@@ -129,10 +154,10 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
 }
 
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
-  const Json& m = point["model"];
-  const Json& q = point["parallelism"];
-  const Json& hwj = point["hardware"];
-  const int gpus = static_cast<int>(num(hwj, "num_gpus").value_or(0));
+  const Json& m = member(point, "model");
+  const Json& q = member(point, "parallelism");
+  const Json& hwj = member(point, "hardware");
+  const int gpus = static_cast<int>(whole(hwj, "num_gpus", 1, limits::kMaxGpus).value_or(0));
   if (gpus <= 0) {
     vp.reason = "the number of GPUs is not given";
     return;
@@ -150,31 +175,32 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   p.model = model;
   p.instance_type = cluster;
   p.instance_count = gpus / inst.gpu_count;
-  p.tp = static_cast<int>(num(q, "tp").value_or(1));
-  p.pp = static_cast<int>(num(q, "pp").value_or(1));
+  p.tp = static_cast<int>(whole(q, "tp", 1, limits::kMaxGpus).value_or(1));
+  p.pp = static_cast<int>(whole(q, "pp", 1, limits::kMaxGpus).value_or(1));
   // Context parallelism (Megatron-core / NeMo's context_parallel_size); a published dp counts
   // replicas without it, as Megatron's data-parallel size does.
-  p.cp = std::max(1, static_cast<int>(num(q, "cp").value_or(1)));
-  p.dp = num(q, "dp") ? static_cast<int>(*num(q, "dp")) : gpus / (p.tp * p.pp * p.cp);
+  p.cp = static_cast<int>(whole(q, "cp", 1, limits::kMaxGpus).value_or(1));
+  const int64_t model_parallel = checked::multiply(checked::multiply(p.tp, p.pp, limits::kMaxGpus, "tp*pp"), p.cp, limits::kMaxGpus, "tp*pp*cp");
+  p.dp = static_cast<int>(whole(q, "dp", 1, limits::kMaxGpus).value_or(gpus / model_parallel));
   if (!num(q, "tp") || !num(q, "pp")) vp.assumptions.push_back("unstated tp/pp taken as 1");
-  const auto gb = num(q, "global_batch");
+  const auto gb = whole(q, "global_batch", 1, limits::kMaxBatch);
   if (!gb) {
     vp.reason = "the global batch is not given";
     return;
   }
-  p.global_batch = static_cast<int64_t>(*gb);
-  if (auto mb = num(q, "micro_batch")) {
-    p.micro_batch = static_cast<int64_t>(*mb);
+  p.global_batch = *gb;
+  if (auto mb = whole(q, "micro_batch", 1, limits::kMaxBatch)) {
+    p.micro_batch = *mb;
   } else {
     p.micro_batch = 1;
     vp.assumptions.push_back("micro-batch size not given: 1 assumed");
   }
-  p.seq_len = static_cast<int64_t>(num(m, "seq_len").value_or(0));
+  p.seq_len = whole(m, "seq_len", 1, limits::kMaxSeqLen).value_or(0);
   const std::string fsdp = str(q, "fsdp");
   if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
   else if (contains(fsdp, "SHARD_GRAD_OP")) p.zero_stage = 2;
-  else if (auto z = num(q, "zero_stage")) p.zero_stage = static_cast<int>(*z);
-  else if (contains(str(point["source"], "title"), "NeMo") && p.dp * p.cp > 1) {
+  else if (auto z = whole(q, "zero_stage", 0, 3)) p.zero_stage = static_cast<int>(*z);
+  else if (contains(str(member(point, "source"), "title"), "NeMo") && p.dp * p.cp > 1) {
     // NeMo's Megatron-core recipes shard the optimizer state over the data-parallel ranks
     // (use_distributed_optimizer): ZeRO-1.
     p.zero_stage = 1;
@@ -185,13 +211,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   else if (contains(rc, "selective")) p.recompute = plan::Recompute::selective;
   else p.recompute = plan::Recompute::none;
   if (rc.empty()) vp.assumptions.push_back("recomputation not stated: none assumed");
-  if (q.contains("sequence_parallel") && q["sequence_parallel"].is_boolean()) {
-    p.sequence_parallel = q["sequence_parallel"].get<bool>() && p.tp > 1;
-  } else if (p.tp > 1 && contains(str(point["source"], "title"), "NeMo")) {
+  if (member(q, "sequence_parallel").is_boolean()) {
+    p.sequence_parallel = member(q, "sequence_parallel").get<bool>() && p.tp > 1;
+  } else if (p.tp > 1 && contains(str(member(point, "source"), "title"), "NeMo")) {
     p.sequence_parallel = true;
     vp.assumptions.push_back("sequence parallelism not stated: on (NeMo's default with tp > 1)");
   }
-  if (auto v = num(q, "vp_interleave"); v && *v > 1) {
+  if (auto v = whole(q, "vp_interleave", 1, limits::kMaxLayers); v && *v > 1) {
     p.vp = static_cast<int>(*v);
     p.schedule = plan::Schedule::interleaved_1f1b;
   }
@@ -209,7 +235,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     p.attention = plan::AttentionImpl::unfused;
     vp.assumptions.push_back("attention implementation not stated: unfused (scores in memory), as Megatron-LM before 2022");
   }
-  const std::string prec = to_lower(point.value("precision", ""));
+  const std::string prec = to_lower(str(point, "precision"));
   if (contains(prec, "fp8")) p.precision = Precision::fp8;
   else if (contains(prec, "bf16")) p.precision = Precision::bf16;
   else if (contains(prec, "fp16")) p.precision = Precision::fp16;
@@ -269,7 +295,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
 }
 
 void map_collective(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
-  const Json& other = point["metrics"]["other"];
+  const Json& other = member(member(point, "metrics"), "other");
   const std::string coll = str(other, "collective");
   plan::CollectiveKind kind;
   double factor_num = 2.0;  // busbw = algbw * factor_num * (n - 1) / n
@@ -280,24 +306,24 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
     vp.reason = fmt::format("collective \"{}\" is not modelled", coll);
     return;
   }
-  const auto size = num(other, "message_bytes");
+  const auto size = measured(other, "message_bytes");
   if (!size) {
     vp.reason = "the message size is not given";
     return;
   }
-  const int n = static_cast<int>(num(point["hardware"], "num_gpus").value_or(0));
+  const int n = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
   if (n < 2) {
     vp.reason = "fewer than 2 GPUs";
     return;
   }
-  std::string cluster = map_cluster(point["hardware"], catalog, n, vp.assumptions, vp.reason);
+  std::string cluster = map_cluster(member(point, "hardware"), catalog, n, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
   const double factor = factor_num * (n - 1.0) / n;
   double measured_busbw = 0;
-  if (auto b = num(other, "busbw_GBps")) {
+  if (auto b = measured(other, "busbw_GBps")) {
     measured_busbw = *b;
     vp.measured_from = "busbw as published";
-  } else if (auto a = num(other, "algbw_GBps")) {
+  } else if (auto a = measured(other, "algbw_GBps")) {
     measured_busbw = *a * factor;
     vp.measured_from = "published algbw x the nccl-tests bus factor";
   } else {
@@ -464,8 +490,8 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     ValidationPoint& vp = report.points[i];
     vp.id = str(point, "id");
     vp.kind = str(point, "kind");
-    vp.source = str(point["source"], "title");
-    vp.locator = str(point["source"], "locator");
+    vp.source = str(member(point, "source"), "title");
+    vp.locator = str(member(point, "source"), "locator");
     vp.verification = str(point, "verification");
     vp.framework = framework_of(point);
     try {

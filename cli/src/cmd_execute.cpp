@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "table.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/executor/data.hpp"
@@ -47,8 +48,6 @@ void run(const ExecuteArgs& a) {
   plan::validate(p, ctx, a.plan_file);
   executor::check_executable(p, a.plan_file);
   const models::ModelSpec& spec = ctx.model_spec;
-  if (a.steps < 1) throw Error(fmt::format("--steps must be at least 1, got {}", a.steps));
-  if (a.checkpoint_every < 0) throw Error(fmt::format("--checkpoint-every must be >= 0, got {}", a.checkpoint_every));
   if ((a.checkpoint_every > 0 || a.resume) && a.checkpoint_dir.empty())
     throw Error("--checkpoint-every and --resume need --checkpoint-dir");
   const auto dtype = executor::parse_dtype(a.dtype);
@@ -58,7 +57,7 @@ void run(const ExecuteArgs& a) {
 
   plan::StepProgram program = plan::lower(p, ctx);
   // Does it fit? The program's declared peak per rank against the limit (default: the GPU's).
-  const double limit = a.memory_limit.empty() ? ctx.gpu->memory_bytes : units::parse(a.memory_limit, units::Dimension::bytes);
+  const double limit = a.memory_limit.empty() ? ctx.gpu->memory_bytes : flag_positive_quantity("--memory-limit", a.memory_limit, units::Dimension::bytes);
   try {
     executor::check_memory_limit(program, limit);
   } catch (Error& e) {
@@ -172,22 +171,19 @@ void add_execute_command(CLI::App& app) {
     for (const auto& n : executor::backend_names()) s += (s.empty() ? "" : ", ") + n;
     return s;
   }())->capture_default_str();
-  cmd->add_option("--steps", args->steps, "Train until this many optimizer steps are done (a resumed run continues)")
-      ->capture_default_str();
+  add_int(cmd, "--steps", args->steps, 1, limits::kMaxSteps, "Train until this many optimizer steps are done (a resumed run continues)");
   cmd->add_option("--timeline", args->timeline, "Write the last step's measured Timeline JSON here");
   cmd->add_option("--trace", args->trace, "Write the last step's Chrome trace here (ui.perfetto.dev)");
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir, "Folder of checkpoints (step-<N>/ with one file per rank)");
-  cmd->add_option("--checkpoint-every", args->checkpoint_every, "Save a checkpoint every K steps (0: never)")
-      ->capture_default_str();
+  add_int(cmd, "--checkpoint-every", args->checkpoint_every, 0, limits::kMaxSteps, "Save a checkpoint every K steps (0: never)");
   cmd->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --checkpoint-dir");
   cmd->add_option("--memory-limit", args->memory_limit,
                   "Refuse plans whose declared peak memory per rank exceeds this (e.g. 16GiB; default: the plan's GPU)");
   cmd->add_option("--data", args->data_file, "Train on this file's bytes as tokens (decoders; default: synthetic data)");
-  cmd->add_option("--dtype", args->dtype, "Compute precision of the cpu backend: f32 or f64")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "Parameter initialization seed")->capture_default_str();
-  cmd->add_option("--lr", args->learning_rate, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--timeout", args->timeout_s, "Seconds a rank may wait for the others before the step fails")
-      ->capture_default_str();
+  add_choice(cmd, "--dtype", args->dtype, {"f32", "f64"}, "Compute precision of the cpu backend: f32 or f64");
+  add_int(cmd, "--seed", args->seed, 0, std::numeric_limits<int64_t>::max(), "Parameter initialization seed");
+  add_real(cmd, "--lr", args->learning_rate, 0, 1e3, "AdamW learning rate");
+  add_real(cmd, "--timeout", args->timeout_s, 1e-3, 1e6, "Seconds a rank may wait for the others before the step fails");
   cmd->add_flag("--skip-nonfinite-steps", args->skip_nonfinite,
                 "Skip a step whose gradient norm is NaN or infinite (no update, as dynamic loss scaling does) instead of "
                 "stopping with an error");

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/planner/export.hpp"
 
@@ -22,10 +23,10 @@ struct ExportArgs {
 };
 
 void run(const ExportArgs& a) {
-  const planner::ExportTarget target = planner::parse_export_target(a.to);
+  const planner::ExportTarget target = at_flag("--to", [&] { return planner::parse_export_target(a.to); });
   planner::ExportOptions o = a.options;
-  if (!a.max_run.empty()) o.max_run_s = units::parse(a.max_run, units::Dimension::duration);
-  if (!a.max_wait.empty()) o.max_wait_s = units::parse(a.max_wait, units::Dimension::duration);
+  if (!a.max_run.empty()) o.max_run_s = flag_positive_quantity("--max-run", a.max_run, units::Dimension::duration);
+  if (!a.max_wait.empty()) o.max_wait_s = flag_positive_quantity("--max-wait", a.max_wait, units::Dimension::duration);
   plan::Plan p = plan::read_plan_file(a.plan_file);
   const plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   const std::string text = planner::export_plan(p, ctx, target, o, a.plan_file);
@@ -44,8 +45,9 @@ void add_export_command(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand("export", "Write a plan as a DeepSpeed config, Megatron-LM arguments, a SageMaker estimator or torchrun lines");
   cmd->add_option("plan", a->plan_file, "Plan JSON file (e.g. from `trainplan plan`)")->required();
-  cmd->add_option("--to", a->to, "deepspeed, megatron, sagemaker or torchrun")->required();
-  cmd->add_option("--output,-o", a->output, "Write to this file (default: stdout)");
+  add_choice(cmd, "--to", a->to, {"deepspeed", "megatron", "sagemaker", "torchrun"}, "deepspeed, megatron, sagemaker or torchrun")
+      ->required();
+  cmd->add_option("--output,-o", a->output, "Write to this file (default and -: stdout)");
   cmd->add_option("--entry-point", a->options.entry_point, "Training script")->capture_default_str();
   cmd->add_option("--role", a->options.role, "SageMaker execution role ARN")->capture_default_str();
   cmd->add_option("--framework-version", a->options.framework_version, "SageMaker PyTorch container version")->capture_default_str();
@@ -54,7 +56,7 @@ void add_export_command(CLI::App& app) {
   cmd->add_flag("--smddp", a->options.smddp, "SageMaker data parallelism with the smdistributed data parallel library");
   cmd->add_option("--max-run", a->max_run, "SageMaker max_run, e.g. 3d (default: 1.5 x the predicted time)");
   cmd->add_option("--max-wait", a->max_wait, "SageMaker spot max_wait, e.g. 6d (default: 2 x max_run)");
-  cmd->add_option("--master-port", a->options.master_port, "torchrun rendezvous port")->capture_default_str();
+  add_int(cmd, "--master-port", a->options.master_port, 1, 65535, "torchrun rendezvous port");
   cmd->callback([a] { run(*a); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -53,23 +54,9 @@ struct JobArgs {
   bool json = false;
 };
 
-double parse_arg(const std::string& text, units::Dimension dim, const char* option) {
-  try {
-    return units::parse(text, dim);
-  } catch (Error& e) {
-    throw Error(fmt::format("{} {}: {}", option, text, e.message())).hint(e.hint_text());
-  }
-}
-
-double positive_arg(const std::string& text, units::Dimension dim, const char* option) {
-  const double v = parse_arg(text, dim, option);
-  if (!(v > 0)) throw Error(fmt::format("{} must be positive, got {}", option, text));
-  return v;
-}
-
 std::optional<double> optional_duration(const std::string& text, const char* option) {
   if (text.empty()) return std::nullopt;
-  return positive_arg(text, units::Dimension::duration, option);
+  return flag_positive_quantity(option, text, units::Dimension::duration);
 }
 
 void parse_purchase(const std::string& text, sim::JobOptions& o) {
@@ -79,14 +66,11 @@ void parse_purchase(const std::string& text, sim::JobOptions& o) {
     o.purchase = sim::PurchaseOption::spot;
   } else if (text.rfind("blend:", 0) == 0) {
     o.purchase = sim::PurchaseOption::blend;
-    const std::string k = text.substr(6);
-    char* end = nullptr;
-    const long v = std::strtol(k.c_str(), &end, 10);
-    if (k.empty() || *end != '\0' || v < 1)
-      throw Error(fmt::format("--purchase {}: K must be a positive number of on-demand instances", text)).hint("e.g. --purchase blend:2");
-    o.on_demand_nodes = static_cast<int>(v);
+    o.on_demand_nodes = static_cast<int>(at_flag("--purchase", [&] { return checked::parse_int(text.substr(6), 1, limits::kMaxInstances); }));
   } else {
-    throw Error(fmt::format("--purchase {}: unknown purchase option", text)).hint("on-demand, spot or blend:K (K instances on-demand)");
+    throw Error(fmt::format("unknown value \"{}\"", text.size() > 40 ? text.substr(0, 37) + "..." : text))
+        .at("--purchase")
+        .hint("use one of: on-demand, spot, blend:K (K instances on-demand, the rest spot)");
   }
 }
 
@@ -244,26 +228,26 @@ void run_job(const JobArgs& a) {
   sim::JobOptions o;
   std::string step_source = "given with --step-time";
   if (!a.step_time.empty()) {
-    o.step_time_s = positive_arg(a.step_time, units::Dimension::duration, "--step-time");
+    o.step_time_s = flag_positive_quantity("--step-time", a.step_time, units::Dimension::duration);
   } else {
     o.step_time_s = planner::estimate_step(p, ctx).step_time_s;
     step_source = "analytical estimate (planner); pass --step-time to use a simulated or measured one";
   }
-  if (!a.tokens.empty()) o.tokens = positive_arg(a.tokens, units::Dimension::count, "--tokens");
-  if (!a.samples.empty()) o.samples = positive_arg(a.samples, units::Dimension::count, "--samples");
+  if (!a.tokens.empty()) o.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
+  if (!a.samples.empty()) o.samples = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
   o.epochs = a.epochs;
   parse_purchase(a.purchase, o);
   o.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
   o.warm_pool = a.warm_pool;
-  o.data_source = sim::parse_data_source(a.data_input);
-  if (!a.dataset_size.empty()) o.dataset_bytes = positive_arg(a.dataset_size, units::Dimension::bytes, "--dataset-size");
-  if (!a.sample_size.empty()) o.sample_bytes = positive_arg(a.sample_size, units::Dimension::bytes, "--sample-size");
-  o.checkpoint_storage = sim::parse_checkpoint_storage(a.checkpoint_storage);
+  o.data_source = at_flag("--data-input", [&] { return sim::parse_data_source(a.data_input); });
+  if (!a.dataset_size.empty()) o.dataset_bytes = flag_positive_quantity("--dataset-size", a.dataset_size, units::Dimension::bytes);
+  if (!a.sample_size.empty()) o.sample_bytes = flag_positive_quantity("--sample-size", a.sample_size, units::Dimension::bytes);
+  o.checkpoint_storage = at_flag("--checkpoint-storage", [&] { return sim::parse_checkpoint_storage(a.checkpoint_storage); });
   o.fsx_deployment = a.fsx_deployment;
-  if (!a.fsx_size.empty()) o.fsx_bytes = positive_arg(a.fsx_size, units::Dimension::bytes, "--fsx-size");
-  if (!a.ebs_throughput.empty()) o.ebs_bytes_per_s = positive_arg(a.ebs_throughput, units::Dimension::bandwidth, "--ebs-throughput");
+  if (!a.fsx_size.empty()) o.fsx_bytes = flag_positive_quantity("--fsx-size", a.fsx_size, units::Dimension::bytes);
+  if (!a.ebs_throughput.empty()) o.ebs_bytes_per_s = flag_positive_quantity("--ebs-throughput", a.ebs_throughput, units::Dimension::bandwidth);
   o.eval_every_steps = a.eval_every;
-  if (!a.eval_time.empty()) o.eval_duration_s = parse_arg(a.eval_time, units::Dimension::duration, "--eval-time");
+  if (!a.eval_time.empty()) o.eval_duration_s = flag_quantity("--eval-time", a.eval_time, units::Dimension::duration);
   if (a.no_hardware_failures) o.hardware_failure_rate_per_gpu_per_s = 0;
   sim::JobSpec job = sim::build_job_spec(p, ctx, o);
 
@@ -295,7 +279,7 @@ void run_job(const JobArgs& a) {
   } else if (interval == "none") {
     job.checkpoint_interval_s = 0;
   } else {
-    job.checkpoint_interval_s = positive_arg(interval, units::Dimension::duration, "--checkpoint-interval");
+    job.checkpoint_interval_s = flag_positive_quantity("--checkpoint-interval", interval, units::Dimension::duration);
   }
 
   const sim::JobEstimate e = sim::estimate_job(job);
@@ -400,30 +384,30 @@ void add_job_command(CLI::App& app) {
   cmd->add_option("--step-time", a->step_time, "Seconds per training step (e.g. 1.2s); default: the planner's analytical estimate");
   cmd->add_option("--tokens", a->tokens, "Training tokens (e.g. 300B); default: the plan's training_tokens");
   cmd->add_option("--samples", a->samples, "Samples in the dataset (with --epochs)");
-  cmd->add_option("--epochs", a->epochs, "Passes over --samples")->capture_default_str();
+  add_real(cmd, "--epochs", a->epochs, 1e-6, 1e9, "Passes over --samples");
   cmd->add_option("--purchase", a->purchase, "on-demand, spot, or blend:K (K instances on-demand, the rest spot)")->capture_default_str();
-  cmd->add_option("--platform", a->platform, "ec2 or sagemaker")->check(CLI::IsMember({"ec2", "sagemaker"}))->capture_default_str();
+  add_choice(cmd, "--platform", a->platform, {"ec2", "sagemaker"}, "ec2 or sagemaker");
   cmd->add_flag("--warm-pool", a->warm_pool, "SageMaker managed warm pool for the first start");
-  cmd->add_option("--data-input", a->data_input, "s3-file, s3-fastfile, s3-pipe, fsx-lustre or ebs")->capture_default_str();
+  add_choice(cmd, "--data-input", a->data_input, sim::data_source_names(), "s3-file, s3-fastfile, s3-pipe, fsx-lustre or ebs");
   cmd->add_option("--dataset-size", a->dataset_size, "Dataset size for File-mode staging (e.g. 140GB); default: samples x sample size");
   cmd->add_option("--sample-size", a->sample_size, "Bytes per training sample; default: from the model (token ids, one JPEG)");
-  cmd->add_option("--checkpoint-storage", a->checkpoint_storage, "s3, fsx-lustre or local-nvme")->capture_default_str();
+  add_choice(cmd, "--checkpoint-storage", a->checkpoint_storage, sim::checkpoint_storage_names(), "s3, fsx-lustre or local-nvme");
   cmd->add_option("--fsx-deployment", a->fsx_deployment, "FSx for Lustre deployment type (scratch-2, persistent-2-125 ...)")->capture_default_str();
   cmd->add_option("--fsx-size", a->fsx_size, "FSx for Lustre size (e.g. 4.8TiB); default: 1200GiB");
   cmd->add_option("--ebs-throughput", a->ebs_throughput, "gp3 throughput (e.g. 500MiBps); default: 125MiBps");
   cmd->add_option("--checkpoint-interval", a->checkpoint_interval,
                   "auto (Young sqrt(2 C MTBF)), none, or a duration of work between checkpoints; default: the plan's, else auto");
-  cmd->add_option("--eval-every", a->eval_every, "Steps between evaluations (0: none)");
+  add_int(cmd, "--eval-every", a->eval_every, 0, limits::kMaxSteps, "Steps between evaluations (0: none)");
   cmd->add_option("--eval-time", a->eval_time, "Duration of one evaluation");
-  cmd->add_option("--runs", a->runs, "Monte Carlo runs")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Monte Carlo seed")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Monte Carlo threads, 0 = all cores (results do not depend on it)")->capture_default_str();
+  add_int(cmd, "--runs", a->runs, 1, limits::kMaxRuns, "Monte Carlo runs");
+  add_int(cmd, "--seed", a->seed, 0, std::numeric_limits<int64_t>::max(), "Monte Carlo seed");
+  add_int(cmd, "--threads", a->threads, 0, limits::kMaxThreads, "Monte Carlo threads, 0 = all cores (results do not depend on it)");
   cmd->add_option("--deadline", a->deadline, "Report P(completion later than this), e.g. 14d");
   cmd->add_option("--max-wait", a->max_wait, "SageMaker MaxWaitTimeInSeconds (e.g. 20d): report P(exceeded)");
   cmd->add_option("--max-run", a->max_run, "SageMaker MaxRuntimeInSeconds (billed run time)");
   cmd->add_option("--trace", a->trace, "Replay this spot capacity trace (format: simulator/README.md)");
   cmd->add_option("--fit-trace", a->fit_traces, "Fit the spot model to this trace (repeatable; pooled when several)")->allow_extra_args(false);
-  cmd->add_option("--needed", a->needed, "Instances the job needs when fitting a trace (0: all the trace requested)");
+  add_int(cmd, "--needed", a->needed, 0, limits::kMaxInstances, "Instances the job needs when fitting a trace (0: all the trace requested)");
   cmd->add_flag("--no-hardware-failures", a->no_hardware_failures, "Leave out hardware/host failures (Llama 3 rate)");
   cmd->add_option("--write-plan", a->write_plan, "Write the plan with the chosen checkpoint interval to this file");
   cmd->add_flag("--json", a->json, "Print JSON (SI units) instead of tables");

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "options.hpp"
 #include "table.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/units.hpp"
@@ -176,7 +177,14 @@ void print_model(const ModelGraph& g, const ModelOptions& o) {
            u.output_elems > 0 ? count4(u.output_elems) : "-"});
   }
   std::fputs(t.render("  ").c_str(), stdout);
-  if (o.ops) print_ops(g, o.unit);
+  if (o.ops) {
+    const int units = static_cast<int>(g.units().size());
+    if (o.unit >= units)
+      throw Error(fmt::format("{} has units 0..{}, got {}", g.spec().name, units - 1, o.unit))
+          .at("--unit")
+          .hint("0 is the input, 1 the first block, the last the output head");
+    print_ops(g, o.unit);
+  }
 }
 
 json::Json op_json(const models::Op& op) {
@@ -307,7 +315,7 @@ void add_model_command(CLI::App& app) {
   cmd->add_option("model", opts->name, "Catalog name (e.g. gpt3-175b), Hugging Face config.json, or model JSON file");
   cmd->add_flag("--json", opts->json, "Print JSON instead of text");
   cmd->add_flag("--ops", opts->ops, "List every op of one unit (a block, by default the first)");
-  cmd->add_option("--unit", opts->unit, "Unit whose ops --ops lists (0 = input, 1 = first block)")->capture_default_str();
+  add_int(cmd, "--unit", opts->unit, 0, limits::kMaxLayers + 1, "Unit whose ops --ops lists (0 = input, 1 = first block)");
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "search_options.hpp"
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
@@ -278,6 +279,7 @@ void run(const PlanArgs& a) {
     json::write_file(a.json_out, all);
     std::printf("all %zu evaluated candidates written to %s\n", res.ranked.size(), a.json_out.c_str());
   }
+  report_missed_objective(req, best, a.output);
 }
 
 }  // namespace
@@ -286,7 +288,7 @@ void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand("plan", "Search instance types, counts and parallel plans for a model, a token budget and a deadline or budget");
   add_search_options(cmd, a->search, /*model_required=*/true);
-  cmd->add_option("--pareto", a->pareto_rows, "Pareto frontier rows to print")->capture_default_str();
+  add_int(cmd, "--pareto", a->pareto_rows, 0, limits::kMaxRows, "Pareto frontier rows to print");
   cmd->add_flag("--explain", a->explain, "Show why the winner beats the runner-up");
   cmd->add_option("--output,-o", a->output, "Where to write the best plan (empty: do not write)")->capture_default_str();
   cmd->add_option("--json", a->json_out, "Write every evaluated candidate to this JSON file");

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "search_options.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -28,20 +29,12 @@ struct ReportArgs {
   std::string output = "report";
 };
 
-double parse_tokens(const std::string& text) {
-  try {
-    return units::parse(text, units::Dimension::count);
-  } catch (Error& e) {
-    throw Error(fmt::format("--tokens {}: {}", text, e.message())).hint(e.hint_text());
-  }
-}
-
 reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   const hw::Catalog& catalog = user_catalog();
   if (!a.plan_file.empty()) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
-    const double tokens = a.search.tokens.empty() ? 0 : parse_tokens(a.search.tokens);
+    const double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
     return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
   }
   if (a.search.model.empty() || a.search.tokens.empty())
@@ -67,7 +60,7 @@ void run(const ReportArgs& a) {
   o.spot_plans = a.spot_plans;
   o.spot_runs = a.search.spot_runs;
   o.seed = a.search.seed;
-  o.threads = a.search.threads < 0 ? 1 : static_cast<size_t>(a.search.threads);
+  o.threads = static_cast<size_t>(a.search.threads);
   o.simulate = !a.no_simulate;
   if (!to_stdout) o.html_name = base_name(a.output) + ".html";
   const reports::Report r = build(a, o);
@@ -75,6 +68,7 @@ void run(const ReportArgs& a) {
     for (const auto& [part, seconds] : r.timings) std::fprintf(stderr, "report: %s %.3f s\n", part.c_str(), seconds);
   if (to_stdout) {
     std::fputs(reports::render_markdown(r).c_str(), stdout);
+    if (a.plan_file.empty()) report_missed_objective(search_request(a.search), r.plans.front().candidate, "standard output");
     return;
   }
   std::vector<std::string> written;
@@ -92,6 +86,7 @@ void run(const ReportArgs& a) {
               best.plan.cp > 1 ? fmt::format(" x cp {}", best.plan.cp).c_str() : "",
               units::format_duration(best.step.step_time_s).c_str());
   std::printf("report written to %s\n", join(written, " and ").c_str());
+  if (a.plan_file.empty()) report_missed_objective(search_request(a.search), best, join(written, " and "));
 }
 
 }  // namespace
@@ -103,9 +98,9 @@ void add_report_command(CLI::App& app) {
                 "breakdown, memory, a simulated step, spot");
   add_search_options(cmd, a->search, /*model_required=*/false);
   cmd->add_option("--plan", a->plan_file, "Report on this plan file instead of a search (--tokens overrides its token count)");
-  cmd->add_option("--spot-plans", a->spot_plans, "Plans of the table that get a spot Monte Carlo (the best always does)")->capture_default_str();
+  add_int(cmd, "--spot-plans", a->spot_plans, 0, limits::kMaxRows, "Plans of the table that get a spot Monte Carlo (the best always does)");
   cmd->add_flag("--no-simulate", a->no_simulate, "Do not simulate the best plan's step (no Gantt chart)");
-  cmd->add_option("--format", a->format, "md, html or both")->check(CLI::IsMember({"md", "html", "both"}))->capture_default_str();
+  add_choice(cmd, "--format", a->format, {"md", "html", "both"}, "md, html or both");
   cmd->add_option("--output,-o", a->output, "Output path without extension (writes PATH.md / PATH.html); - prints the Markdown")
       ->capture_default_str();
   cmd->callback([a] { run(*a); });

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "table.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/plan/memory.hpp"
@@ -203,14 +204,13 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto / chrome://tracing) of the step");
   cmd->add_option("--timeline", a->timeline, "Write the predicted Timeline JSON (same format as `trainplan execute`)");
   cmd->add_option("--json", a->json_out, "Write the result summary as JSON");
-  cmd->add_option("--fidelity", a->fidelity, "full: every rank; symmetric: one rank per class; auto: symmetric above 64 GPUs")
-      ->check(CLI::IsMember({"auto", "full", "symmetric"}))->capture_default_str();
-  cmd->add_option("--granularity", a->granularity, "op: a task per operator; layer: merged; auto: layer above 64 GPUs")
-      ->check(CLI::IsMember({"auto", "op", "layer"}))->capture_default_str();
+  add_choice(cmd, "--fidelity", a->fidelity, {"auto", "full", "symmetric"},
+             "full: every rank; symmetric: one rank per class; auto: symmetric above 64 GPUs");
+  add_choice(cmd, "--granularity", a->granularity, {"auto", "op", "layer"}, "op: a task per operator; layer: merged; auto: layer above 64 GPUs");
   cmd->add_option("--calibration", a->calibration, "Calibration table JSON (measured kernel efficiencies) overriding the defaults");
-  cmd->add_option("--straggler-stddev", a->straggler_stddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
-  cmd->add_option("--seed", a->seed, "Seed of the straggler jitter")->capture_default_str();
-  cmd->add_option("--overlap-slowdown", a->overlap_slowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");
+  add_real(cmd, "--straggler-stddev", a->straggler_stddev, 0, 1, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
+  add_int(cmd, "--seed", a->seed, 0, std::numeric_limits<int64_t>::max(), "Seed of the straggler jitter");
+  add_real(cmd, "--overlap-slowdown", a->overlap_slowdown, 0, 10, "Compute slowdown while communication overlaps it, e.g. 0.1");
   cmd->add_option("--trace-ranks", a->trace_ranks,
                   fmt::format("Ranks in --trace / --timeline: all, auto (every rank up to {} GPUs, else data-parallel "
                               "replica 0) or a list such as 0,8-15",

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "options.hpp"
 #include "table.hpp"
 #include "trainplan/calibration/validate.hpp"
 #include "trainplan/core/units.hpp"
@@ -110,7 +111,7 @@ void add_validate_command(CLI::App& app) {
   cmd->add_option("--json", a->json_out, "Write the report as JSON");
   cmd->add_option("--calibration", a->calibration, "Calibration table JSON to apply to the simulator");
   cmd->add_option("--filter", a->filter, "Only points whose id contains this text");
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all cores)");
+  add_int(cmd, "--threads", a->threads, 0, limits::kMaxThreads, "Worker threads (0: all cores)");
   cmd->add_flag("--unmapped", a->unmapped, "List every point that could not be mapped, with the reason");
   cmd->callback([a] { run(*a); });
 }

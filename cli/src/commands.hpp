@@ -1,6 +1,9 @@
 // Subcommands of the `trainplan` CLI. Each cmd_<name>.cpp defines one add_<name>_command()
 // that declares its options on `app` and sets the callback that runs it. Callbacks throw
 // trainplan::Error for bad input; main() prints it once and exits 1.
+//
+// Exit codes: 0 success; 1 bad input or infeasible request; 2 internal error (a bug);
+// 3 the request's deadline or budget is not met by any plan (the best plan is still written).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,7 +15,10 @@ struct GlobalOptions {
   bool verbose = false;
   std::string catalog_dir;   // read hwprofiles from this folder instead of the built-in one
   std::string price_file;    // user price overrides
+  int exit_status = 0;       // set by a command that finished but must exit non-zero (kExitObjectiveMissed)
 };
+/// Exit code of a search whose deadline or budget no plan meets.
+inline constexpr int kExitObjectiveMissed = 3;
 GlobalOptions& global_options();
 
 void add_catalog_command(CLI::App& app);

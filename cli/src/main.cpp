@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -50,6 +52,10 @@ int main(int argc, char** argv) {
   app.name("trainplan");
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>(version_text));
+  app.footer(
+      "Exit codes: 0 success; 1 bad input or infeasible request (one `error:` line naming the file and JSON pointer or the\n"
+      "flag, and a hint); 2 internal error (a bug); 3 no plan meets the --deadline or --budget (the best plan is still\n"
+      "written, and stderr says by how much it misses).");
   auto& g = global_options();
   app.add_flag("-v,--verbose", g.verbose, "Print stage timings and details");
   app.add_option("--catalog-dir", g.catalog_dir, "Read the hardware catalog from this folder instead of the built-in one");
@@ -96,5 +102,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: internal error: %s \xE2\x80\x94 this is a bug in trainplan; please report it with the command line\n", e.what());
     return 2;
   }
-  return 0;
+  // Output to a full disk or a closed pipe is an error too, not a silent success.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: <stdout>: write failed: %s \xE2\x80\x94 check the free space or where the output goes\n",
+                 std::strerror(errno));
+    return 1;
+  }
+  return g.exit_status;
 }

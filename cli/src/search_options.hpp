@@ -58,4 +58,9 @@ planner::SearchRequest search_request(const SearchArgs& args);
 /// Runs the search; Ctrl-C stops it and keeps what was found (SearchResult::cancelled).
 planner::SearchResult run_search(const planner::SearchRequest& request);
 
+/// When `best` misses the request's deadline or budget: says on stderr by how much (and that
+/// the plan was still written to `written_to`, if not empty) and sets the exit code to
+/// kExitObjectiveMissed (3).
+void report_missed_objective(const planner::SearchRequest& request, const planner::Candidate& best, const std::string& written_to);
+
 }  // namespace trainplan::cli

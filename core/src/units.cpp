@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
 
 namespace trainplan::units {
@@ -101,13 +102,18 @@ std::string_view dimension_name(Dimension dim) {
 
 double parse(std::string_view text_in, Dimension dim) {
   const std::string text = trim(text_in);
+  const std::string shown = text.size() > 40 ? text.substr(0, 37) + "..." : text;  // for messages
   // Longest prefix that parses as a floating-point number.
   double value = 0.0;
   const char* begin = text.data();
   const char* end = begin + text.size();
   auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec == std::errc::result_out_of_range && ptr != begin) {
+    value = std::strtod(std::string(begin, ptr).c_str(), nullptr);  // inf on overflow, ~0 on underflow
+    ec = std::errc();
+  }
   if (ec != std::errc() || ptr == begin) {
-    throw Error(fmt::format("cannot read \"{}\" as {}: it must start with a number", text,
+    throw Error(fmt::format("cannot read \"{}\" as {}: it must start with a number", shown,
                             dimension_name(dim)))
         .hint(fmt::format("write e.g. \"{}\"", dim == Dimension::bytes       ? "80GiB"
                                                 : dim == Dimension::bandwidth ? "450GBps"
@@ -117,7 +123,9 @@ double parse(std::string_view text_in, Dimension dim) {
                                                                                : "300e9"));
   }
   if (!std::isfinite(value))
-    throw Error(fmt::format("\"{}\" is not a finite number", text));
+    throw Error(std::isnan(value) ? fmt::format("\"{}\" is not a number", shown)
+                                  : fmt::format("\"{}\" is too large for {} (at most {:g})", shown, dimension_name(dim), max_of(dim)))
+        .hint("write a finite number such as 300e9 (trainplan's limits are in core/README.md)");
   std::string unit = trim(std::string_view(ptr, static_cast<size_t>(end - ptr)));
   std::optional<double> factor;
   switch (dim) {
@@ -139,10 +147,26 @@ double parse(std::string_view text_in, Dimension dim) {
       break;
   }
   if (!factor) {
-    throw Error(fmt::format("unknown unit \"{}\" in \"{}\" for {}", unit, text, dimension_name(dim)))
+    throw Error(fmt::format("unknown unit \"{}\" in \"{}\" for {}", unit.size() > 20 ? unit.substr(0, 17) + "..." : unit, shown, dimension_name(dim)))
         .hint(fmt::format("use one of: {}", accepted_units(dim)));
   }
-  return value * *factor;
+  const double si = value * *factor;
+  if (!std::isfinite(si) || std::fabs(si) > max_of(dim))
+    throw Error(fmt::format("\"{}\" is too large for {} (at most {:g})", shown, dimension_name(dim), max_of(dim)))
+        .hint("trainplan's limits lie far beyond any real training job (core/README.md lists them)");
+  return si == 0.0 ? 0.0 : si;  // never a negative zero
+}
+
+double max_of(Dimension dim) {
+  switch (dim) {
+    case Dimension::bytes: return limits::kMaxBytes;
+    case Dimension::bandwidth: return limits::kMaxBytesPerSecond;
+    case Dimension::duration: return limits::kMaxSeconds;
+    case Dimension::flops_rate: return limits::kMaxFlopsRate;
+    case Dimension::count: return limits::kMaxTokens;
+    case Dimension::ratio: return 1e6;
+  }
+  return limits::kMaxTokens;
 }
 
 namespace {

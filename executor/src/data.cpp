@@ -1,12 +1,11 @@
 // Token streams: synthetic, from a file's bytes, and (batch, seq) windows (see data.hpp).
 #include "trainplan/executor/data.hpp"
 
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
 #include "trainplan/core/error.hpp"
+#include "trainplan/core/json.hpp"
 #include "trainplan/core/random.hpp"
 
 namespace trainplan::executor {
@@ -21,9 +20,8 @@ std::vector<int32_t> synthetic_tokens(int64_t count, int64_t vocab, uint64_t see
 }
 
 std::vector<int32_t> read_byte_tokens(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open the token file").at(path).hint("pass a readable file; each byte is a token");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Refuses directories, unreadable paths and files beyond the input limit with a located error.
+  const std::string bytes = json::read_text_file(path);
   if (bytes.empty()) throw Error("the token file is empty").at(path);
   std::vector<int32_t> out(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) out[i] = static_cast<unsigned char>(bytes[i]);

@@ -22,7 +22,7 @@ using units::Dimension;
 double positive_quantity(const Reader& r, Dimension dim) {
   double v = r.as_quantity(dim);
   if (!(v > 0.0))
-    throw r.error(fmt::format("must be positive, got {}", r.value().dump()))
+    throw r.error(fmt::format("must be positive, got {}", v))
         .hint("use a value greater than zero");
   return v;
 }
@@ -236,7 +236,7 @@ IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
         throw row.error(fmt::format("must have {} columns (one per GPU), got {}", gpu_count, cells.size()))
             .hint("nvlink_lanes[i][j] = NVLink lanes between GPU i and GPU j");
       std::vector<int> out;
-      for (auto& c : cells) out.push_back(static_cast<int>(c.as_nonnegative_int()));
+      for (auto& c : cells) out.push_back(static_cast<int>(c.as_nonnegative_int(1 << 20)));
       topo.nvlink_lanes.push_back(std::move(out));
     }
     topo.nvlink_lane_bandwidth_bytes_per_s = positive_quantity(t.require("nvlink_lane_bandwidth"), Dimension::bandwidth);
@@ -252,15 +252,15 @@ IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
     topo.nvlink_latency_s = t.require("nvlink_latency").as_quantity(Dimension::duration);
   else
     t.reject_if_top("nvlink_latency", "only for NVLink topologies");
-  if (auto gen = t.get("pcie_generation")) topo.pcie_generation = static_cast<int>(gen->as_positive_int());
+  if (auto gen = t.get("pcie_generation")) topo.pcie_generation = static_cast<int>(gen->as_positive_int(64));
   topo.pcie_bandwidth_bytes_per_s = positive_quantity(t.require("pcie_bandwidth"), Dimension::bandwidth);
   topo.pcie_latency_s = t.require("pcie_latency").as_quantity(Dimension::duration);
-  if (auto per = t.get("gpus_per_pcie_switch")) topo.gpus_per_pcie_switch = static_cast<int>(per->as_nonnegative_int());
+  if (auto per = t.get("gpus_per_pcie_switch")) topo.gpus_per_pcie_switch = static_cast<int>(per->as_nonnegative_int(limits::kMaxGpusPerInstance));
   if (topo.gpus_per_pcie_switch > 0)
     topo.pcie_switch_uplink_bytes_per_s = positive_quantity(t.require("pcie_switch_uplink"), Dimension::bandwidth);
   else
     t.reject_if_top("pcie_switch_uplink", "the instance has no PCIe switches (gpus_per_pcie_switch is 0)");
-  if (auto s = t.get("sockets")) topo.sockets = static_cast<int>(s->as_positive_int());
+  if (auto s = t.get("sockets")) topo.sockets = static_cast<int>(s->as_positive_int(1024));
   if (topo.sockets > 1) {
     topo.inter_socket_bandwidth_bytes_per_s = positive_quantity(t.require("inter_socket_bandwidth"), Dimension::bandwidth);
     topo.inter_socket_latency_s = t.require("inter_socket_latency").as_quantity(Dimension::duration);
@@ -275,7 +275,7 @@ IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
 NetworkSpec parse_network(const Layered& n) {
   NetworkSpec net;
   net.bandwidth_bytes_per_s = positive_quantity(n.require("bandwidth"), Dimension::bandwidth);
-  if (auto nics = n.get("nics")) net.nics = static_cast<int>(nics->as_positive_int());
+  if (auto nics = n.get("nics")) net.nics = static_cast<int>(nics->as_positive_int(1024));
   net.efa = n.bool_or("efa", false);
   net.gpudirect_rdma = n.bool_or("gpudirect_rdma", false);
   net.latency_s = positive_quantity(n.require("latency"), Dimension::duration);
@@ -289,7 +289,7 @@ StorageSpec parse_storage(const Layered& s) {
   StorageSpec st;
   if (auto v = s.get("local_nvme")) st.local_nvme_bytes = v->as_quantity(Dimension::bytes);
   if (st.local_nvme_bytes > 0) {
-    st.nvme_devices = static_cast<int>(s.require("nvme_devices").as_positive_int());
+    st.nvme_devices = static_cast<int>(s.require("nvme_devices").as_positive_int(1024));
   } else {
     s.reject_if_top("nvme_devices", "the instance has no local NVMe (local_nvme is 0 or missing)");
   }
@@ -308,7 +308,7 @@ Prices parse_prices(const Layered& p, bool aws) {
     if (!aws)
       throw v->error("a generic (non-AWS) cluster has no AWS prices")
           .hint("remove it, or give prices in a user price file (--prices)");
-    return v->as_positive();
+    return v->as_positive(limits::kMaxUsdPerHour);
   };
   pr.ec2_on_demand = usd("ec2_on_demand");
   pr.sagemaker_on_demand = usd("sagemaker_on_demand");
@@ -374,8 +374,8 @@ InstanceType parse_instance(const Layered& L, std::vector<SourceRef>& refs) {
   inst.description = L.string_or("description", "");
   inst.cpu = L.string_or("cpu", "");
   inst.gpu = L.require("gpu").as_string();
-  inst.gpu_count = static_cast<int>(L.require("gpu_count").as_positive_int());
-  inst.vcpus = static_cast<int>(L.require("vcpus").as_positive_int());
+  inst.gpu_count = static_cast<int>(L.require("gpu_count").as_positive_int(limits::kMaxGpusPerInstance));
+  inst.vcpus = static_cast<int>(L.require("vcpus").as_positive_int(1 << 20));
   inst.host_memory_bytes = positive_quantity(L.require("host_memory"), Dimension::bytes);
   inst.topology = parse_topology(L.sub("topology"), inst.gpu_count);
   inst.network = parse_network(L.sub("network"));

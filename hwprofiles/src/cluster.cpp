@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "cluster_graph.hpp"
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
 
 namespace trainplan::hw {
@@ -242,6 +243,10 @@ Cluster::~Cluster() = default;
 Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catalog) {
   if (count < 1)
     throw Error(fmt::format("a cluster needs at least 1 instance, got {}", count)).hint("use an instance count of 1 or more");
+  if (static_cast<int64_t>(count) * type.gpu_count > limits::kMaxGpus)
+    throw Error(fmt::format("{} x {} is {} GPUs, more than the {} trainplan models", count, type.name,
+                            static_cast<int64_t>(count) * type.gpu_count, limits::kMaxGpus))
+        .hint("use fewer instances (the limit lies far beyond any real training job)");
   try {
     check_instance(type);
   } catch (Error& e) {

@@ -51,9 +51,9 @@ void Catalog::apply_price_json(const json::Json& doc, const std::string& name) {
     if (!entry.is_object()) (void)entry.entries();
     PriceUpdate u;
     u.instance = instance_name;
-    if (auto v = entry.optional_field("ec2_on_demand")) u.ec2_on_demand = v->as_positive();
-    if (auto v = entry.optional_field("sagemaker_on_demand")) u.sagemaker_on_demand = v->as_positive();
-    if (auto v = entry.optional_field("spot")) u.spot = v->as_positive();
+    if (auto v = entry.optional_field("ec2_on_demand")) u.ec2_on_demand = v->as_positive(limits::kMaxUsdPerHour);
+    if (auto v = entry.optional_field("sagemaker_on_demand")) u.sagemaker_on_demand = v->as_positive(limits::kMaxUsdPerHour);
+    if (auto v = entry.optional_field("spot")) u.spot = v->as_positive(limits::kMaxUsdPerHour);
     if (auto v = entry.optional_field("interruption_bucket")) u.interruption_bucket = v->as_choice(interruption_buckets());
     u.region = entry.field_or("region", region);
     entry.finish();

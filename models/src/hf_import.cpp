@@ -81,14 +81,14 @@ const std::vector<ModelType>& model_types() {
 
 void set_key(ModelSpec& s, Key key, const json::Reader& v) {
   switch (key) {
-    case Key::layers: s.layers = v.as_positive_int(); break;
-    case Key::hidden: s.hidden = v.as_positive_int(); break;
-    case Key::heads: s.heads = v.as_positive_int(); break;
-    case Key::kv_heads: s.kv_heads = v.as_positive_int(); break;
-    case Key::ffn_hidden: s.ffn_hidden = v.as_positive_int(); break;
-    case Key::vocab: s.vocab = v.as_positive_int(); break;
-    case Key::seq_len: s.seq_len = v.as_positive_int(); break;
-    case Key::type_vocab: s.type_vocab = v.as_nonnegative_int(); break;
+    case Key::layers: s.layers = v.as_positive_int(limits::kMaxLayers); break;
+    case Key::hidden: s.hidden = v.as_positive_int(limits::kMaxWidth); break;
+    case Key::heads: s.heads = v.as_positive_int(limits::kMaxWidth); break;
+    case Key::kv_heads: s.kv_heads = v.as_positive_int(limits::kMaxWidth); break;
+    case Key::ffn_hidden: s.ffn_hidden = v.as_positive_int(limits::kMaxWidth); break;
+    case Key::vocab: s.vocab = v.as_positive_int(limits::kMaxVocab); break;
+    case Key::seq_len: s.seq_len = v.as_positive_int(limits::kMaxSeqLen); break;
+    case Key::type_vocab: s.type_vocab = v.as_nonnegative_int(limits::kMaxVocab); break;
     case Key::norm_eps: s.norm_eps = v.as_positive(); break;
     case Key::dropout_p: {
       s.dropout_p = v.as_nonnegative();
@@ -173,7 +173,7 @@ ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name, 
       if (!ctx)
         throw root.error("missing required key \"n_positions\"")
             .hint("a gpt2 config.json gives the context length in n_positions (or n_ctx)");
-      s.seq_len = ctx->as_positive_int();
+      s.seq_len = ctx->as_positive_int(limits::kMaxSeqLen);
       pointers["seq_len"] = "/n_ctx";
     }
     s.tied_embeddings = root.bool_or("tie_word_embeddings", true);
@@ -188,7 +188,7 @@ ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name, 
           .hint("trainplan gives all linear layers of a model the same bias setting");
     check_activation(root, "hidden_act", {"silu"}, type_name);
     if (auto hd = root.optional_field("head_dim")) {
-      const int64_t head_dim = hd->as_positive_int();
+      const int64_t head_dim = hd->as_positive_int(limits::kMaxWidth);
       if (s.heads > 0 && head_dim * s.heads != s.hidden)
         throw hd->error(fmt::format("head_dim {} differs from hidden_size / num_attention_heads = {}", head_dim,
                                     s.hidden / s.heads))

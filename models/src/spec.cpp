@@ -217,7 +217,10 @@ struct FieldDef {
 
 std::vector<int64_t> positive_ints(const json::Reader& r) {
   std::vector<int64_t> out;
-  for (const auto& item : r.items()) out.push_back(item.as_positive_int());
+  if (r.size() > static_cast<size_t>(limits::kMaxLayers))
+    throw r.error(fmt::format("has {} entries, more than {}", r.size(), limits::kMaxLayers))
+        .hint("trainplan's limits lie far beyond any real model (core/README.md lists them)");
+  for (const auto& item : r.items()) out.push_back(item.as_positive_int(limits::kMaxWidth));
   return out;
 }
 
@@ -233,13 +236,13 @@ const FieldDef kFields[] = {
      }},
     {"published_params_tolerance", kAll,
      [](const json::Reader& r, ModelSpec& s) { s.published_params_tolerance = r.as_quantity(units::Dimension::ratio); }},
-    {"layers", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.layers = r.as_positive_int(); }},
-    {"hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.hidden = r.as_positive_int(); }},
-    {"heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.heads = r.as_positive_int(); }},
-    {"kv_heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.kv_heads = r.as_positive_int(); }},
-    {"ffn_hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.ffn_hidden = r.as_positive_int(); }},
-    {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(); }},
-    {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(); }},
+    {"layers", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.layers = r.as_positive_int(limits::kMaxLayers); }},
+    {"hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.hidden = r.as_positive_int(limits::kMaxWidth); }},
+    {"heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.heads = r.as_positive_int(limits::kMaxWidth); }},
+    {"kv_heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.kv_heads = r.as_positive_int(limits::kMaxWidth); }},
+    {"ffn_hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.ffn_hidden = r.as_positive_int(limits::kMaxWidth); }},
+    {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(limits::kMaxVocab); }},
+    {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(limits::kMaxSeqLen); }},
     {"norm", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.norm = parse_norm(r.as_choice(norm_names())); }},
     {"activation", kTransformers | bit(Family::mlp),
      [](const json::Reader& r, ModelSpec& s) { s.activation = parse_activation(r.as_choice(activation_names())); }},
@@ -254,17 +257,17 @@ const FieldDef kFields[] = {
      }},
     {"norm_eps", kTransformers | bit(Family::resnet), [](const json::Reader& r, ModelSpec& s) { s.norm_eps = r.as_positive(); }},
     {"rope_theta", bit(Family::gpt) | bit(Family::llama), [](const json::Reader& r, ModelSpec& s) { s.rope_theta = r.as_positive(); }},
-    {"type_vocab", bit(Family::bert), [](const json::Reader& r, ModelSpec& s) { s.type_vocab = r.as_nonnegative_int(); }},
-    {"image_size", kImage, [](const json::Reader& r, ModelSpec& s) { s.image_size = r.as_positive_int(); }},
-    {"patch_size", bit(Family::vit), [](const json::Reader& r, ModelSpec& s) { s.patch_size = r.as_positive_int(); }},
-    {"channels", kImage, [](const json::Reader& r, ModelSpec& s) { s.channels = r.as_positive_int(); }},
-    {"num_classes", kImage, [](const json::Reader& r, ModelSpec& s) { s.num_classes = r.as_positive_int(); }},
+    {"type_vocab", bit(Family::bert), [](const json::Reader& r, ModelSpec& s) { s.type_vocab = r.as_nonnegative_int(limits::kMaxVocab); }},
+    {"image_size", kImage, [](const json::Reader& r, ModelSpec& s) { s.image_size = r.as_positive_int(limits::kMaxWidth); }},
+    {"patch_size", bit(Family::vit), [](const json::Reader& r, ModelSpec& s) { s.patch_size = r.as_positive_int(limits::kMaxWidth); }},
+    {"channels", kImage, [](const json::Reader& r, ModelSpec& s) { s.channels = r.as_positive_int(limits::kMaxWidth); }},
+    {"num_classes", kImage, [](const json::Reader& r, ModelSpec& s) { s.num_classes = r.as_positive_int(limits::kMaxVocab); }},
     {"resnet_blocks", bit(Family::resnet),
      [](const json::Reader& r, ModelSpec& s) {
        s.resnet_blocks = positive_ints(r);
        if (s.resnet_blocks.empty()) throw r.error("must not be empty").hint("blocks per stage, e.g. [3, 4, 6, 3] for ResNet-50");
      }},
-    {"resnet_width", bit(Family::resnet), [](const json::Reader& r, ModelSpec& s) { s.resnet_width = r.as_positive_int(); }},
+    {"resnet_width", bit(Family::resnet), [](const json::Reader& r, ModelSpec& s) { s.resnet_width = r.as_positive_int(limits::kMaxWidth); }},
     {"mlp_widths", bit(Family::mlp),
      [](const json::Reader& r, ModelSpec& s) {
        s.mlp_widths = positive_ints(r);

@@ -1,6 +1,7 @@
 // Plan JSON: reading (with field checks and unknown-field rejection) and writing.
 #include <fmt/format.h>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/plan/plan.hpp"
 
@@ -27,8 +28,8 @@ StageAssignment parse_stage(const json::Reader& r) {
     throw range.error(fmt::format("must be [first_unit, last_unit], got {} numbers", items.size()))
         .hint("e.g. [0, 12] for layer units 0..12 inclusive");
   StageAssignment s;
-  s.first_unit = static_cast<int>(items[0].as_nonnegative_int());
-  s.last_unit = static_cast<int>(items[1].as_nonnegative_int());
+  s.first_unit = static_cast<int>(items[0].as_nonnegative_int(limits::kMaxLayers + 2));
+  s.last_unit = static_cast<int>(items[1].as_nonnegative_int(limits::kMaxLayers + 2));
   if (s.last_unit < s.first_unit)
     throw range.error(fmt::format("last unit {} comes before first unit {}", s.last_unit, s.first_unit))
         .hint("write [first, last] with first <= last");
@@ -50,15 +51,27 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
 
   auto cluster = r.field("cluster");
   p.instance_type = cluster.field("instance_type").as_string();
-  p.instance_count = static_cast<int>(cluster.field("count").as_positive_int());
+  p.instance_count = static_cast<int>(cluster.field("count").as_positive_int(limits::kMaxInstances));
   cluster.finish();
 
   auto par = r.field("parallelism");
-  p.dp = static_cast<int>(par.field("dp").as_positive_int());
-  p.tp = static_cast<int>(par.field("tp").as_positive_int());
-  p.pp = static_cast<int>(par.field("pp").as_positive_int());
-  if (auto f = par.optional_field("vp")) p.vp = static_cast<int>(f->as_positive_int());
-  if (auto f = par.optional_field("cp")) p.cp = static_cast<int>(f->as_positive_int());
+  p.dp = static_cast<int>(par.field("dp").as_positive_int(limits::kMaxGpus));
+  p.tp = static_cast<int>(par.field("tp").as_positive_int(limits::kMaxGpus));
+  p.pp = static_cast<int>(par.field("pp").as_positive_int(limits::kMaxGpus));
+  if (auto f = par.optional_field("vp")) p.vp = static_cast<int>(f->as_positive_int(limits::kMaxLayers));
+  if (auto f = par.optional_field("cp")) p.cp = static_cast<int>(f->as_positive_int(limits::kMaxGpus));
+  // The products below are used as divisors and loop bounds: refuse them before they can
+  // overflow an int.
+  try {
+    const int64_t gpus = checked::multiply(checked::multiply(checked::multiply(p.dp, p.tp, limits::kMaxGpus, "dp*tp"), p.pp,
+                                                             limits::kMaxGpus, "dp*tp*pp"),
+                                           p.cp, limits::kMaxGpus, "dp*tp*pp*cp");
+    (void)gpus;
+    checked::multiply(p.pp, p.vp, limits::kMaxLayers, "pp*vp");
+  } catch (Error& e) {
+    e.at(name, par.pointer().empty() ? "/" : par.pointer());
+    throw;
+  }
   if (auto f = par.optional_field("zero_stage")) {
     p.zero_stage = static_cast<int>(f->as_nonnegative_int());
     if (p.zero_stage > 3) throw f->error(fmt::format("must be 0, 1, 2 or 3, got {}", p.zero_stage)).hint("ZeRO has stages 0 (off) to 3");
@@ -67,10 +80,10 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   par.finish();
 
   auto batch = r.field("batch");
-  p.global_batch = batch.field("global_batch").as_positive_int();
-  p.micro_batch = batch.field("micro_batch").as_positive_int();
-  if (auto f = batch.optional_field("num_micro_batches")) p.num_micro_batches = f->as_positive_int();
-  if (auto f = batch.optional_field("seq_len")) p.seq_len = f->as_positive_int();
+  p.global_batch = batch.field("global_batch").as_positive_int(limits::kMaxBatch);
+  p.micro_batch = batch.field("micro_batch").as_positive_int(limits::kMaxBatch);
+  if (auto f = batch.optional_field("num_micro_batches")) p.num_micro_batches = f->as_positive_int(limits::kMaxBatch);
+  if (auto f = batch.optional_field("seq_len")) p.seq_len = f->as_positive_int(limits::kMaxSeqLen);
   batch.finish();
 
   if (auto f = r.optional_field("recompute"))
@@ -89,7 +102,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (auto f = dpr->optional_field("algorithm"))
       p.dp_algorithm = parse_enum(*f, {DpAlgorithm::ring, DpAlgorithm::tree, DpAlgorithm::hierarchical, DpAlgorithm::parameter_server},
                                   dp_algorithm_name);
-    if (auto f = dpr->optional_field("bucket_size_bytes")) p.bucket_size_bytes = f->as_positive();
+    if (auto f = dpr->optional_field("bucket_size_bytes")) p.bucket_size_bytes = f->as_positive(limits::kMaxBytes);
     if (auto f = dpr->optional_field("bucket_size")) {
       p.bucket_size_bytes = f->as_quantity(units::Dimension::bytes);
       if (p.bucket_size_bytes <= 0) throw f->error("must be positive").hint("e.g. \"25MB\"");
@@ -98,13 +111,13 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     dpr->finish();
   }
   if (auto ck = r.optional_field("checkpoint")) {
-    if (auto f = ck->optional_field("interval_s")) p.checkpoint_interval_s = f->as_nonnegative();
+    if (auto f = ck->optional_field("interval_s")) p.checkpoint_interval_s = f->as_nonnegative(limits::kMaxSeconds);
     if (auto f = ck->optional_field("interval")) p.checkpoint_interval_s = f->as_quantity(units::Dimension::duration);
     ck->finish();
   }
   if (auto tr = r.optional_field("training")) {
     if (auto f = tr->optional_field("tokens")) {
-      p.training_tokens = f->is_string() ? f->as_quantity(units::Dimension::count) : f->as_nonnegative();
+      p.training_tokens = f->is_string() ? f->as_quantity(units::Dimension::count) : f->as_nonnegative(limits::kMaxTokens);
     }
     if (auto f = tr->optional_field("purchase")) p.purchase = parse_enum(*f, {Purchase::on_demand, Purchase::spot}, purchase_name);
     if (auto f = tr->optional_field("platform")) p.platform = parse_enum(*f, {Platform::ec2, Platform::sagemaker}, platform_name);

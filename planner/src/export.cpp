@@ -76,7 +76,8 @@ std::string precision_text(const plan::Plan& p, const plan::PlanContext& ctx) {
 }
 
 std::string summary_line(const plan::Plan& p, const plan::PlanContext& ctx) {
-  std::string s = fmt::format("{} on {} x {} ({} GPUs): dp {} x tp {} x pp {}", ctx.model_spec.name, p.instance_count, p.instance_type,
+  std::string s = fmt::format("{} on {} x {} ({} GPUs): dp {} x tp {} x pp {}", comment_text(ctx.model_spec.name), p.instance_count,
+                              comment_text(p.instance_type),
                               p.world_size(), p.dp, p.tp, p.pp);
   if (p.cp > 1) s += fmt::format(" x cp {}", p.cp);
   if (p.vp > 1) s += fmt::format(" x vp {}", p.vp);
@@ -352,18 +353,27 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
   for (const auto& n : notes) out += "# " + n + "\n";
   out += "from sagemaker.pytorch import PyTorch\n\n";
   out += "estimator = PyTorch(\n";
-  out += fmt::format("    entry_point=\"{}\",\n", o.entry_point);
-  out += fmt::format("    role=\"{}\",\n", o.role);
-  out += fmt::format("    framework_version=\"{}\",\n", o.framework_version);
-  out += fmt::format("    py_version=\"{}\",\n", o.py_version);
-  out += fmt::format("    instance_type=\"{}\",\n", ml_type);
+  // Every string from the user goes through python_string (a valid literal whatever it holds).
+  auto literal = [](const std::string& value, const char* flag) {
+    try {
+      return python_string(value);
+    } catch (Error& e) {
+      e.at(flag);
+      throw;
+    }
+  };
+  out += fmt::format("    entry_point={},\n", literal(o.entry_point, "--entry-point"));
+  out += fmt::format("    role={},\n", literal(o.role, "--role"));
+  out += fmt::format("    framework_version={},\n", literal(o.framework_version, "--framework-version"));
+  out += fmt::format("    py_version={},\n", literal(o.py_version, "--py-version"));
+  out += fmt::format("    instance_type={},\n", literal(ml_type, "/cluster/instance_type"));
   out += fmt::format("    instance_count={},\n", p.instance_count);
   out += fmt::format("    distribution={},\n", dist);
   out += fmt::format("    max_run={},\n", static_cast<int64_t>(run_s));
   if (spot) {
     out += "    use_spot_instances=True,\n";
     out += fmt::format("    max_wait={},\n", static_cast<int64_t>(wait_s));
-    out += fmt::format("    checkpoint_s3_uri=\"{}\",\n", o.checkpoint_s3_uri);
+    out += fmt::format("    checkpoint_s3_uri={},\n", literal(o.checkpoint_s3_uri, "--checkpoint-s3-uri"));
   }
   out += ")\n";
   out += "estimator.fit()\n";
@@ -398,13 +408,17 @@ std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const Ex
   if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
     out += "# the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes\n";
   out += "\n# On each node (NODE_RANK = 0.." + std::to_string(p.instance_count - 1) + ", MASTER_ADDR = node 0):\n";
+  // The entry point is one shell word; in the srun line the whole inner command is quoted once
+  // more for `bash -c`.
+  const std::string entry = shell_quote(o.entry_point);
   out += fmt::format("{}torchrun --nnodes {} --nproc-per-node {} --node-rank $NODE_RANK --master-addr $MASTER_ADDR --master-port {} {}\n",
-                     env_text, p.instance_count, gpn, o.master_port, o.entry_point);
+                     env_text, p.instance_count, gpn, o.master_port, entry);
   out += "\n# With Slurm (one task per node, torchrun starts the GPU processes):\n";
-  out += fmt::format("srun --nodes {} --ntasks-per-node 1 --gpus-per-node {} bash -c '{}torchrun --nnodes $SLURM_NNODES --nproc-per-node {} "
-                     "--node-rank $SLURM_NODEID --master-addr $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) "
-                     "--master-port {} {}'\n",
-                     p.instance_count, gpn, env_text, gpn, o.master_port, o.entry_point);
+  const std::string inner = fmt::format(
+      "{}torchrun --nnodes $SLURM_NNODES --nproc-per-node {} --node-rank $SLURM_NODEID --master-addr "
+      "$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) --master-port {} {}",
+      env_text, gpn, o.master_port, entry);
+  out += fmt::format("srun --nodes {} --ntasks-per-node 1 --gpus-per-node {} bash -c {}\n", p.instance_count, gpn, shell_quote(inner));
   return out;
 }
 

@@ -108,8 +108,8 @@ CalibrationTable CalibrationTable::from_json(const json::Json& doc, const std::s
       e.n = er.field("n").as_positive_int();
       e.k = er.field("k").as_positive_int();
     }
-    if (auto v = er.optional_field("compute_efficiency")) e.compute_efficiency = v->as_positive();
-    if (auto v = er.optional_field("memory_efficiency")) e.memory_efficiency = v->as_positive();
+    if (auto v = er.optional_field("compute_efficiency")) e.compute_efficiency = v->as_positive(10.0);
+    if (auto v = er.optional_field("memory_efficiency")) e.memory_efficiency = v->as_positive(10.0);
     if (auto v = er.optional_field("duration_s")) e.duration_s = v->as_quantity(units::Dimension::duration);
     er.ignore("note");
     er.finish();

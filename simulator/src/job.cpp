@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
 
 namespace trainplan::sim {
@@ -69,6 +70,10 @@ std::vector<double> JobSpec::segments_s() const {
     return segments;
   }
   const double full = std::floor(work / checkpoint_interval_s);
+  if (!(full <= static_cast<double>(limits::kMaxCheckpoints)))
+    throw Error(fmt::format("a checkpoint every {:.3g} s of {:.3g} s of work is more than {} checkpoints", checkpoint_interval_s,
+                            work, limits::kMaxCheckpoints))
+        .hint("use a longer checkpoint interval (--checkpoint-interval, or checkpoint.interval_s in the plan)");
   segments.assign(static_cast<size_t>(full), checkpoint_interval_s);
   const double rest = work - full * checkpoint_interval_s;
   // A remainder below a millionth of an interval is rounding, not a segment.
@@ -97,6 +102,11 @@ void JobSpec::check() const {
   if (steps <= 0) throw bad(fmt::format("the job has {} steps", steps), "give the work: tokens, or samples and epochs");
   if (!(step_time_s > 0) || !std::isfinite(step_time_s))
     throw bad(fmt::format("step time must be positive, got {}", step_time_s), "pass --step-time, e.g. 1.2s");
+  // Bounds the work (and so the checkpoint segments and Monte Carlo events) of one job.
+  if (!(work_s() <= limits::kMaxJobSeconds))
+    throw bad(fmt::format("the job's work would take {:.3g} s ({} steps x {:.3g} s), beyond the {:g} s (about 30 years) trainplan models",
+                          work_s(), steps, step_time_s, limits::kMaxJobSeconds),
+              "check --step-time and the amount of work (--tokens, --samples, --epochs)");
   if (nodes < 1) throw bad(fmt::format("nodes must be >= 1, got {}", nodes), "the plan's cluster count");
   if (gpus_per_node < 1) throw bad("gpus_per_node must be >= 1", "the instance type's GPU count");
   if (purchase == PurchaseOption::blend && (on_demand_nodes < 1 || on_demand_nodes >= nodes))

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -108,14 +109,15 @@ int64_t job_steps(const plan::Plan& plan, const plan::PlanContext& ctx, const Jo
     throw Error("give the work as tokens or as samples × epochs, not both").hint("drop --tokens or --samples");
   if (o.samples > 0) {
     if (!(o.epochs > 0)) throw Error(fmt::format("epochs must be positive, got {}", o.epochs)).hint("e.g. --epochs 3");
-    return static_cast<int64_t>(std::ceil(o.samples * o.epochs / batch - 1e-9));
+    return checked::to_int(o.samples * o.epochs / batch - 1e-9, 1, limits::kMaxSteps, "the number of steps (samples x epochs / batch)", true);
   }
   const double tokens = o.tokens > 0 ? o.tokens : plan.training_tokens;
   if (tokens > 0) {
     if (ctx.seq_len <= 0)
       throw Error(fmt::format("work in tokens needs a sequence model; {} has no sequence length", ctx.model_spec.name))
           .hint("give the work as --samples N --epochs E");
-    return static_cast<int64_t>(std::ceil(tokens / (batch * static_cast<double>(ctx.seq_len)) - 1e-9));
+    return checked::to_int(tokens / (batch * static_cast<double>(ctx.seq_len)) - 1e-9, 1, limits::kMaxSteps,
+                           "the number of steps (tokens / (batch x sequence length))", true);
   }
   throw Error("the job's work is unknown").hint("pass --tokens N, or --samples N --epochs E, or set training_tokens in the plan");
 }

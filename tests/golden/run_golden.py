@@ -11,6 +11,9 @@ Each folder under tests/golden/cases/ is one case:
   requires         optional: conditions, one a line; the case is skipped where one fails:
                      cuda-module     libtrainplan_backend_cuda.so lies beside the binary
                      no-cuda-driver  libcuda.so.1 (the CUDA driver) cannot be loaded
+  must_contain     optional: each non-empty line must appear in stdout or stderr (the file,
+                   JSON pointer or flag a bad-input message must name)
+Every case that exits 1 must print exactly one line, `error: <where>: <what> — <hint>`.
 The command runs with the case folder as working directory, so cases carry their input
 files. In the output the binary's folder reads $BUILD. `run_golden.py TRAINPLAN GOLDEN_DIR
 --update` rewrites the expected files.
@@ -96,6 +99,15 @@ def main():
             for line in open(contains).read().splitlines():
                 if line.strip() and line.strip() not in proc.stdout:
                     problems.append(f"stdout lacks: {line.strip()}")
+        must = os.path.join(case, "must_contain")
+        if os.path.exists(must):
+            for line in open(must).read().splitlines():
+                if line.strip() and line.strip() not in proc.stdout + proc.stderr:
+                    problems.append(f"output lacks: {line.strip()}")
+        if proc.returncode == 1:
+            lines = proc.stderr.strip("\n").split("\n")
+            if len(lines) != 1 or not lines[0].startswith("error: ") or " \u2014 " not in lines[0]:
+                problems.append(f"exit 1 must print one `error: where: what \u2014 hint` line, got:\n{proc.stderr}")
         if "internal error" in proc.stderr or proc.returncode < 0:
             problems.append(f"crashed or internal error: {proc.stderr}")
         if problems:

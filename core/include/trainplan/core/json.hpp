@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -28,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/units.hpp"
 
@@ -45,11 +47,13 @@ Json parse_text(std::string_view text, const std::string& name);
 /// Serializes deterministically (1-space indent, trailing newline).
 std::string dump(const Json& value);
 
-/// Writes `value` to `path` atomically (write to a temporary, then rename).
+/// Writes `value` to `path` with output::write_file: atomically for regular files, directly to
+/// "-" (stdout), character devices and FIFOs; write errors throw Error.
 void write_file(const std::string& path, const Json& value);
-/// Writes text to `path` atomically.
+/// Writes text to `path` the same way.
 void write_text_file(const std::string& path, std::string_view text);
-/// Reads a whole text file; throws Error naming the file if it cannot be read.
+/// Reads a whole text file (at most limits::kMaxInputFileBytes); throws Error naming the
+/// file if it is a directory, cannot be read or is too large.
 std::string read_text_file(const std::string& path);
 
 /// Escapes one reference token for a JSON pointer ("~" -> "~0", "/" -> "~1").
@@ -100,14 +104,19 @@ class Reader {
   // ---- scalars -------------------------------------------------------------------------
   std::string as_string() const;
   bool as_bool() const;
+  // Numbers are finite (the parser refuses 1e309) and never a negative zero. Integers are
+  // range-checked before they are returned, so a cast to `int` of a default-range result is
+  // safe: by default at most limits::kMaxInt (2^31 - 1). Errors name the range.
   double as_number() const;
-  double as_positive() const;      // > 0
-  double as_nonnegative() const;   // >= 0
-  int64_t as_int() const;
-  int64_t as_positive_int() const; // >= 1
-  int64_t as_nonnegative_int() const;
-  /// A number (already SI base units) or a string with a unit, e.g. "450GBps".
-  double as_quantity(units::Dimension dim) const;
+  double as_number_in(double min, double max) const;
+  double as_positive(double max = std::numeric_limits<double>::max()) const;     // > 0
+  double as_nonnegative(double max = std::numeric_limits<double>::max()) const;  // >= 0
+  int64_t as_int(int64_t min = -limits::kMaxInt, int64_t max = limits::kMaxInt) const;
+  int64_t as_positive_int(int64_t max = limits::kMaxInt) const;     // 1..max
+  int64_t as_nonnegative_int(int64_t max = limits::kMaxInt) const;  // 0..max
+  /// A number (already SI base units) or a string with a unit, e.g. "450GBps"; in
+  /// [0, max], where max <= 0 means the dimension's limit (units::max_of).
+  double as_quantity(units::Dimension dim, double max = 0) const;
   /// One of `names` (exact match); error lists them and suggests the closest.
   std::string as_choice(const std::vector<std::string>& names) const;
 

@@ -34,6 +34,10 @@ std::string_view dimension_name(Dimension dim);
 /// unit and listing the accepted ones.
 double parse(std::string_view text, Dimension dim);
 
+/// The largest value of `dim` trainplan accepts anywhere (limits in checked.hpp): parse()
+/// refuses values beyond it, so no quantity overflows to inf later.
+double max_of(Dimension dim);
+
 /// Human-readable formatting, 3 significant digits: "80.0 GiB", "450 GB/s", "1.25 ms",
 /// "312 TFLOP/s", "174.6B", "$1,234".
 std::string format_bytes(double bytes);
