@@ -34,7 +34,7 @@ ALLOWLIST = {
     ("planner/src/analytical.cpp", "estimate_step"): "being split (issue 16); issue 11 edits it",
     ("cli/src/cmd_job.cpp", "run_job"): "being split (issue 16); the hardening work edits it",
     ("executor/src/rank_program.cpp", "RankState::start_bucket"): "being split (issue 16); the multi-process executor edits it",
-    ("executor/src/cuda/benchmarks.cpp", "run_compute_calibration"): "being split (issue 16); the CUDA module work edits it",
+    ("executor/cuda/src/benchmarks.cpp", "run_compute_calibration"): "being split (issue 16); the CUDA module work edits it",
 }
 
 CLASS_KEYS = {"class", "struct", "union", "enum", "namespace"}
