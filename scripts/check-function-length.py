@@ -30,16 +30,26 @@ MAX_LINES = 150
 # Functions allowed to stay longer than the limit for now: (path, name) -> why. Keep it empty;
 # an entry is a debt with a reason and an owner, and a stale entry is reported.
 ALLOWLIST = {
-    ("planner/src/search.cpp", "search"): "being split into named passes (issue 16)",
-    ("planner/src/analytical.cpp", "estimate_step"): "being split (issue 16); issue 11 edits it",
-    ("cli/src/cmd_job.cpp", "run_job"): "being split (issue 16); the hardening work edits it",
-    ("executor/src/rank_program.cpp", "RankState::start_bucket"): "being split (issue 16); the multi-process executor edits it",
-    ("executor/cuda/src/benchmarks.cpp", "run_compute_calibration"): "being split (issue 16); the CUDA module work edits it",
+    # The CUDA backend's compute calibration (232 lines): the CUDA module work (issue 16 part 1)
+    # is rewriting executor/cuda/ at the same time; split it (per-op timing, optimizer, tables)
+    # when that lands. Reported to the lead.
+    ("executor/cuda/src/benchmarks.cpp", "run_compute_calibration"): "split after the CUDA module work lands",
 }
 
 CLASS_KEYS = {"class", "struct", "union", "enum", "namespace"}
 SKIP_PREFIX = {"inline", "export", "typedef"}
 ACCESS = {"public", "private", "protected"}
+
+
+def skip_comment(text, i, line):
+    """The index after the comment at text[i] (a line comment stops before its newline) and the
+    line number there."""
+    if text.startswith("//", i):
+        end = text.find("\n", i)
+        return (len(text) if end < 0 else end), line
+    end = text.find("*/", i + 2)
+    end = len(text) if end < 0 else end + 2
+    return end, line + text.count("\n", i, end)
 
 
 def tokenize(text):
@@ -62,28 +72,14 @@ def tokenize(text):
                     line += 1
                     i += 2
                     continue
-                if text.startswith("/*", i):
-                    end = text.find("*/", i + 2)
-                    end = n if end < 0 else end + 2
-                    line += text.count("\n", i, end)
-                    i = end
+                if text.startswith("/*", i) or text.startswith("//", i):
+                    i, line = skip_comment(text, i, line)
                     continue
-                if text.startswith("//", i):
-                    while i < n and text[i] != "\n":
-                        i += 1
-                    break
                 i += 1
             continue
         at_line_start = False
-        if text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        if text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            line += text.count("\n", i, end)
-            i = end
+        if text.startswith("/*", i) or text.startswith("//", i):
+            i, line = skip_comment(text, i, line)
             continue
         if c.isalpha() or c == "_":
             j = i
@@ -175,6 +171,7 @@ def classify(head):
 
 
 def function_name(head):
+    head = strip_template_prefix(head)
     depth, prev = 0, None
     for idx, (kind, v, _) in enumerate(head):
         if v == "(" and depth == 0:
@@ -339,6 +336,7 @@ def self_test():
          "bool operator<(const S& o) const { return v_ < o.v_; }\n};\n}  // namespace\n",
          [("S", 3, 4), ("operator<", 6, 6)]),
         ("#define M(x) { x }\n#if 0 // {\n#endif\ntemplate <class T>\nT id(T t) {\n  return t;\n}\n", [("id", 4, 7)]),
+        ("template <int (*F)(int)>\nint twice(int x) {\n  return F(F(x));\n}\n", [("twice", 1, 4)]),
         ('TEST_CASE("plan: it fits", "[plan]") {\n  SECTION("a") {}\n}\n', [('TEST_CASE("plan: it fits")', 1, 3)]),
         ("const std::map<int, int> kTable = {{1, 2}, {3, 4}};\nstatic auto f = [](int a) {\n  return a;\n};\n",
          [("lambda", 2, 4)]),
