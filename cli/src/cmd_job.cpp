@@ -204,29 +204,24 @@ void print_study(const sim::IntervalStudy& s) {
               s.young_within_ci ? "within the confidence interval" : "NOT within the confidence interval");
 }
 
-void run_job(const JobArgs& a) {
-  // Fitting only.
-  if (a.plan_file.empty()) {
-    if (a.fit_traces.empty())
-      throw Error("trainplan job needs a plan file (or --fit-trace FILE to fit spot traces)").hint("trainplan job plan.json --step-time 1.2s --tokens 300B");
-    auto fits = fit_traces(a);
-    std::optional<sim::TraceFit> pooled;
-    if (fits.size() > 1) pooled = sim::pool_fits(fits);
-    if (a.json) {
-      std::fputs(json::dump(fits_json(fits, pooled ? &*pooled : nullptr)).c_str(), stdout);
-    } else {
-      print_fits(fits, pooled ? &*pooled : nullptr);
-    }
-    return;
+// trainplan job --fit-trace without a plan: the fits (and their pool) only.
+void run_fit_only(const JobArgs& a) {
+  if (a.fit_traces.empty())
+    throw Error("trainplan job needs a plan file (or --fit-trace FILE to fit spot traces)").hint("trainplan job plan.json --step-time 1.2s --tokens 300B");
+  auto fits = fit_traces(a);
+  std::optional<sim::TraceFit> pooled;
+  if (fits.size() > 1) pooled = sim::pool_fits(fits);
+  if (a.json) {
+    std::fputs(json::dump(fits_json(fits, pooled ? &*pooled : nullptr)).c_str(), stdout);
+  } else {
+    print_fits(fits, pooled ? &*pooled : nullptr);
   }
+}
 
-  plan::Plan p = plan::read_plan_file(a.plan_file);
-  const hw::Catalog& catalog = user_catalog();
-  plan::PlanContext ctx = plan::resolve(p, catalog, a.plan_file);
-  plan::validate(p, ctx, a.plan_file);
-
+// The job options of the flags; `step_source` says where the step time came from.
+sim::JobOptions job_options(const JobArgs& a, const plan::Plan& p, const plan::PlanContext& ctx, std::string& step_source) {
   sim::JobOptions o;
-  std::string step_source = "given with --step-time";
+  step_source = "given with --step-time";
   if (!a.step_time.empty()) {
     o.step_time_s = flag_positive_quantity("--step-time", a.step_time, units::Dimension::duration);
   } else {
@@ -249,9 +244,12 @@ void run_job(const JobArgs& a) {
   o.eval_every_steps = a.eval_every;
   if (!a.eval_time.empty()) o.eval_duration_s = flag_quantity("--eval-time", a.eval_time, units::Dimension::duration);
   if (a.no_hardware_failures) o.hardware_failure_rate_per_gpu_per_s = 0;
-  sim::JobSpec job = sim::build_job_spec(p, ctx, o);
+  return o;
+}
 
-  // The interruption model.
+// The interruption model: none on demand; else a replayed trace, a fitted one, or the
+// instance's default.
+sim::InterruptionModel interruption_model(const JobArgs& a, const sim::JobSpec& job, const plan::PlanContext& ctx) {
   sim::InterruptionModel model = sim::InterruptionModel::none();
   if (job.spot_nodes() > 0) {
     if (!a.trace.empty() && !a.fit_traces.empty())
@@ -267,6 +265,27 @@ void run_job(const JobArgs& a) {
   } else if (!a.trace.empty() || !a.fit_traces.empty()) {
     throw Error("spot traces apply to spot purchases").hint("add --purchase spot or --purchase blend:K");
   }
+  return model;
+}
+
+void run_job(const JobArgs& a) {
+  // Fitting only.
+  if (a.plan_file.empty()) {
+    run_fit_only(a);
+    return;
+  }
+
+  plan::Plan p = plan::read_plan_file(a.plan_file);
+  const hw::Catalog& catalog = user_catalog();
+  plan::PlanContext ctx = plan::resolve(p, catalog, a.plan_file);
+  plan::validate(p, ctx, a.plan_file);
+
+  std::string step_source;
+  const sim::JobOptions o = job_options(a, p, ctx, step_source);
+  sim::JobSpec job = sim::build_job_spec(p, ctx, o);
+
+  // The interruption model.
+  sim::InterruptionModel model = interruption_model(a, job, ctx);
   const double rate = sim::job_interruption_rate_per_s(job, model);
 
   // The checkpoint interval.

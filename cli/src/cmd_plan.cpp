@@ -130,11 +130,11 @@ void print_pareto(const planner::SearchResult& res, size_t rows) {
 }
 
 void print_explanation(const planner::SearchResult& res) {
-  if (res.ranked.size() < 2) {
+  if (!res.explanation) {
     std::printf("\n--explain: only one plan was evaluated; nothing to compare\n");
     return;
   }
-  const auto e = planner::explain(res.ranked[0], res.ranked[1]);
+  const auto& e = *res.explanation;
   std::printf("\nWhy #1 beats #2:\n");
   Table t({"", ">#1", ">#2", ">#2 - #1"});
   auto fmt_v = [](double v, const std::string& unit) {

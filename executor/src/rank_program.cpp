@@ -486,6 +486,48 @@ void RankState::start_collective(const plan::Task& t, std::vector<Pending>& pend
   }
 }
 
+// A ZeRO-3 / parameter-server bucket: this rank's parameter shards all-gathered over the
+// data-parallel group into the full parameters.
+void RankState::start_param_gather(const plan::Task& t, const CommGroup& g, const std::vector<Param*>& params, double start,
+                                   std::vector<Pending>& pending) {
+  const int64_t tg = tag(t.comm_id);
+  const DType dt = options_.dtype;
+  const int n = g.size();
+  using plan::CollectiveKind;
+  if (!L_.sharded) fail(t, "a parameter all-gather in a plan without ZeRO or a parameter server");
+  if (t.collective != CollectiveKind::all_gather) fail(t, "parameters are all-gathered");
+  if (g.index_of(rank_) != dp_rank_) fail(t, "the data-parallel group must list its ranks in dp order");
+  int64_t K = 0;
+  for (Param* p : params) K += p->chunk;
+  Tensor in = backend_->zeros(*stream_, dt, {K});
+  int64_t off = 0;
+  for (Param* p : params) {
+    if (p->own_len() > 0) {
+      Tensor src = L_.params_sharded ? p->shard.flat(0, p->own_len()) : p->value.view({p->numel}).flat(p->own_begin, p->own_end);
+      backend_->copy(*stream_, in.flat(off, off + p->own_len()), src);
+    }
+    off += p->chunk;
+  }
+  Tensor out = backend_->empty(dt, {K * n});
+  const int task_id = t.id;
+  pending.push_back(Pending{t.id, start, comm_->start_all_gather(g, tg, out, in), [this, params, out, K, n, dt, task_id] {
+                              int64_t at = 0;
+                              for (Param* p : params) {
+                                Tensor dst = L_.params_sharded ? backend_->empty(dt, p->local_shape) : p->value;
+                                Tensor flat = dst.view({p->numel});
+                                for (int i = 0; i < n; ++i) {
+                                  const int64_t b = std::min(p->numel, i * p->chunk), e = std::min(p->numel, (i + 1) * p->chunk);
+                                  if (e > b) backend_->copy(*stream_, flat.flat(b, e), out.flat(i * K + at, i * K + at + (e - b)));
+                                }
+                                if (L_.params_sharded) {
+                                  p->value = dst;
+                                  p->value_generation = task_id;
+                                }
+                                at += p->chunk;
+                              }
+                            }});
+}
+
 void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vector<Pending>& pending) {
   // Which group: the data-parallel replicas of this rank, its tp group, or another (the tied
   // embedding's first and last stage).
@@ -508,38 +550,7 @@ void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vecto
 
   if (t.role == TensorRole::params) {
     if (!dp_group) fail(t, "parameters are all-gathered over the data-parallel group");
-    if (!L_.sharded) fail(t, "a parameter all-gather in a plan without ZeRO or a parameter server");
-    if (t.collective != CollectiveKind::all_gather) fail(t, "parameters are all-gathered");
-    if (g.index_of(rank_) != dp_rank_) fail(t, "the data-parallel group must list its ranks in dp order");
-    int64_t K = 0;
-    for (Param* p : params) K += p->chunk;
-    Tensor in = backend_->zeros(*stream_, dt, {K});
-    int64_t off = 0;
-    for (Param* p : params) {
-      if (p->own_len() > 0) {
-        Tensor src = L_.params_sharded ? p->shard.flat(0, p->own_len()) : p->value.view({p->numel}).flat(p->own_begin, p->own_end);
-        backend_->copy(*stream_, in.flat(off, off + p->own_len()), src);
-      }
-      off += p->chunk;
-    }
-    Tensor out = backend_->empty(dt, {K * n});
-    const int task_id = t.id;
-    pending.push_back(Pending{t.id, start, comm_->start_all_gather(g, tg, out, in), [this, params, out, K, n, dt, task_id] {
-                                int64_t at = 0;
-                                for (Param* p : params) {
-                                  Tensor dst = L_.params_sharded ? backend_->empty(dt, p->local_shape) : p->value;
-                                  Tensor flat = dst.view({p->numel});
-                                  for (int i = 0; i < n; ++i) {
-                                    const int64_t b = std::min(p->numel, i * p->chunk), e = std::min(p->numel, (i + 1) * p->chunk);
-                                    if (e > b) backend_->copy(*stream_, flat.flat(b, e), out.flat(i * K + at, i * K + at + (e - b)));
-                                  }
-                                  if (L_.params_sharded) {
-                                    p->value = dst;
-                                    p->value_generation = task_id;
-                                  }
-                                  at += p->chunk;
-                                }
-                              }});
+    start_param_gather(t, g, params, start, pending);
     return;
   }
 

@@ -241,6 +241,8 @@ class RankState {
   int pp_boundary_op(const plan::Task& t, bool forward) const;
   Shape pp_shape(int op_id) const;
   void start_bucket(const plan::Task& t, const CommGroup& g, std::vector<Pending>& pending);
+  void start_param_gather(const plan::Task& t, const CommGroup& g, const std::vector<Param*>& params, double start,
+                          std::vector<Pending>& pending);
   void record(const plan::Task& t, double start_s, double end_s);
   int64_t tag(int64_t comm_id) const;
   CommGroup group(int index) const;

@@ -270,30 +270,8 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
-}  // namespace
-
-StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
-                           EstimateCache* cache) {
-  const auto& graph = ctx.graph;
-  const auto& gpu = *ctx.gpu;
-  const Precision prec = p.precision_or(ctx.precision);
-  const double elem = bytes_per_element(prec);
-  std::shared_ptr<EstimateCache> own;
-  if (!cache) {
-    own = make_estimate_cache();
-    cache = own.get();
-  }
-  const hw::Cluster* cl = &ctx.cluster;
-  auto net = [&](int purpose, auto groups_fn) {
-    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
-  };
-  // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
-  const int dpcp = p.dp_cp();
-  const RingNet dp_net = dpcp > 1 ? net(1, dp_groups) : RingNet{};
-  const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
-  const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
-
-  // Per pipeline rank: compute and tp communication per micro-batch.
+// Per pipeline rank: compute and tp communication per micro-batch.
+std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitCost>& unit_costs) {
   std::vector<StageTimes> stages(static_cast<size_t>(p.pp));
   for (int s = 0; s < p.pp; ++s) {
     StageTimes& st = stages[static_cast<size_t>(s)];
@@ -325,6 +303,76 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     }
     st.bwd_s += st.recompute_s;
   }
+  return stages;
+}
+
+// One data-parallel reduction of `grad_bytes` over the dp * cp group with the plan's algorithm.
+double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, double grad_bytes) {
+  const int dpcp = p.dp_cp();
+  const double n = dpcp;
+  double reduce_s = 0;
+  switch (p.dp_algorithm) {
+    case plan::DpAlgorithm::ring:
+      reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
+      break;
+    case plan::DpAlgorithm::tree: {
+      const double steps = std::ceil(std::log2(n));
+      reduce_s = 2.0 * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * steps * dp_net.latency_s;
+      break;
+    }
+    case plan::DpAlgorithm::hierarchical: {
+      // Intra-node reduce-scatter over the GPUs that share a node (all of the node's
+      // replicas of this stage: the tp groups of one node reduce together), inter-node
+      // all-reduce of 1/k of the data by k parallel rings, intra-node all-gather.
+      const int k = std::max(1, ctx.cluster.gpus_per_node() / std::max(1, p.tp));
+      const int nodes = dp_net.nodes;
+      if (k <= 1 || nodes <= 1) {
+        reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
+      } else {
+        RingNet intra = dp_net;
+        intra.size = std::min(k, dpcp);
+        const hw::Route& r = ctx.cluster.route(0, std::min(ctx.cluster.gpus_per_node() - 1, p.tp));
+        intra.bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
+        intra.latency_s = r.latency_s;
+        RingNet inter = dp_net;
+        inter.size = nodes;
+        reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes / intra.size);
+      }
+      break;
+    }
+    case plan::DpAlgorithm::parameter_server:
+      // Sharded, colocated servers: push (n-1)/n of the gradients and pull as much back.
+      reduce_s = 2.0 * (n - 1) / n * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * dp_net.latency_s;
+      break;
+  }
+  return reduce_s;
+}
+
+}  // namespace
+
+StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
+                           EstimateCache* cache) {
+  const auto& graph = ctx.graph;
+  const auto& gpu = *ctx.gpu;
+  const Precision prec = p.precision_or(ctx.precision);
+  const double elem = bytes_per_element(prec);
+  std::shared_ptr<EstimateCache> own;
+  if (!cache) {
+    own = make_estimate_cache();
+    cache = own.get();
+  }
+  const hw::Cluster* cl = &ctx.cluster;
+  auto net = [&](int purpose, auto groups_fn) {
+    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+  };
+  // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
+  const int dpcp = p.dp_cp();
+  const RingNet dp_net = dpcp > 1 ? net(1, dp_groups) : RingNet{};
+  const RingNet pp_net = p.pp > 1 ? net(2, pp_pairs) : RingNet{};
+  const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
+
+  // Per pipeline rank: compute and tp communication per micro-batch.
+  std::vector<StageTimes> stages = stage_times(p, unit_costs);
   // Tied embeddings: the last stage holds a copy of the word embedding (see memory.cpp).
   if (p.pp > 1 && ctx.model_spec.tied_embeddings)
     stages.back().params += static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / p.tp;
@@ -380,41 +428,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       if (!p.overlap_grad_reduce) return t;
       return std::max(t - last_bwd, t * bucket_s_fraction);
     };
-    double reduce_s = 0;
-    switch (p.dp_algorithm) {
-      case plan::DpAlgorithm::ring:
-        reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
-        break;
-      case plan::DpAlgorithm::tree: {
-        const double steps = std::ceil(std::log2(n));
-        reduce_s = 2.0 * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * steps * dp_net.latency_s;
-        break;
-      }
-      case plan::DpAlgorithm::hierarchical: {
-        // Intra-node reduce-scatter over the GPUs that share a node (all of the node's
-        // replicas of this stage: the tp groups of one node reduce together), inter-node
-        // all-reduce of 1/k of the data by k parallel rings, intra-node all-gather.
-        const int k = std::max(1, ctx.cluster.gpus_per_node() / std::max(1, p.tp));
-        const int nodes = dp_net.nodes;
-        if (k <= 1 || nodes <= 1) {
-          reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
-        } else {
-          RingNet intra = dp_net;
-          intra.size = std::min(k, dpcp);
-          const hw::Route& r = ctx.cluster.route(0, std::min(ctx.cluster.gpus_per_node() - 1, p.tp));
-          intra.bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
-          intra.latency_s = r.latency_s;
-          RingNet inter = dp_net;
-          inter.size = nodes;
-          reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes / intra.size);
-        }
-        break;
-      }
-      case plan::DpAlgorithm::parameter_server:
-        // Sharded, colocated servers: push (n-1)/n of the gradients and pull as much back.
-        reduce_s = 2.0 * (n - 1) / n * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * dp_net.latency_s;
-        break;
-    }
+    const double reduce_s = dp_reduce_s(p, ctx, dp_net, grad_bytes);
     if (p.zero_stage == 0) {
       if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(reduce_s);
       else dp_exposed = exposed_after_backward(reduce_s);

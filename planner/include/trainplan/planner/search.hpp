@@ -41,6 +41,10 @@
 //                 analytical and simulated step times over them.
 //   rank          the simulated candidates in simulated order, then the rest by estimate;
 //                 ties broken by the other metric and the plan's JSON, so the order is total.
+//   pareto        the (time, cost) frontier of the ranked candidates (pareto_candidates).
+//   explain       explain(#1, #2) into SearchResult::explanation.
+// The stages are the passes of search.cpp (kPasses): one function each, timed, each followed
+// by a check of its invariants (skipped with stages.check_invariants off).
 // Results do not depend on the thread count. `cancel` (SIGINT) stops the current stage and
 // ranks what was evaluated.
 #pragma once
@@ -198,6 +202,19 @@ struct Candidate {
   double step_time_s() const { return simulated ? simulated->step_time_s : step.step_time_s; }
 };
 
+/// Why `winner` beats `runner_up`: the step-time breakdown side by side (analytical;
+/// simulated step times where both were simulated), memory headroom and the objective's
+/// numbers, with the largest differences named in `summary`.
+struct Explanation {
+  struct Row {
+    std::string what;    // "compute", "exposed dp communication", "pipeline bubble", ...
+    double winner = 0;   // seconds per step (memory rows: bytes; totals: seconds / USD)
+    double runner_up = 0;
+    std::string unit;    // "s", "B", "USD", "steps"
+  };
+  std::vector<Row> rows;
+  std::string summary;
+};
 struct StageReport {
   std::string name;
   double seconds = 0;
@@ -236,6 +253,8 @@ struct SearchResult {
   /// Spearman rank correlation of analytical and simulated step times over the simulated
   /// candidates (needs at least 3).
   std::optional<double> rank_correlation;
+  /// #1 against #2 (the explain pass; empty with fewer than two ranked candidates).
+  std::optional<Explanation> explanation;
   /// When nothing fits: per instance type, the smallest peak memory per GPU any candidate
   /// needed, and that candidate (for "needs >= X GB per GPU with ZeRO-3" messages).
   struct Closest {
@@ -274,19 +293,6 @@ std::vector<size_t> pareto_candidates(const std::vector<Candidate>& candidates);
 /// for fewer than 2 points or a constant sample.
 std::optional<double> spearman(const std::vector<double>& a, const std::vector<double>& b);
 
-/// Why `winner` beats `runner_up`: the step-time breakdown side by side (analytical;
-/// simulated step times where both were simulated), memory headroom and the objective's
-/// numbers, with the largest differences named in `summary`.
-struct Explanation {
-  struct Row {
-    std::string what;    // "compute", "exposed dp communication", "pipeline bubble", ...
-    double winner = 0;   // seconds per step (memory rows: bytes; totals: seconds / USD)
-    double runner_up = 0;
-    std::string unit;    // "s", "B", "USD", "steps"
-  };
-  std::vector<Row> rows;
-  std::string summary;
-};
 Explanation explain(const Candidate& winner, const Candidate& runner_up);
 
 }  // namespace trainplan::planner
