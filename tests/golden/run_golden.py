@@ -13,6 +13,7 @@ Every case that exits 1 must print exactly one line, `error: <where>: <what> —
 The command runs with the case folder as working directory, so cases carry their input
 files. `run_golden.py TRAINPLAN GOLDEN_DIR --update` rewrites the expected files.
 """
+import concurrent.futures
 import os
 import shlex
 import subprocess
@@ -30,14 +31,21 @@ def main():
     cases_dir = os.path.join(golden, "cases")
     failures = []
     names = sorted(os.listdir(cases_dir))
-    for name in names:
-        if only and name not in only:
-            continue
+    selected = [n for n in names if not only or n in only]
+
+    def run_case(name):
         case = os.path.join(cases_dir, name)
         with open(os.path.join(case, "cmd")) as f:
             args = shlex.split(f.read().strip())
         env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
-        proc = subprocess.run([binary] + args, cwd=case, capture_output=True, text=True, env=env, timeout=300)
+        return args, subprocess.run([binary] + args, cwd=case, capture_output=True, text=True, env=env, timeout=300)
+
+    # Cases are independent (each runs in its own folder): run them a few at a time, report in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        results = dict(zip(selected, pool.map(run_case, selected)))
+    for name in selected:
+        case = os.path.join(cases_dir, name)
+        args, proc = results[name]
         expected_exit = 0
         exit_file = os.path.join(case, "expected_exit")
         if os.path.exists(exit_file):
