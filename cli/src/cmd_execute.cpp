@@ -166,11 +166,7 @@ void add_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArgs>();
   CLI::App* cmd = app.add_subcommand("execute", "Run a plan for real: all ranks as threads, loss per step, measured timeline");
   cmd->add_option("plan", args->plan_file, "Plan JSON (its model must be small enough for the backend)")->required();
-  cmd->add_option("--backend", args->backend, "Backend: " + [] {
-    std::string s;
-    for (const auto& n : executor::backend_names()) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }())->capture_default_str();
+  add_choice(cmd, "--backend", args->backend, executor::backend_names(), "Backend that runs the plan");
   add_int(cmd, "--steps", args->steps, 1, limits::kMaxSteps, "Train until this many optimizer steps are done (a resumed run continues)");
   cmd->add_option("--timeline", args->timeline, "Write the last step's measured Timeline JSON here");
   cmd->add_option("--trace", args->trace, "Write the last step's Chrome trace here (ui.perfetto.dev)");

@@ -12,6 +12,7 @@
 
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/models/model.hpp"
 #include "trainplan/planner/export.hpp"
 #include "trainplan/planner/partition.hpp"
 
@@ -23,6 +24,11 @@ namespace {
 // 5 minutes on a loaded 2-core machine, 2026-11-25), so it stops at twice the largest
 // published training runs (16,384 GPUs). A plan file may still describe up to limits::kMaxGpus.
 constexpr int64_t kMaxSearchGpus = 32768;
+// The deepest model a search takes: its time grows with the layer count (1,000 layers: 52 s,
+// 10,000: over 10 minutes for 64 GPUs of one instance type on the same loaded machine), so it
+// stops at twice the deepest published models (about 1,000 layers). `check` and `simulate`
+// take plans of up to limits::kMaxLayers.
+constexpr int64_t kMaxSearchLayers = 2048;
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_search_sigint(int) { g_interrupted = true; }
@@ -55,6 +61,13 @@ E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*
 planner::SearchRequest search_request(const SearchArgs& a) {
   planner::SearchRequest req;
   req.model = a.model;
+  if (!a.model.empty()) {
+    const models::ModelSpec spec = at_flag("--model", [&] { return models::resolve_model(a.model); });
+    if (spec.layers > kMaxSearchLayers)
+      throw Error(fmt::format("{} has {} layers; a search takes models of up to {}", spec.name, spec.layers, kMaxSearchLayers))
+          .at("--model")
+          .hint("a search's time grows with the layer count; write a plan file and run `trainplan check` or `simulate` on it");
+  }
   req.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
   req.global_batch = a.global_batch;
   if (!a.global_batch_range.empty()) {

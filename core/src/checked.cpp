@@ -44,6 +44,8 @@ int64_t in_range(int64_t value, int64_t min, int64_t max) {
   if (value < min || value > max) {
     if (value < 0 && min >= 0)
       throw Error(fmt::format("must not be negative, got {}", value)).hint(fmt::format("use a value {}", range_text(min, max)));
+    if (value < min)
+      throw Error(fmt::format("must be {}, got {}", range_text(min, max), value)).hint(fmt::format("use a value {}", range_text(min, max)));
     throw out_of_range(std::to_string(value), range_text(min, max));
   }
   return value;
@@ -55,6 +57,8 @@ double in_range(double value, double min, double max) {
   if (value < min || value > max) {
     if (value < 0 && min >= 0)
       throw Error(fmt::format("must not be negative, got {:g}", value)).hint(fmt::format("use a value {}", range_text(min, max)));
+    if (value < min)
+      throw Error(fmt::format("must be {}, got {:g}", range_text(min, max), value)).hint(fmt::format("use a value {}", range_text(min, max)));
     throw out_of_range(fmt::format("{:g}", value), range_text(min, max));
   }
   return value == 0.0 ? 0.0 : value;  // never a negative zero

@@ -262,7 +262,8 @@ TEST_CASE("data: token batches are windows with next-token targets", "[executor]
     CHECK(b.targets[i] == toks[5 + i]);
   }
   REQUIRE_ERROR_CONTAINS(make_batch(toks, 5, 10, 0), "needs 51");
-  REQUIRE_ERROR_CONTAINS(read_byte_tokens("/nonexistent/tokens.bin"), "cannot open the token file");
+  REQUIRE_ERROR_CONTAINS(read_byte_tokens("/nonexistent/tokens.bin"), "/nonexistent/tokens.bin: cannot open the file");
+  REQUIRE_ERROR_CONTAINS(read_byte_tokens("/tmp"), "/tmp: is a directory, not a file");
   std::vector<int32_t> bytes = read_byte_tokens(trainplan::testing::source_path("executor/CMakeLists.txt"));
   CHECK(bytes.front() == 'f');  // "file(GLOB ..."
 }

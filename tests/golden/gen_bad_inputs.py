@@ -178,6 +178,8 @@ for label, value, raw in [("beyond-limit", 1000000, None)]:
         must=["model.json", "/seq_len"])
     add(f"bad-model-hidden-{label}", "model model.json", {"model.json": mutate(MODEL, "/hidden", 1 << 30, raw)},
         must=["model.json", "/hidden"])
+add("bad-search-model-too-deep", "plan --model deep.json --tokens 1e9 --instances p4d.24xlarge --max-gpus 64",
+    {"deep.json": mutate(MODEL, "/layers", 3000, None)}, must=["--model", "3000 layers"])
 add("bad-model-deep-root", "model model.json", {"model.json": DEEP + "\n"}, must=["model.json", "nested deeper"])
 add("bad-model-unit-out-of-range", "model model.json --ops --unit 999", {"model.json": json.dumps(MODEL) + "\n"},
     must=["--unit", "units 0.."])
@@ -341,7 +343,8 @@ choice_flags = [(SEARCH, "--objective"), (SEARCH, "--platform"), (SEARCH, "--pur
                 (SEARCH, "--off"), ("export plan.json", "--to"), ("job plan.json", "--data-input"),
                 ("job plan.json", "--checkpoint-storage"), ("job plan.json", "--platform"), ("job plan.json", "--purchase"),
                 ("simulate plan.json", "--fidelity"), ("simulate plan.json", "--granularity"),
-                ("execute plan.json", "--dtype"), ("report --model gpt2-124m --tokens 1e9", "--format")]
+                ("execute plan.json", "--dtype"), ("execute plan.json", "--backend"),
+                ("report --model gpt2-124m --tokens 1e9", "--format")]
 for prefix, flag in choice_flags:
     where = prefix.split()[0]
     files = dict(PLAN_FILE) if "plan.json" in prefix else {}

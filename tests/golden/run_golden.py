@@ -18,6 +18,7 @@ The command runs with the case folder as working directory, so cases carry their
 files. In the output the binary's folder reads $BUILD. `run_golden.py TRAINPLAN GOLDEN_DIR
 --update` rewrites the expected files.
 """
+import concurrent.futures
 import ctypes
 import os
 import shlex
@@ -50,9 +51,9 @@ def main():
     cases_dir = os.path.join(golden, "cases")
     failures = []
     names = sorted(os.listdir(cases_dir))
-    for name in names:
-        if only and name not in only:
-            continue
+    selected = [n for n in names if not only or n in only]
+
+    def run_case(name):
         case = os.path.join(cases_dir, name)
         with open(os.path.join(case, "cmd")) as f:
             args = shlex.split(f.read().strip())
@@ -61,7 +62,7 @@ def main():
             why = [w for w in (unmet(r.strip(), binary) for r in open(requires) if r.strip()) if w]
             if why:
                 print(f"skip {name}: {'; '.join(why)}")
-                continue
+                return None
         env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
         env_file = os.path.join(case, "env")
         if os.path.exists(env_file):
@@ -73,6 +74,16 @@ def main():
         bindir = os.path.dirname(binary)
         proc.stdout = proc.stdout.replace(bindir, "$BUILD")
         proc.stderr = proc.stderr.replace(bindir, "$BUILD")
+        return args, proc
+
+    # Cases are independent (each runs in its own folder): run them a few at a time, report in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        results = dict(zip(selected, pool.map(run_case, selected)))
+    for name in selected:
+        case = os.path.join(cases_dir, name)
+        if results[name] is None:
+            continue
+        args, proc = results[name]
         expected_exit = 0
         exit_file = os.path.join(case, "expected_exit")
         if os.path.exists(exit_file):
