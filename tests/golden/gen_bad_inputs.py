@@ -68,7 +68,9 @@ CATALOG_G4DN = {"order": 1, "defaults": {"family": "g4dn", "gpu": "T4"}, "instan
                  "network_latency": "ours", "storage": "ours", "ec2_on_demand": "ours"}}]}
 CATALOG_GPUS = {"gpus": {"T4": {"arch": "Turing", "compute_capability": "7.5", "memory": "16GiB", "memory_type": "GDDR6",
                                 "memory_bandwidth": "320GBps", "peak": {"fp32": "8.1TFLOPS", "fp16": "65TFLOPS"}, "tdp_w": 70,
-                                "sources": {"memory": "ours", "peaks": "ours", "tdp": "ours", "compute_capability": "ours"}}}}
+                                "sm_count": 40, "cublas_workspace": "4MiB",
+                                "sources": {"memory": "ours", "peaks": "ours", "tdp": "ours", "compute_capability": "ours",
+                                            "sm_count": "ours", "cublas_workspace": "ours"}}}}
 CATALOG_SOURCES = {"sources": {"ours": {"description": "golden test data", "date": "2026-11-22", "verified": False}}}
 CALIBRATION = {"schema_version": 1, "gpu": "A100-SXM4-40GB", "precision": "bf16", "source": "golden test",
                "entries": [{"op_kind": "linear", "m": 4096, "n": 4096, "k": 4096, "compute_efficiency": 0.7}]}
