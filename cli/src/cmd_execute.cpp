@@ -1,18 +1,28 @@
 // `trainplan execute plan.json --backend cpu`: lower the plan and run it for real, every rank a
 // thread, printing the loss per step, the step time and the peak memory per rank; optionally
 // writing the measured Timeline and Chrome trace (the simulator's formats) and checkpoints.
+// Under a launcher (mpirun, srun, torchrun-style variables, `trainplan launch`) this is one
+// process of a job: it holds world size / processes consecutive ranks and talks to the other
+// processes over TCP; process 0 prints and writes the timeline. SIGTERM or SIGUSR1 (a spot
+// notice) stops every process after the same step with a committed checkpoint and exit
+// status 75 ("interrupted").
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "table.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/core/strings.hpp"
 #include "trainplan/executor/data.hpp"
+#include "trainplan/executor/launch.hpp"
 #include "trainplan/executor/registry.hpp"
 #include "trainplan/executor/runtime.hpp"
+#include "trainplan/executor/tcp_world.hpp"
 #include "trainplan/plan/timeline.hpp"
 
 namespace trainplan::cli {
@@ -32,8 +42,53 @@ struct ExecuteArgs {
   std::string dtype = "f32";
   uint64_t seed = 1;
   double learning_rate = 1e-3;
+  double adam_eps = 1e-8;
   double timeout_s = 60;
 };
+
+// Set by SIGTERM / SIGUSR1: finish the step, checkpoint, exit kExitInterrupted.
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// This process's part of a multi-process job (empty world: every rank is a thread here).
+struct Job {
+  executor::LaunchInfo launch;
+  std::shared_ptr<executor::Rendezvous> store;
+  std::shared_ptr<executor::TcpWorld> world;
+  std::vector<int> ranks;
+  bool primary() const { return launch.rank == 0; }
+};
+
+Job join_job(int plan_world_size, double timeout_s) {
+  Job job;
+  job.launch = executor::detect_launch();
+  if (job.launch.world_size <= 1) return job;
+  const executor::LaunchInfo& me = job.launch;
+  job.ranks = executor::process_ranks(plan_world_size, me.rank, me.world_size);
+  std::vector<int> process_of_rank;
+  for (int r = 0; r < plan_world_size; ++r) process_of_rank.push_back(r / (plan_world_size / me.world_size));
+  job.store = executor::connect_rendezvous(me, 300);
+  // How the other processes reach this one: loopback on one node; else the address this
+  // process reaches the store from (process 0: the address it serves the store on).
+  std::string host = "127.0.0.1";
+  if (!me.single_node()) {
+    host = job.store->local_address();
+    if (host.empty()) host = me.rendezvous_host.empty() ? executor::default_rendezvous_host(me) : me.rendezvous_host;
+  }
+  executor::TcpWorldOptions o;
+  o.timeout_s = timeout_s;
+  job.world = executor::TcpWorld::join(*job.store, me.rank, process_of_rank, host, o);
+  return job;
+}
 
 double host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -64,15 +119,23 @@ void run(const ExecuteArgs& a) {
                                                    ctx.gpu->name)
                                      : e.hint_text());
   }
-  // The ranks all live in this process: their weights, gradients and optimizer state must fit
-  // in host memory (the declared static bytes are of that order in f32).
+  install_stop_handlers();
+  Job job = join_job(p.world_size(), a.timeout_s);
+  const bool multi = job.world != nullptr;
+  const bool primary = !multi || job.primary();
+  // This process's ranks: their weights, gradients and optimizer state must fit in host memory
+  // (the declared static bytes are of that order in f32).
   double host_needed = 0;
-  for (double b : executor::declared_peak_memory(program)) host_needed += b;
+  const std::vector<double> declared = executor::declared_peak_memory(program);
+  for (size_t r = 0; r < declared.size(); ++r)
+    if (!multi || std::find(job.ranks.begin(), job.ranks.end(), static_cast<int>(r)) != job.ranks.end())
+      host_needed += declared[r];
   if (*dtype == executor::DType::f64) host_needed *= 2;
   const double host = host_memory_bytes();
   if (host > 0 && host_needed > 0.8 * host)
     throw Error(fmt::format("{} has {} parameters: its {} ranks would need about {} of host memory, this machine has {}",
-                            spec.name, units::format_count(ctx.graph.total_params()), p.world_size(),
+                            spec.name, units::format_count(ctx.graph.total_params()),
+                            multi ? static_cast<int>(job.ranks.size()) : p.world_size(),
                             units::format_bytes(host_needed), units::format_bytes(host)))
         .at(a.plan_file, "/model")
         .hint("the cpu backend is the reference for small models; try one of the tiny catalog models (gpt-tiny, "
@@ -83,49 +146,78 @@ void run(const ExecuteArgs& a) {
   opt.dtype = *dtype;
   opt.seed = a.seed;
   opt.adamw.learning_rate = a.learning_rate;
+  opt.adamw.eps = a.adam_eps;
   opt.timeout_s = a.timeout_s;
+  opt.world = job.world;
+  opt.stop_requested = [] { return g_stop.load(); };
   if (!a.data_file.empty())
     opt.data = std::make_shared<executor::TrainingData>(
         executor::TrainingData::from_tokens(spec, ctx.seq_len, p.global_batch, executor::read_byte_tokens(a.data_file)));
   executor::Runtime rt(p, ctx, std::move(program), opt);
-
-  std::printf("%s: %s on %d ranks (threads), dp/tp/pp %d/%d/%d%s, ZeRO-%d%s, %s schedule, recomputation %s\n",
-              a.plan_file.c_str(), spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp,
-              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, p.sequence_parallel ? ", sequence parallel" : "",
-              std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str());
-  std::printf("backend %s (%s), %s; batch %lld samples = %lld micro-batch(es) of %lld x dp %d; data: %s\n",
-              a.backend.c_str(), rt.program().ranks.empty() ? "" : executor::make_backend(a.backend)->description().c_str(),
-              a.dtype.c_str(), static_cast<long long>(p.global_batch), static_cast<long long>(p.num_micro_batches),
-              static_cast<long long>(p.micro_batch), p.dp, a.data_file.empty() ? "synthetic" : a.data_file.c_str());
+  // Only process 0 of a job prints the run; every process prints its errors.
+  auto say = [primary](const std::string& text) {
+    if (!primary) return;
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (multi)
+    say(fmt::format("{} processes under {}, {} rank{} each (threads), talking over TCP\n", job.launch.world_size,
+                    job.launch.launcher, job.ranks.size(), job.ranks.size() > 1 ? "s" : ""));
+  say(fmt::format("{}: {} on {} ranks (threads), dp/tp/pp {}/{}/{}{}, ZeRO-{}{}, {} schedule, recomputation {}\n",
+                  a.plan_file, spec.name, p.world_size(), p.dp, p.tp, p.pp, p.vp > 1 ? fmt::format(" x vp {}", p.vp) : "",
+                  p.zero_stage, p.sequence_parallel ? ", sequence parallel" : "", plan::schedule_name(p.schedule),
+                  plan::recompute_name(p.recompute)));
+  say(fmt::format("backend {} ({}), {}; batch {} samples = {} micro-batch(es) of {} x dp {}; data: {}\n", a.backend,
+                  executor::make_backend(a.backend)->description(), a.dtype, p.global_batch, p.num_micro_batches, p.micro_batch, p.dp,
+                  a.data_file.empty() ? "synthetic" : a.data_file));
   if (spec.dropout && spec.dropout_p > 0)
-    std::printf("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
+    say("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
 
   if (a.resume) {
     const std::string latest = executor::latest_checkpoint(a.checkpoint_dir);
     if (latest.empty())
       throw Error("no checkpoint to resume from").at(a.checkpoint_dir).hint("run without --resume first, with --checkpoint-every");
     rt.load_checkpoint(latest);
-    std::printf("resumed from %s (step %lld)\n", latest.c_str(), static_cast<long long>(rt.steps_done()));
+    say(fmt::format("resumed from {} (step {})\n", latest, rt.steps_done()));
   }
   if (rt.steps_done() >= a.steps)
-    std::printf("the run already has %lld steps (--steps %lld): nothing to do\n", static_cast<long long>(rt.steps_done()),
-                static_cast<long long>(a.steps));
+    say(fmt::format("the run already has {} steps (--steps {}): nothing to do\n", rt.steps_done(), a.steps));
 
   executor::StepResult last;
   bool ran = false;
-  while (rt.steps_done() < a.steps) {
+  bool interrupted = false;
+  while (rt.steps_done() < a.steps && !interrupted) {
     last = rt.step();
     ran = true;
-    std::printf("step %4lld  loss %.6f  grad-norm %.4f  time %s\n", static_cast<long long>(last.step), last.loss,
-                last.grad_norm, units::format_duration(last.step_time_s).c_str());
-    std::fflush(stdout);
-    if (a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0) {
+    say(fmt::format("step {:4}  loss {:.6f}  grad-norm {:.4f}  time {}\n", last.step, last.loss, last.grad_norm,
+                    units::format_duration(last.step_time_s)));
+    interrupted = last.stop_requested;
+    const bool periodic = a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0;
+    if ((periodic || interrupted) && !a.checkpoint_dir.empty()) {
       const std::string folder = executor::checkpoint_folder(a.checkpoint_dir, rt.steps_done());
       rt.save_checkpoint(folder);
-      std::printf("           checkpoint %s\n", folder.c_str());
+      say(fmt::format("           checkpoint {}\n", folder));
     }
   }
-  if (!ran) return;
+  auto finish = [&] {
+    if (job.world) job.world->close();
+    executor::mpi_finalize();
+  };
+  if (interrupted) {
+    say(fmt::format("interrupted (SIGTERM / SIGUSR1) after step {}: {}; exit status {}\n", rt.steps_done(),
+                    a.checkpoint_dir.empty() ? "no --checkpoint-dir, nothing saved"
+                                             : "checkpoint committed, continue with --resume",
+                    kExitInterrupted));
+    finish();
+    throw ExitStatus{kExitInterrupted};
+  }
+  if (!ran) {
+    finish();
+    return;
+  }
+  if (multi) rt.collect_timeline(last);
+  finish();
+  if (!primary) return;
 
   Table mem({">rank", ">dp", ">tp", ">pp", ">tasks", ">peak (measured)", ">peak (program)"});
   for (const auto& rp : rt.program().ranks)
@@ -152,7 +244,11 @@ void run(const ExecuteArgs& a) {
 
 void add_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArgs>();
-  CLI::App* cmd = app.add_subcommand("execute", "Run a plan for real: all ranks as threads, loss per step, measured timeline");
+  CLI::App* cmd = app.add_subcommand(
+      "execute",
+      "Run a plan for real: ranks as threads of this process, or of the processes of a job (mpirun, srun, "
+      "torchrun-style RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, trainplan launch); loss per step, measured "
+      "timeline. SIGTERM / SIGUSR1: checkpoint after the step and exit 75");
   cmd->add_option("plan", args->plan_file, "Plan JSON (its model must be small enough for the backend)")->required();
   cmd->add_option("--backend", args->backend, "Backend: " + [] {
     std::string s;
@@ -173,6 +269,7 @@ void add_execute_command(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Compute precision of the cpu backend: f32 or f64")->capture_default_str();
   cmd->add_option("--seed", args->seed, "Parameter initialization seed")->capture_default_str();
   cmd->add_option("--lr", args->learning_rate, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--adam-eps", args->adam_eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--timeout", args->timeout_s, "Seconds a rank may wait for the others before the step fails")
       ->capture_default_str();
   cmd->callback([args] { run(*args); });
