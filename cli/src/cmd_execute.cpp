@@ -59,6 +59,9 @@ void install_stop_handlers() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// The job this process belongs to, once joined (join_job).
+std::shared_ptr<executor::TcpWorld> g_world;
+
 // This process's part of a multi-process job (empty world: every rank is a thread here).
 struct Job {
   executor::LaunchInfo launch;
@@ -87,6 +90,7 @@ Job join_job(int plan_world_size, double timeout_s) {
   executor::TcpWorldOptions o;
   o.timeout_s = timeout_s;
   job.world = executor::TcpWorld::join(*job.store, me.rank, process_of_rank, host, o);
+  g_world = job.world;
   return job;
 }
 
@@ -95,7 +99,20 @@ double host_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
 }
 
+void run_job(const ExecuteArgs& a);
+
+// In a multi-process job, an error of this process is told to every other process before it
+// ends (else they would only see it vanish).
 void run(const ExecuteArgs& a) {
+  try {
+    run_job(a);
+  } catch (const std::exception& e) {
+    if (g_world) g_world->abort(e.what());
+    throw;
+  }
+}
+
+void run_job(const ExecuteArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_file);
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   plan::validate(p, ctx, a.plan_file);

@@ -141,7 +141,7 @@ Frame make_frame(const Header& h, const void* payload, size_t bytes) {
 struct Peer {
   int process = -1;
   int fd = -1;
-  std::string name;       // "process 1 (ranks 2,3; pid 77 on node1)"
+  std::string name;       // "process 1, pid 77 on node1"
   std::thread receiver, sender;
   std::mutex queue_mutex;
   std::condition_variable queue_cv;
@@ -164,6 +164,7 @@ struct detail::TcpWorldState {
   std::condition_variable cv;
   bool aborted = false;
   std::string abort_message;
+  bool abort_sent = false;  // this process told the others
   std::atomic<bool> closing{false};
   std::map<std::pair<int, int64_t>, std::shared_ptr<Coll>> colls;
   std::map<std::tuple<int, int64_t, int>, std::shared_ptr<Await>> awaits;
@@ -627,16 +628,19 @@ class TcpCommunicator final : public Communicator {
     }
   }
 
+  // The job's first failure (this rank's, or one this process learnt of, such as a peer that
+  // disconnected) goes to every other process once, before this one ends.
   void abort(const std::string& message) override {
-    const std::string text = fmt::format("rank {} failed: {}", rank_, message);
     std::lock_guard lock(state_->mutex);
-    if (state_->aborted) return;
-    state_->abort_locked(text);
+    state_->abort_locked(fmt::format("rank {} failed: {}", rank_, message));
+    if (state_->abort_sent) return;
+    state_->abort_sent = true;
+    const std::string& text = state_->abort_message;
     Header h;
     h.type = FrameType::abort;
     h.src = rank_;
     for (const auto& p : state_->peers)
-      if (p) state_->enqueue(p->process, make_frame(h, text.data(), text.size()));
+      if (p && !p->gone) state_->enqueue(p->process, make_frame(h, text.data(), text.size()));
   }
 
  private:
@@ -772,8 +776,7 @@ std::unique_ptr<TcpWorld> TcpWorld::join(Rendezvous& store, int process, const s
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.connect_timeout_s));
   auto peer_name = [&](int p, const Address& a) {
-    return fmt::format("process {} (rank{} {}; pid {} on {})", p, st->ranks_of(p).size() > 1 ? "s" : "",
-                       ranks_text(st->ranks_of(p)), a.pid, a.node);
+    return fmt::format("process {}, pid {} on {}", p, a.pid, a.node);
   };
   // Connect to every lower process, accept every higher one.
   for (int q = 0; q < process; ++q) {
@@ -846,6 +849,14 @@ bool TcpWorld::aborted() const {
 std::string TcpWorld::abort_message() const {
   std::lock_guard lock(state_->mutex);
   return state_->abort_message;
+}
+
+void TcpWorld::abort(const std::string& message) {
+  for (const auto& c : comms_)
+    if (c) {
+      c->abort(message);
+      return;
+    }
 }
 
 void TcpWorld::close() {

@@ -57,22 +57,6 @@ struct Job {
   Communicator& comm(int rank) { return of_rank(rank).communicator(rank); }
 };
 
-// Runs fn(rank) on one thread per rank; errors are recorded per rank.
-std::vector<std::string> run_ranks(int world, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
 // Every kind of operation on several groups; returns each rank's outputs as raw bytes.
 std::vector<std::vector<std::byte>> exercise(const std::function<Communicator&(int)>& comm_of, int world) {
   std::vector<std::vector<std::byte>> out(static_cast<size_t>(world));

@@ -70,6 +70,9 @@ class TcpWorld final : public CommWorld {
 
   int process() const;
   int processes() const;
+  /// Fails the job from this process (as its first rank's Communicator::abort): every process's
+  /// waits throw an Error carrying the job's first failure.
+  void abort(const std::string& message);
   /// Orderly end, called by every process: a barrier of all ranks, then a goodbye to every
   /// peer, so that closing the connections is not taken for a crash. Throws Error when the
   /// job failed meanwhile.
