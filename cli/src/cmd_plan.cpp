@@ -37,6 +37,9 @@ std::string split_text(const plan::Plan& p) {
 
 std::string usd_or_na(const std::optional<double>& v) { return v ? short_usd(*v) : "n/a"; }
 
+// MFU at the step time the candidate is ranked by (simulated where it was simulated).
+double mfu_of(const planner::Candidate& c) { return c.step.mfu * c.step.step_time_s / c.step_time_s(); }
+
 bool uses_job_model(const planner::SearchRequest& req) { return req.both_purchases || req.purchase == plan::Purchase::spot; }
 
 void print_table(const planner::SearchResult& res, const planner::SearchRequest& req, size_t top) {
@@ -64,7 +67,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
     row.insert(row.end(), {fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
                            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)),
                            p.sequence_parallel ? "yes" : "no", p.dp_cp() > 1 ? std::string(plan::dp_algorithm_name(p.dp_algorithm)) : "-",
-                           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(c.step.mfu)});
+                           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(mfu_of(c))});
     if (sim) {
       row.push_back(units::format_duration(c.step.step_time_s));
       row.push_back(c.simulated ? units::format_duration(c.simulated->step_time_s) : "-");
@@ -184,8 +187,8 @@ json::Json predicted_json(const planner::Candidate& c) {
                   {"analytical_step_time_s", c.step.step_time_s},
                   {"steps", c.steps},
                   {"time_to_train_s", c.time_to_train_s},
-                  {"mfu", c.step.mfu},
-                  {"tokens_per_s", c.step.tokens_per_s},
+                  {"mfu", mfu_of(c)},
+                  {"tokens_per_s", c.step.tokens_per_s * c.step.step_time_s / c.step_time_s()},
                   {"peak_memory_bytes", c.memory.total_bytes()},
                   {"gpu_memory_capacity_bytes", c.memory.capacity_bytes}};
   if (c.simulated) j["simulated_step_time_s"] = c.simulated->step_time_s;

@@ -168,7 +168,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
       ->check(CLI::IsMember({"time", "memory", "even"}))
       ->capture_default_str();
   cmd->add_option("--for", a.framework, "Only plans this framework can run: deepspeed, megatron, sagemaker or torchrun (see `trainplan export`)");
-  cmd->add_option("--simulate-top", a.simulate_top, "Simulate the best K candidates and re-rank them (0: off)")->capture_default_str();
+  cmd->add_option("--simulate-top", a.simulate_top, "Simulate the best K candidates by the estimate and rank them by simulated step time (0: rank by the estimate)")->capture_default_str();
   cmd->add_option("--exact-top", a.exact_top, "Lazy stages are exact for at least this many best candidates")->capture_default_str();
   cmd->add_option("--spot-runs", a.spot_runs, "Monte Carlo runs for the p50/p90 of the rows shown (spot/both)")->capture_default_str();
   cmd->add_option("--seed", a.seed, "Monte Carlo seed")->capture_default_str();

@@ -39,7 +39,7 @@ struct SearchArgs {
   bool tp_across_nodes = false;
   std::string partition = "time";
   std::string framework;
-  size_t simulate_top = 0;
+  size_t simulate_top = 32;
   size_t exact_top = 50;
   size_t spot_runs = 200;
   uint64_t seed = 1;

@@ -2,9 +2,10 @@
 // dependencies. Compute and memory tasks run synchronously on the rank's thread; communication
 // tasks start an asynchronous request and finish when it completes (their data is unpacked
 // then). A task starts when its dependencies have finished and it is the next task of its
-// stream; among startable tasks the lowest id goes first. When nothing can start, the rank
-// waits for any of its communications; when nothing is in flight either, the program is stuck
-// (a dependency cycle) and the step fails naming the blocked tasks.
+// stream (memory tasks queue on their own); among startable tasks the lowest id goes first.
+// When nothing can start, the rank waits for any of its communications; when nothing is in
+// flight either, the program is stuck (a dependency cycle) and the step fails naming the
+// blocked tasks.
 #include <algorithm>
 #include <map>
 
@@ -199,8 +200,13 @@ RankStepResult RankState::run_step(int64_t step, Communicator& comm, double t0_s
     if (t.stream < 0) fail(t, "has a negative stream");
     max_stream = std::max(max_stream, t.stream);
   }
-  std::vector<std::vector<int>> stream_tasks(static_cast<size_t>(max_stream) + 1);
-  for (const plan::Task& t : tasks) stream_tasks[static_cast<size_t>(t.stream)].push_back(t.id);
+  // Memory tasks never hold back the tasks after them on their stream (plan/step_program.hpp):
+  // they queue, in issue order, on a queue of their own (nothing depends on them).
+  std::vector<std::vector<int>> stream_tasks(static_cast<size_t>(max_stream) + 2);
+  const auto queue_of = [&](const plan::Task& t) {
+    return t.kind == TaskKind::alloc || t.kind == TaskKind::free ? static_cast<size_t>(max_stream) + 1 : static_cast<size_t>(t.stream);
+  };
+  for (const plan::Task& t : tasks) stream_tasks[queue_of(t)].push_back(t.id);
   std::vector<size_t> head(stream_tasks.size(), 0);
   size_t done = 0;
   auto finish = [&](int id) {
@@ -250,9 +256,9 @@ RankStepResult RankState::run_step(int64_t step, Communicator& comm, double t0_s
         std::vector<std::string> waits;
         for (int d : t.deps) {
           const plan::Task& dt = tasks[static_cast<size_t>(d)];
-          const auto& st = stream_tasks[static_cast<size_t>(dt.stream)];
+          const auto& st = stream_tasks[queue_of(dt)];
           const auto pos = static_cast<size_t>(std::find(st.begin(), st.end(), d) - st.begin());
-          if (pos >= head[static_cast<size_t>(dt.stream)]) waits.push_back(fmt::format("{} \"{}\"", d, dt.label));
+          if (pos >= head[queue_of(dt)]) waits.push_back(fmt::format("{} \"{}\"", d, dt.label));
         }
         blocked.push_back(fmt::format("task {} \"{}\" waits for {}", t.id, t.label, join(waits, ", ")));
       }

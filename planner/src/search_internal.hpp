@@ -140,9 +140,6 @@ std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::Plan
 /// Does the request's objective need the job model (spot or both)?
 bool needs_job_model(const SearchRequest& req);
 
-/// Simulates one step of a candidate (layer granularity, representatives only, symmetric).
-SimulatedStep simulate_candidate(const plan::Plan& plan, const plan::PlanContext& ctx);
-
 /// The first `k` indices of `order`-sorted candidates whose lower-bound key can still beat the
 /// k-th best exact key or reach the Pareto frontier of exact points: the branch-and-bound
 /// filter of the lazy stages. `exact` gives (key, time, cost) of candidates already exact.

@@ -2,6 +2,7 @@
 // option and one simulated step.
 #include "search_internal.hpp"
 #include "trainplan/simulator/job_builder.hpp"
+#include "trainplan/simulator/simulate_plan.hpp"
 
 namespace trainplan::planner::detail {
 
@@ -44,22 +45,23 @@ std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::Plan
   return out;
 }
 
+}  // namespace trainplan::planner::detail
+
+namespace trainplan::planner {
+
 SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& ctx) {
-  plan::LowerOptions lo;
-  lo.granularity = plan::Granularity::layer;
-  lo.representatives_only = true;
-  lo.memory_events = false;
-  const plan::StepProgram program = plan::lower(p, ctx, lo);
-  sim::SimOptions opt = sim::options_for(p);
-  opt.fidelity = sim::Fidelity::symmetric;
-  opt.record_timeline = false;
-  const sim::StepResult r = sim::simulate_step(program, ctx.cluster, opt);
+  sim::PlanSimOptions o;
+  o.granularity = plan::Granularity::layer;
+  o.fidelity = sim::Fidelity::symmetric;
+  o.memory_events = false;
+  o.sim.record_timeline = false;
+  const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
   SimulatedStep out;
-  out.step_time_s = r.step_time_s;
-  out.breakdown = r.breakdown;
-  out.tasks_simulated = r.stats.tasks_simulated;
-  out.wall_s = r.stats.wall_s;
+  out.step_time_s = r.step.step_time_s;
+  out.breakdown = r.step.breakdown;
+  out.tasks_simulated = r.step.stats.tasks_simulated;
+  out.wall_s = r.step.stats.wall_s;
   return out;
 }
 
-}  // namespace trainplan::planner::detail
+}  // namespace trainplan::planner

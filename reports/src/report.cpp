@@ -122,17 +122,23 @@ ReportPlan plan_row(size_t position, const Candidate& c, const plan::PlanContext
   return rp;
 }
 
-// The candidate's numbers for a plan that did not come from a search.
-Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens) {
+double estimated_tasks_per_rank(const plan::Plan& p, const plan::PlanContext& ctx);
+
+// The candidate's numbers for a plan that did not come from a search: its step time is the
+// simulated one, as the search's ranking gives it (the estimate where simulation is off or
+// over the task limit).
+Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens, const ReportOptions& o) {
   Candidate c;
   c.plan = p;
   c.step = planner::estimate_step(p, ctx);
+  if (o.simulate && estimated_tasks_per_rank(p, ctx) * p.tp * p.pp <= o.max_simulated_tasks)
+    c.simulated = planner::simulate_candidate(p, ctx);
   c.memory = plan::peak_memory(p, ctx);
   c.gpus = p.world_size();
   if (tokens > 0) {
     const double tokens_per_step = static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample();
     c.steps = std::ceil(tokens / tokens_per_step);
-    c.time_to_train_s = c.steps * c.step.step_time_s;
+    c.time_to_train_s = c.steps * c.step_time_s();
     const double hours = c.time_to_train_s / 3600.0;
     if (auto price = on_demand_price(*ctx.instance, p.platform)) c.cost_on_demand_usd = hours * *price * p.instance_count;
     if (auto price = spot_price(*ctx.instance, p.platform)) c.cost_spot_usd = hours * *price * p.instance_count;
@@ -424,7 +430,7 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   r.max_gpus = p.world_size();
   if (!(r.tokens > 0))
     r.notes.push_back("no training work given (--tokens, or training.tokens in the plan): time to train, cost and spot are left out");
-  r.plans.push_back(plan_row(1, candidate_of(p, ctx, r.tokens), ctx, r.tokens, false, o, r.notes));
+  r.plans.push_back(plan_row(1, candidate_of(p, ctx, r.tokens, o), ctx, r.tokens, false, o, r.notes));
   best_plan_parts(r, ctx, o);
   r.prices = price_notes({p.instance_type}, catalog, p.platform);
   return r;

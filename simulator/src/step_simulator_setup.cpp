@@ -131,13 +131,18 @@ void StepSimulator::flatten() {
           }
           break;
       }
-      if (static_cast<size_t>(t.stream) >= last_on_stream.size()) last_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
-      int32_t& prev = last_on_stream[static_cast<size_t>(t.stream)];
-      if (prev >= 0) {
-        ts_[static_cast<size_t>(prev)].stream_next = static_cast<int32_t>(g);
-        ++st.pending;
+      // Memory tasks are bookkeeping: they happen when their deps are done and take no place
+      // in their stream's order, so a program with memory events times exactly like one
+      // without (a free after a collective must not hold back the next collective).
+      if (t.kind != plan::TaskKind::alloc && t.kind != plan::TaskKind::free) {
+        if (static_cast<size_t>(t.stream) >= last_on_stream.size()) last_on_stream.resize(static_cast<size_t>(t.stream) + 1, -1);
+        int32_t& prev = last_on_stream[static_cast<size_t>(t.stream)];
+        if (prev >= 0) {
+          ts_[static_cast<size_t>(prev)].stream_next = static_cast<int32_t>(g);
+          ++st.pending;
+        }
+        prev = static_cast<int32_t>(g);
       }
-      prev = static_cast<int32_t>(g);
       deps_off[g] = static_cast<int32_t>(deps_flat.size());
       for (int d : t.deps) {
         deps_flat.push_back(base + d);

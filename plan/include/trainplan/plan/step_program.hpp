@@ -15,6 +15,8 @@
 //   (streams are in-order queues, like CUDA streams). Cross-rank ordering comes only from
 //   communication: a recv completes after the matching send's data arrives; a collective
 //   completes on a rank after every member of the group has entered it and the data moved.
+//   `alloc` / `free` tasks are bookkeeping: they wait only for their deps and never hold back
+//   the tasks after them on their stream, so memory events never change a step's timing.
 // - Matching: the tasks of one collective on all members share `comm_id`; a send and its recv
 //   share `comm_id` too. comm_ids are unique within the program.
 // - Memory: `alloc` / `free` tasks bracket every transient buffer (activations saved for

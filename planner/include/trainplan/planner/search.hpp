@@ -169,6 +169,12 @@ struct SimulatedStep {
   double wall_s = 0;  // not deterministic; never written to files compared in tests
 };
 
+/// One simulated step of a plan: the plan's prediction wherever one is printed (the search's
+/// ranking, `trainplan report --plan`). Layer granularity, one rank per symmetry class, no
+/// memory events (they never change the timing); `sim::simulate_plan` with the same choices
+/// (what `trainplan simulate` runs above sim::kFullFidelityMaxGpus GPUs) gives the same time.
+SimulatedStep simulate_candidate(const plan::Plan& plan, const plan::PlanContext& ctx);
+
 struct Candidate {
   plan::Plan plan;
   StepEstimate step;              // analytical
