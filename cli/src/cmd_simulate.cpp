@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "table.hpp"
+#include "trainplan/calibration/profile.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/timeline.hpp"
@@ -25,10 +26,33 @@ struct SimulateArgs {
   std::string fidelity = "auto";
   std::string granularity = "auto";
   std::string calibration;
+  bool on_calibrated_hardware = false;
+  bool any_hardware = false;
   double straggler_stddev = 0;
   uint64_t seed = 1;
   double overlap_slowdown = 0;
 };
+
+void write_outputs(const SimulateArgs& a, const sim::StepResult& s, const std::string& calibration_used,
+                   const json::Json* extra) {
+  if (!a.timeline.empty()) {
+    plan::write_timeline_file(a.timeline, s.timeline);
+    std::printf("timeline written to %s\n", a.timeline.c_str());
+  }
+  if (!a.trace.empty()) {
+    plan::write_chrome_trace_file(a.trace, s.timeline);
+    std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
+  }
+  if (!a.json_out.empty()) {
+    json::Json j = sim::to_json(s);
+    j["plan"] = a.plan_path;
+    j["calibration"] = calibration_used;
+    if (extra)
+      for (const auto& [k, v] : extra->items()) j[k] = v;
+    json::write_file(a.json_out, j);
+    std::printf("result written to %s\n", a.json_out.c_str());
+  }
+}
 
 void run(const SimulateArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_path);
@@ -38,7 +62,35 @@ void run(const SimulateArgs& a) {
   sim::PlanSimOptions o;
   if (a.fidelity != "auto") o.fidelity = a.fidelity == "full" ? sim::Fidelity::full : sim::Fidelity::symmetric;
   if (a.granularity != "auto") o.granularity = a.granularity == "op" ? plan::Granularity::op : plan::Granularity::layer;
-  if (!a.calibration.empty()) {
+  std::string calibration_used = "uncalibrated (catalog peaks and documented efficiency defaults)";
+  std::optional<calibration::Profile> profile;
+  if (!a.calibration.empty() && calibration::is_profile_file(a.calibration)) {
+    profile = calibration::read_profile_file(a.calibration);
+    calibration_used = fmt::format("calibration profile {} ({}, fitted {})", a.calibration, profile->hardware, profile->date);
+    if (a.on_calibrated_hardware) {
+      // The plan's program on the machine the profile was measured on (e.g. the CPU backend).
+      const plan::StepProgram program = plan::lower(p, ctx);
+      const sim::StepResult s = calibration::predict_on_profile_hardware(program, p, *profile);
+      std::printf("%s: %s, %d ranks, dp/tp/pp %d/%d/%d, predicted on %s (%s backend)
+", a.plan_path.c_str(),
+                  ctx.model_spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp, profile->hardware.c_str(),
+                  profile->backend.c_str());
+      std::printf("calibration: %s
+", calibration_used.c_str());
+      std::printf("step time: %s predicted
+", units::format_duration(s.step_time_s).c_str());
+      write_outputs(a, s, calibration_used, nullptr);
+      return;
+    }
+    calibration::check_profile_applies(*profile, ctx.gpu->name, a.any_hardware, a.calibration);
+  } else if (a.on_calibrated_hardware || a.any_hardware) {
+    throw Error("--on-calibrated-hardware and --calibration-any-hardware need --calibration PROFILE")
+        .hint("fit one with trainplan calibrate");
+  }
+  if (profile) {
+    o.sim = calibration::apply_profile(*profile, o.sim);
+  } else if (!a.calibration.empty()) {
+    calibration_used = "calibration table " + a.calibration;
     auto cal = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
     const Precision want = p.precision_or(ctx.precision);
     if (!cal->gpu.empty() && cal->gpu != ctx.gpu->name)
@@ -59,6 +111,7 @@ void run(const SimulateArgs& a) {
   o.threads = 0;
   const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
   const sim::StepResult& s = r.step;
+  std::printf("calibration: %s\n", calibration_used.c_str());
 
   const Precision prec = p.precision_or(ctx.precision);
   const double peak = ctx.gpu->peak_flops_per_s(prec);
@@ -124,24 +177,12 @@ void run(const SimulateArgs& a) {
     std::printf("%s tokens = %.0f steps: %s of training at the simulated step time\n", units::format_count(p.training_tokens).c_str(),
                 steps, units::format_duration(steps * s.step_time_s).c_str());
   }
-  if (!a.timeline.empty()) {
-    plan::write_timeline_file(a.timeline, s.timeline);
-    std::printf("timeline written to %s\n", a.timeline.c_str());
-  }
-  if (!a.trace.empty()) {
-    plan::write_chrome_trace_file(a.trace, s.timeline);
-    std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
-  }
-  if (!a.json_out.empty()) {
-    json::Json j = sim::to_json(s);
-    j["plan"] = a.plan_path;
-    j["fidelity"] = std::string(sim::fidelity_name(r.fidelity));
-    j["granularity"] = r.granularity == plan::Granularity::op ? "op" : "layer";
-    j["analytical_step_time_s"] = est.step_time_s;
-    j["mfu"] = mfu;
-    json::write_file(a.json_out, j);
-    std::printf("result written to %s\n", a.json_out.c_str());
-  }
+  json::Json extra;
+  extra["fidelity"] = std::string(sim::fidelity_name(r.fidelity));
+  extra["granularity"] = r.granularity == plan::Granularity::op ? "op" : "layer";
+  extra["analytical_step_time_s"] = est.step_time_s;
+  extra["mfu"] = mfu;
+  write_outputs(a, s, calibration_used, &extra);
 }
 
 }  // namespace
@@ -157,7 +198,11 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "full", "symmetric"}))->capture_default_str();
   cmd->add_option("--granularity", a->granularity, "op: a task per operator; layer: merged; auto: layer above 64 GPUs")
       ->check(CLI::IsMember({"auto", "op", "layer"}))->capture_default_str();
-  cmd->add_option("--calibration", a->calibration, "Calibration table JSON (measured kernel efficiencies) overriding the defaults");
+  cmd->add_option("--calibration", a->calibration, "Calibration profile (trainplan calibrate) or table JSON (measured kernel efficiencies)");
+  cmd->add_flag("--on-calibrated-hardware", a->on_calibrated_hardware,
+                "Predict the plan on the profile's own hardware (e.g. this machine's CPU backend) instead of its cluster");
+  cmd->add_flag("--calibration-any-hardware", a->any_hardware,
+                "Apply a profile fitted on another GPU type to the plan's GPUs (explicit override)");
   cmd->add_option("--straggler-stddev", a->straggler_stddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
   cmd->add_option("--seed", a->seed, "Seed of the straggler jitter")->capture_default_str();
   cmd->add_option("--overlap-slowdown", a->overlap_slowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");

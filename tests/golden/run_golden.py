@@ -11,6 +11,8 @@ The command runs with the case folder as working directory, so cases carry their
 files. `run_golden.py TRAINPLAN GOLDEN_DIR --update` rewrites the expected files.
 """
 import os
+import shutil
+import tempfile
 import shlex
 import subprocess
 import sys
@@ -33,8 +35,12 @@ def main():
         case = os.path.join(cases_dir, name)
         with open(os.path.join(case, "cmd")) as f:
             args = shlex.split(f.read().strip())
-        env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
+        # Hermetic: an empty calibration profile directory and a fresh error history per case.
+        scratch = tempfile.mkdtemp(prefix="golden-")
+        env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1", TRAINPLAN_CALIBRATION_DIR=os.path.join(scratch, "calibration"),
+                   TRAINPLAN_HISTORY_DB=os.path.join(scratch, "history.sqlite"))
         proc = subprocess.run([binary] + args, cwd=case, capture_output=True, text=True, env=env, timeout=300)
+        shutil.rmtree(scratch, ignore_errors=True)
         expected_exit = 0
         exit_file = os.path.join(case, "expected_exit")
         if os.path.exists(exit_file):
