@@ -79,7 +79,7 @@ void run(const BenchArgs& a) {
                                       "(scripts/device-check.sh does); on this one use --backend cpu"
                                     : "use one of the available backends (trainplan execute --help lists them)");
   }
-  if (!known) executor::make_backend(a.backend);  // throws: unknown backend, with the names
+  if (!known) (void)executor::make_backend(a.backend);  // throws: unknown backend, with the names
   std::unique_ptr<executor::Backend> be = executor::make_backend(a.backend);
 
   std::set<Shape3> gemms;

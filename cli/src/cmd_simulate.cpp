@@ -71,14 +71,11 @@ void run(const SimulateArgs& a) {
       // The plan's program on the machine the profile was measured on (e.g. the CPU backend).
       const plan::StepProgram program = plan::lower(p, ctx);
       const sim::StepResult s = calibration::predict_on_profile_hardware(program, p, *profile);
-      std::printf("%s: %s, %d ranks, dp/tp/pp %d/%d/%d, predicted on %s (%s backend)
-", a.plan_path.c_str(),
+      std::printf("%s: %s, %d ranks, dp/tp/pp %d/%d/%d, predicted on %s (%s backend)\n", a.plan_path.c_str(),
                   ctx.model_spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp, profile->hardware.c_str(),
                   profile->backend.c_str());
-      std::printf("calibration: %s
-", calibration_used.c_str());
-      std::printf("step time: %s predicted
-", units::format_duration(s.step_time_s).c_str());
+      std::printf("calibration: %s\n", calibration_used.c_str());
+      std::printf("step time: %s predicted\n", units::format_duration(s.step_time_s).c_str());
       write_outputs(a, s, calibration_used, nullptr);
       return;
     }
