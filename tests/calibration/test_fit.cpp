@@ -1,13 +1,11 @@
 // calibration: robust log-time fit against closed forms, profile JSON, bench statistics, and
 // the simulator seam (a fitted profile reproduces the tasks it was fitted to).
-#include <catch2/catch_approx.hpp>
-#include <catch2/catch_test_macros.hpp>
 
-#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cmath>
 #include <set>
 
+#include "test_support.hpp"
 #include "trainplan/calibration/fit.hpp"
 #include "trainplan/calibration/measurements.hpp"
 #include "trainplan/calibration/profile.hpp"
@@ -16,7 +14,6 @@
 #include "trainplan/simulator/compute_model.hpp"
 
 using namespace trainplan;
-using Catch::Approx;
 
 TEST_CASE("calibration: fit_log_linear recovers known positive parameters exactly from noiseless data", "[calibration]") {
   // t = 3e-6 * 1 + 2e-9 * bytes: latency + bytes / 500 MB/s.
@@ -41,8 +38,9 @@ TEST_CASE("calibration: the Huber loss keeps one preempted point from dragging t
   }
   t[10] *= 20;  // one repetition ran while the core was taken
   const auto f = calibration::fit_log_linear(X, t, {1.0});
-  CHECK(f.params[0] == Approx(0.5).epsilon(1e-3));
-  // Plain least squares on log time would move by log(20)/40 = 7.5 % in the log.
+  // Huber bounds one point's pull to delta / n in the log: 0.1 / 40 = 0.25 %; plain least
+  // squares on log time would move by log(20) / 40 = 7.5 %.
+  CHECK(f.params[0] == Approx(0.5).epsilon(3e-3));
 }
 
 TEST_CASE("calibration: a fit with fewer points than parameters is refused", "[calibration]") {
@@ -97,7 +95,7 @@ TEST_CASE("calibration: roofline from a bench: best rates and the all-reduce fit
   CHECK(r.comm_busbw_bytes_per_s == Approx(1e9).epsilon(1e-4));  // 2 ranks: busbw factor 1
   auto b = synthetic_bench();
   b.points.erase(b.points.begin());
-  CHECK_THROWS_WITH(calibration::roofline(b, "bench.json"), Catch::Matchers::ContainsSubstring("no matmul point"));
+  CHECK_THROWS_WITH(calibration::roofline(b, "bench.json"), Catch::Contains("no matmul point"));
 }
 
 TEST_CASE("calibration: bench JSON round trip and errors", "[calibration]") {
@@ -109,10 +107,10 @@ TEST_CASE("calibration: bench JSON round trip and errors", "[calibration]") {
   CHECK(back.points[0].median_s == Approx(b.points[0].median_s));
   auto bad = j;
   bad["schema_version"] = 7;
-  CHECK_THROWS_WITH(calibration::bench_from_json(bad, "m.json"), Catch::Matchers::ContainsSubstring("/schema_version"));
+  CHECK_THROWS_WITH(calibration::bench_from_json(bad, "m.json"), Catch::Contains("/schema_version"));
   bad = j;
   bad["points"][0]["median_s"] = -1;
-  CHECK_THROWS_WITH(calibration::bench_from_json(bad, "m.json"), Catch::Matchers::ContainsSubstring("/points/0/median_s"));
+  CHECK_THROWS_WITH(calibration::bench_from_json(bad, "m.json"), Catch::Contains("/points/0/median_s"));
 }
 
 TEST_CASE("calibration: a profile applies to its hardware only, unless overridden", "[calibration]") {
@@ -120,7 +118,7 @@ TEST_CASE("calibration: a profile applies to its hardware only, unless overridde
   CHECK(p.efficiency.empty());  // no timelines: roofline only
   CHECK_NOTHROW(calibration::check_profile_applies(p, "cpu:Test CPU", false, "p.json"));
   CHECK_THROWS_WITH(calibration::check_profile_applies(p, "A100-SXM4-40GB", false, "p.json"),
-                    Catch::Matchers::ContainsSubstring("fitted on cpu:Test CPU, the plan runs on A100-SXM4-40GB"));
+                    Catch::Contains("fitted on cpu:Test CPU, the plan runs on A100-SXM4-40GB"));
   CHECK_NOTHROW(calibration::check_profile_applies(p, "A100-SXM4-40GB", true, "p.json"));
 }
 
@@ -148,10 +146,10 @@ TEST_CASE("calibration: profile JSON round trip; the simulator reads its efficie
 
   auto bad = calibration::to_json(back);
   bad["compute"]["efficiency"]["linear"] = 1.5;
-  CHECK_THROWS_WITH(calibration::profile_from_json(bad, "p.json"), Catch::Matchers::ContainsSubstring("/compute/efficiency/linear"));
+  CHECK_THROWS_WITH(calibration::profile_from_json(bad, "p.json"), Catch::Contains("/compute/efficiency/linear"));
   bad = calibration::to_json(back);
   bad["schema_version"] = 2;
-  CHECK_THROWS_WITH(calibration::profile_from_json(bad, "p.json"), Catch::Matchers::ContainsSubstring("schema version 2"));
+  CHECK_THROWS_WITH(calibration::profile_from_json(bad, "p.json"), Catch::Contains("schema version 2"));
 }
 
 TEST_CASE("calibration: fit_profile recovers the efficiencies and overhead that generated a timeline", "[calibration]") {
@@ -196,5 +194,5 @@ TEST_CASE("calibration: fit_profile recovers the efficiencies and overhead that 
   // A run measured on another machine than the benchmark is refused.
   run.timeline.meta["hardware"] = "cpu:Other CPU";
   CHECK_THROWS_WITH(calibration::fit_profile(synthetic_bench(), "bench.json", {run}),
-                    Catch::Matchers::ContainsSubstring("measured on cpu:Other CPU, the benchmark on cpu:Test CPU"));
+                    Catch::Contains("measured on cpu:Other CPU, the benchmark on cpu:Test CPU"));
 }

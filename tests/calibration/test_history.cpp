@@ -1,19 +1,16 @@
 // calibration: the error history (SQLite) in a temporary file: schema version and migration,
 // records read back, CSV, and a database of a newer schema refused.
-#include <catch2/catch_approx.hpp>
-#include <catch2/catch_test_macros.hpp>
-#include <catch2/matchers/catch_matchers_string.hpp>
 #include <sqlite3.h>
 
 #include <filesystem>
 #include <random>
 
+#include "test_support.hpp"
 #include "trainplan/calibration/history.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/json.hpp"
 
 using namespace trainplan;
-using Catch::Approx;
 
 namespace {
 std::string temp_db(const std::string& tag) {
@@ -49,9 +46,9 @@ TEST_CASE("calibration: history records runs and reads them back in order", "[ca
   CHECK(all[1].task_classes[0].measured_s == Approx(0.2));
   CHECK(h.runs("cpu:Other").size() == 1);
   const std::string csv = calibration::history_csv(all);
-  CHECK_THAT(csv, Catch::Matchers::StartsWith("id,date,command,hardware,backend,plan,profile,task_class"));
-  CHECK_THAT(csv, Catch::Matchers::ContainsSubstring("\"plan, with comma.json\""));
-  CHECK_THAT(csv, Catch::Matchers::ContainsSubstring(",0.55,0.5,0.1,"));
+  CHECK_THAT(csv, Catch::StartsWith("id,date,command,hardware,backend,plan,profile,task_class"));
+  CHECK_THAT(csv, Catch::Contains("\"plan, with comma.json\""));
+  CHECK_THAT(csv, Catch::Contains(",0.55,0.5,0.1,"));
   std::filesystem::remove_all(std::filesystem::path(path).parent_path().parent_path());
 }
 
@@ -62,7 +59,7 @@ TEST_CASE("calibration: history refuses a database of a newer schema, and a file
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 99", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
-  CHECK_THROWS_WITH(calibration::History(path), Catch::Matchers::ContainsSubstring("schema version 99"));
+  CHECK_THROWS_WITH(calibration::History(path), Catch::Contains("schema version 99"));
   const std::string junk = std::filesystem::path(path).parent_path() / "junk.sqlite";
   json::write_text_file(junk, std::string(200, 'x'));
   CHECK_THROWS_AS(calibration::History(junk), Error);
