@@ -47,7 +47,7 @@ planner::Report build(const ReportArgs& a, const planner::ReportOptions& o) {
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");
-  planner::SearchRequest req = search_request(a.search);
+  planner::SearchRequest req = planner::search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
   planner::SearchResult res = run_search(req);
   return planner::build_report(req, res, catalog, o);

@@ -38,20 +38,7 @@ void run(const SimulateArgs& a) {
   sim::PlanSimOptions o;
   if (a.fidelity != "auto") o.fidelity = a.fidelity == "full" ? sim::Fidelity::full : sim::Fidelity::symmetric;
   if (a.granularity != "auto") o.granularity = a.granularity == "op" ? plan::Granularity::op : plan::Granularity::layer;
-  if (!a.calibration.empty()) {
-    auto cal = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
-    const Precision want = p.precision_or(ctx.precision);
-    if (!cal->gpu.empty() && cal->gpu != ctx.gpu->name)
-      throw Error(fmt::format("the calibration table is for {}, the plan runs on {}", cal->gpu, ctx.gpu->name))
-          .at(a.calibration, "/gpu")
-          .hint("use the calibration profile measured on this GPU type (scripts/device-check.sh writes one per GPU)");
-    if (cal->precision && *cal->precision != want)
-      throw Error(fmt::format("the calibration table is for {}, the plan trains in {}", precision_name(*cal->precision),
-                              precision_name(want)))
-          .at(a.calibration, "/precision")
-          .hint("use the calibration profile measured in the plan's precision");
-    o.sim.calibration = cal;
-  }
+  if (!a.calibration.empty()) o.sim.calibration = sim::read_calibration_for(a.calibration, p, ctx);
   o.sim.straggler_stddev = a.straggler_stddev;
   o.sim.straggler_seed = a.seed;
   o.sim.overlap_slowdown = a.overlap_slowdown;
@@ -62,8 +49,7 @@ void run(const SimulateArgs& a) {
 
   const Precision prec = p.precision_or(ctx.precision);
   const double peak = ctx.gpu->peak_flops_per_s(prec);
-  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
-  const double mfu = model_flops / (s.step_time_s * p.world_size() * peak);
+  const double mfu = sim::simulated_mfu(p, ctx, s.step_time_s);
   const double tokens_per_s = static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample() / s.step_time_s;
   const auto est = planner::estimate_step(p, ctx);
 
@@ -133,12 +119,9 @@ void run(const SimulateArgs& a) {
     std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
   }
   if (!a.json_out.empty()) {
-    json::Json j = sim::to_json(s);
+    json::Json j = sim::to_json(r, p, ctx);
     j["plan"] = a.plan_path;
-    j["fidelity"] = std::string(sim::fidelity_name(r.fidelity));
-    j["granularity"] = r.granularity == plan::Granularity::op ? "op" : "layer";
     j["analytical_step_time_s"] = est.step_time_s;
-    j["mfu"] = mfu;
     json::write_file(a.json_out, j);
     std::printf("result written to %s\n", a.json_out.c_str());
   }

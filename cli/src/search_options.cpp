@@ -1,17 +1,9 @@
 #include "search_options.hpp"
 
-#include "common.hpp"
-
-#include <fmt/format.h>
-
 #include <atomic>
-#include <cmath>
 #include <csignal>
 
-#include "trainplan/core/strings.hpp"
-#include "trainplan/core/units.hpp"
-#include "trainplan/planner/export.hpp"
-#include "trainplan/planner/partition.hpp"
+#include "common.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -19,114 +11,7 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_search_sigint(int) { g_interrupted = true; }
 
-template <typename T, typename F>
-std::vector<T> list_of(const std::string& text, const std::string& option, F&& parse) {
-  std::vector<T> out;
-  if (text.empty()) return out;
-  for (const auto& item : split(text, ',')) {
-    try {
-      out.push_back(parse(item));
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", option, e.message())).hint(e.hint_text());
-    }
-  }
-  return out;
-}
-
-int64_t positive_int(const std::string& s, const std::string& what) {
-  const double v = units::parse(s, units::Dimension::count);
-  if (!(v >= 1) || v != std::floor(v)) throw Error(fmt::format("{} must be a positive integer, got \"{}\"", what, s)).hint("e.g. 1,2,4,8");
-  return static_cast<int64_t>(v);
-}
-
-template <typename E>
-E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& what) {
-  std::vector<std::string> names;
-  for (E e : all) {
-    if (name(e) == s) return e;
-    names.emplace_back(name(e));
-  }
-  throw Error(fmt::format("unknown {} \"{}\"", what, s)).hint("use one of " + join(names, ", "));
-}
-
 }  // namespace
-
-planner::SearchRequest search_request(const SearchArgs& a) {
-  planner::SearchRequest req;
-  req.model = a.model;
-  req.tokens = units::parse(a.tokens, units::Dimension::count);
-  req.global_batch = a.global_batch;
-  if (!a.global_batch_range.empty()) {
-    const auto parts = split(a.global_batch_range, ':');
-    if (parts.size() != 2)
-      throw Error(fmt::format("--global-batch-range takes MIN:MAX, got \"{}\"", a.global_batch_range)).hint("e.g. 512:2048");
-    req.global_batch_min = positive_int(parts[0], "--global-batch-range");
-    req.global_batch_max = positive_int(parts[1], "--global-batch-range");
-  }
-  req.seq_len = a.seq_len;
-  req.instance_types = split(a.instances, ',');
-  req.instance_counts = list_of<int>(a.counts, "--counts", [](const std::string& s) { return static_cast<int>(positive_int(s, "an instance count")); });
-  req.max_gpus = a.max_gpus;
-  req.max_instances = a.max_instances;
-  req.objective = planner::parse_objective(a.objective);
-  if (!a.deadline.empty()) req.deadline_s = units::parse(a.deadline, units::Dimension::duration);
-  if (!a.budget.empty()) {
-    std::string b = a.budget;
-    if (!b.empty() && b.front() == '$') b.erase(0, 1);
-    req.budget_usd = units::parse(b, units::Dimension::count);
-  }
-  req.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
-  const std::string purchase = a.spot ? "spot" : a.purchase;
-  req.both_purchases = purchase == "both";
-  req.purchase = purchase == "spot" ? plan::Purchase::spot : plan::Purchase::on_demand;
-  if (!a.micro_batches.empty())
-    req.micro_batches = list_of<int64_t>(a.micro_batches, "--micro-batches", [](const std::string& s) { return positive_int(s, "a micro-batch"); });
-  if (!a.zero.empty())
-    req.zero_stages = list_of<int>(a.zero, "--zero", [](const std::string& s) {
-      if (s != "0" && s != "1" && s != "2" && s != "3") throw Error(fmt::format("ZeRO stages are 0..3, got \"{}\"", s)).hint("e.g. --zero 0,1,3");
-      return std::stoi(s);
-    });
-  if (!a.recompute.empty())
-    req.recomputes = list_of<plan::Recompute>(a.recompute, "--recompute", [](const std::string& s) {
-      return choice(s, {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full}, plan::recompute_name, "recomputation");
-    });
-  if (!a.schedules.empty())
-    req.schedules = list_of<plan::Schedule>(a.schedules, "--schedules", [](const std::string& s) {
-      return choice(s, {plan::Schedule::gpipe, plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b}, plan::schedule_name, "schedule");
-    });
-  if (!a.virtual_stages.empty())
-    req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a virtual stage count")); });
-  if (!a.context_parallel.empty())
-    req.context_parallel = list_of<int>(a.context_parallel, "--cp", [](const std::string& s) { return static_cast<int>(positive_int(s, "a context-parallel degree")); });
-  if (!a.dp_algorithms.empty())
-    req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
-      return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
-                    plan::dp_algorithm_name, "data-parallel algorithm");
-    });
-  if (!a.bucket_sizes.empty())
-    req.bucket_sizes_bytes = list_of<double>(a.bucket_sizes, "--bucket-sizes", [](const std::string& s) { return units::parse(s, units::Dimension::bytes); });
-  req.sequence_parallel = !a.no_sequence_parallel;
-  req.allow_tp_across_nodes = a.tp_across_nodes;
-  req.partition = planner::parse_partition_mode(a.partition);
-  if (!a.framework.empty()) req.framework = planner::parse_export_target(a.framework);
-  req.simulate_top = a.simulate_top;
-  req.exact_top = std::max<size_t>(1, std::max(a.exact_top, a.top));
-  req.spot_runs = a.spot_runs;
-  req.spot_rows = a.top;
-  req.seed = a.seed;
-  req.threads = a.threads;
-  for (const auto& stage : a.off) {
-    if (stage == "partition") req.stages.partition = false;
-    else if (stage == "prune-memory") req.stages.prune_memory = false;
-    else if (stage == "expand") req.stages.expand = false;
-    else if (stage == "lazy") req.stages.lazy = false;
-    else if (stage == "checks") req.stages.check_invariants = false;
-    else
-      throw Error(fmt::format("--off: unknown stage \"{}\"", stage))
-          .hint("stages that can be switched off: partition, prune-memory, expand, lazy, checks");
-  }
-  return req;
-}
 
 void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   {

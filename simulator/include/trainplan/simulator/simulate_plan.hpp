@@ -11,7 +11,9 @@
 // symmetric fidelity (exact for the symmetric programs lowering produces; tested).
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
@@ -42,5 +44,19 @@ struct PlanSimResult {
 
 /// Lowers and simulates `plan` (validated against `ctx`). Deterministic.
 PlanSimResult simulate_plan(const plan::Plan& plan, const plan::PlanContext& ctx, const PlanSimOptions& options = {});
+
+/// Model FLOPs utilization of a simulated step: the model's training FLOPs (6N + attention,
+/// no recomputation) of the global batch / (step time x GPUs x the dense peak of the plan's
+/// precision).
+double simulated_mfu(const plan::Plan& plan, const plan::PlanContext& ctx, double step_time_s);
+
+/// The result as `trainplan simulate --json` writes it: to_json(StepResult) plus "fidelity",
+/// "granularity" and "mfu".
+json::Json to_json(const PlanSimResult& result, const plan::Plan& plan, const plan::PlanContext& ctx);
+
+/// Reads a calibration table for simulating `plan`: Error (at the table's /gpu or /precision)
+/// when it was measured on another GPU type or in another precision.
+std::shared_ptr<const CalibrationTable> read_calibration_for(const std::string& path, const plan::Plan& plan,
+                                                             const plan::PlanContext& ctx);
 
 }  // namespace trainplan::sim
