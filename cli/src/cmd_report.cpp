@@ -11,8 +11,8 @@
 #include "search_options.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
-#include "trainplan/planner/report.hpp"
 #include "trainplan/planner/search.hpp"
+#include "trainplan/reports/report.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -36,13 +36,13 @@ double parse_tokens(const std::string& text) {
   }
 }
 
-planner::Report build(const ReportArgs& a, const planner::ReportOptions& o) {
+reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   const hw::Catalog& catalog = user_catalog();
   if (!a.plan_file.empty()) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
     const double tokens = a.search.tokens.empty() ? 0 : parse_tokens(a.search.tokens);
-    return planner::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
+    return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
   }
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
@@ -50,7 +50,7 @@ planner::Report build(const ReportArgs& a, const planner::ReportOptions& o) {
   planner::SearchRequest req = planner::search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
   planner::SearchResult res = run_search(req);
-  return planner::build_report(req, res, catalog, o);
+  return reports::build_report(req, res, catalog, o);
 }
 
 std::string base_name(const std::string& path) {
@@ -62,7 +62,7 @@ void run(const ReportArgs& a) {
   const bool to_stdout = a.output == "-";
   if (to_stdout && a.format != "md")
     throw Error("-o - writes the Markdown to standard output").hint("add --format md, or give a file name");
-  planner::ReportOptions o;
+  reports::ReportOptions o;
   o.top = a.search.top;
   o.spot_plans = a.spot_plans;
   o.spot_runs = a.search.spot_runs;
@@ -70,20 +70,20 @@ void run(const ReportArgs& a) {
   o.threads = a.search.threads < 0 ? 1 : static_cast<size_t>(a.search.threads);
   o.simulate = !a.no_simulate;
   if (!to_stdout) o.html_name = base_name(a.output) + ".html";
-  const planner::Report r = build(a, o);
+  const reports::Report r = build(a, o);
   if (global_options().verbose)
     for (const auto& [part, seconds] : r.timings) std::fprintf(stderr, "report: %s %.3f s\n", part.c_str(), seconds);
   if (to_stdout) {
-    std::fputs(planner::render_markdown(r).c_str(), stdout);
+    std::fputs(reports::render_markdown(r).c_str(), stdout);
     return;
   }
   std::vector<std::string> written;
   if (a.format == "md" || a.format == "both") {
-    json::write_text_file(a.output + ".md", planner::render_markdown(r));
+    json::write_text_file(a.output + ".md", reports::render_markdown(r));
     written.push_back(a.output + ".md");
   }
   if (a.format == "html" || a.format == "both") {
-    json::write_text_file(a.output + ".html", planner::render_html(r));
+    json::write_text_file(a.output + ".html", reports::render_html(r));
     written.push_back(a.output + ".html");
   }
   const auto& best = r.plans.front().candidate;

@@ -8,7 +8,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "table.hpp"
-#include "trainplan/planner/validate.hpp"
+#include "trainplan/calibration/validate.hpp"
+#include "trainplan/planner/analytical.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
 namespace trainplan::cli {
@@ -26,12 +27,13 @@ struct ValidateArgs {
 std::string pct(double e) { return fmt::format("{:+.1f}%", 100.0 * e); }
 
 void run(const ValidateArgs& a) {
-  planner::ValidationOptions o;
+  calibration::ValidationOptions o;
   o.threads = a.threads;
   o.filter = a.filter;
+  o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext& ctx) { return planner::estimate_step(p, ctx).step_time_s; };
   if (!a.calibration.empty())
     o.calibration = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
-  const auto r = planner::validate_published(a.file, user_catalog(), o);
+  const auto r = calibration::validate_published(a.file, user_catalog(), o);
   std::printf("%s: %zu points; predictions %s\n", a.file.c_str(), r.points.size(),
               a.calibration.empty() ? "uncalibrated (catalog peaks and documented efficiency defaults)" : "with the calibration table");
   std::printf("training points compare the step time; published TFLOP/s are converted back with the source's own FLOP\n"
@@ -52,7 +54,7 @@ void run(const ValidateArgs& a) {
   std::fputs(c.render().c_str(), stdout);
   std::printf("\nper source (MAPE = mean |predicted / measured - 1|; bias = mean signed error):\n");
   Table s({"source", "metric", ">points", ">unmapped", ">MAPE sim", ">bias sim", ">MAPE throughput", ">MAPE analytical"});
-  auto add = [&](const planner::SourceSummary& x) {
+  auto add = [&](const calibration::SourceSummary& x) {
     const bool training = x.metric == "step_time_s";
     s.add({x.title.substr(0, 60), x.metric.empty() ? "-" : x.metric, std::to_string(x.points), std::to_string(x.unmapped),
            x.points ? fmt::format("{:.1f}%", 100 * x.mape) : "-", x.points ? pct(x.mean_error) : "-",
@@ -78,7 +80,7 @@ void run(const ValidateArgs& a) {
     std::printf("\n%zu points not mapped (--unmapped lists each with the reason)\n", unmapped);
   }
   if (!a.json_out.empty()) {
-    json::write_file(a.json_out, planner::to_json(r));
+    json::write_file(a.json_out, calibration::to_json(r));
     std::printf("report written to %s\n", a.json_out.c_str());
   }
 }

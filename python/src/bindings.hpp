@@ -9,5 +9,6 @@ void bind_errors(pybind11::module_& m);
 void bind_catalog(pybind11::module_& m);
 void bind_models(pybind11::module_& m);
 void bind_planning(pybind11::module_& m);
+void bind_reports(pybind11::module_& m);
 
 }  // namespace trainplan::python

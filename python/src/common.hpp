@@ -13,6 +13,7 @@
 
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/plan.hpp"
+#include "trainplan/planner/search_io.hpp"
 
 namespace trainplan::python {
 
@@ -83,6 +84,9 @@ std::function<void(T&, const pybind11::handle&)> bool_field(bool T::*field, cons
   return [field, option](T& t, const pybind11::handle& v) { t.*field = bool_value(v, option); };
 }
 std::vector<std::string> text_list(const pybind11::handle& value, const std::string& option);
+
+/// Keyword setters of planner::SearchOptions (plan() and report() share them; planning.cpp).
+const Setters<planner::SearchOptions>& search_options_setters();
 
 /// Runs `work` with the GIL released. In the main thread, Ctrl-C (SIGINT) sets `cancel` (the
 /// work stops early and returns what it has) instead of raising KeyboardInterrupt.

@@ -10,4 +10,5 @@ PYBIND11_MODULE(trainplan, m) {
   trainplan::python::bind_catalog(m);
   trainplan::python::bind_models(m);
   trainplan::python::bind_planning(m);
+  trainplan::python::bind_reports(m);
 }

@@ -18,12 +18,11 @@
 namespace py = pybind11;
 
 namespace trainplan::python {
-namespace {
 
 using planner::JobRequest;
 using planner::SearchOptions;
 
-const Setters<SearchOptions>& search_setters() {
+const Setters<SearchOptions>& search_options_setters() {
   using O = SearchOptions;
   static const Setters<O> s = {
       {"model", [](O& o, const py::handle& v) { o.model = is_path(v) ? path_of(v) : option_text(v, "model"); }},
@@ -63,6 +62,8 @@ const Setters<SearchOptions>& search_setters() {
   };
   return s;
 }
+
+namespace {
 
 const Setters<JobRequest>& job_setters() {
   using O = JobRequest;
@@ -114,7 +115,7 @@ ResolvedPlan resolve_plan(const py::object& plan_obj, const py::object& catalog)
 
 py::object search(const py::object& catalog, const py::kwargs& kwargs) {
   SearchOptions o;
-  apply_kwargs(o, kwargs, search_setters(), "plan");
+  apply_kwargs(o, kwargs, search_options_setters(), "plan");
   if (o.model.empty() || o.tokens.empty())
     throw Error("plan() needs model= and tokens=").hint("trainplan.plan(model=\"gpt2-124m\", tokens=\"1e9\", instances=\"p3.8xlarge\")");
   planner::SearchRequest req = planner::search_request(o);

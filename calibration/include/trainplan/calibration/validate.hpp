@@ -1,14 +1,22 @@
-// File: trainplan/planner/validate.hpp
+// File: trainplan/calibration/validate.hpp
 //
 // Checks predictions against published measurements (the format of
 // ../shared/validation/published-results.json): every training-throughput point that maps
-// onto a catalog cluster is turned into a plan and predicted by the simulator (and the
-// analytical estimate); every collective benchmark is simulated on its cluster. Points that
-// cannot be mapped are kept with the reason.
+// onto a catalog cluster is turned into a plan and predicted by the simulator (and, when the
+// caller supplies one, by an analytical estimate); every collective benchmark is simulated on
+// its cluster. Points that cannot be mapped are kept with the reason.
 //
-//   planner::ValidationReport r = planner::validate_published("published-results.json", catalog);
-//   for (const auto& s : r.sources) s.title, s.mape_simulated, s.points;
-//   json::write_file("validation.json", planner::to_json(r));
+//   calibration::ValidationOptions o;
+//   o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext& ctx) {
+//     return planner::estimate_step(p, ctx).step_time_s;  // wired by the CLI (planner is above)
+//   };
+//   calibration::ValidationReport r = calibration::validate_published("published-results.json", catalog, o);
+//   for (const auto& s : r.sources) s.title, s.mape, s.points;
+//   json::write_file("validation.json", calibration::to_json(r));
+//
+// The analytical estimate lives in planner/, which sits above calibration/ (ARCHITECTURE.md),
+// so it comes in as a callback: without one the analytical columns are absent
+// (ValidationReport::analytical is false, to_json leaves them out).
 //
 // Convention: training points are compared on the step time (seconds per optimizer step),
 // the quantity every source measured; a source's TFLOP/s are converted back to a step time
@@ -20,6 +28,7 @@
 // all-gather).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +39,7 @@
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::calibration {
 
 struct ValidationPoint {
   std::string id;
@@ -47,7 +56,7 @@ struct ValidationPoint {
   std::string measured_from; // how the measured value was obtained (the FLOP convention)
   double measured = 0;
   double predicted = 0;      // simulator
-  double predicted_analytical = 0;  // analytical estimate (training points)
+  double predicted_analytical = 0;  // analytical estimate (training points; 0 without one)
   double error = 0;          // (predicted - measured) / measured
   double error_analytical = 0;
   bool fits_memory = true;   // our memory model's verdict on the published plan
@@ -75,6 +84,8 @@ struct ValidationReport {
   /// Over all mapped training points (step time) and collective points (busbw).
   SourceSummary training;
   SourceSummary collectives;
+  /// Whether training points carry an analytical estimate (ValidationOptions::analytical_step_s).
+  bool analytical = false;
 };
 
 struct ValidationOptions {
@@ -82,6 +93,9 @@ struct ValidationOptions {
   std::shared_ptr<const sim::CalibrationTable> calibration;  // none: uncalibrated
   /// Only points whose id contains this (empty: all).
   std::string filter;
+  /// The analytical step time (seconds) of a mapped training point's plan, or none. Called from
+  /// several threads at once (`threads`); an Error it throws unmaps the point with its message.
+  std::function<double(const plan::Plan&, const plan::PlanContext&)> analytical_step_s;
 };
 
 ValidationReport validate_published(const std::string& path, const hw::Catalog& catalog, const ValidationOptions& options = {});
@@ -89,4 +103,4 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
                                          const ValidationOptions& options = {});
 json::Json to_json(const ValidationReport& report);
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::calibration

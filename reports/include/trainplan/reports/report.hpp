@@ -1,4 +1,4 @@
-// File: trainplan/planner/report.hpp
+// File: trainplan/reports/report.hpp
 //
 // Reports of a planning run that people can act on: a Markdown file (tables and the numbers in
 // text) and a self-contained HTML file (the same tables plus inline SVG charts; no JavaScript,
@@ -9,12 +9,12 @@
 //
 //   planner::SearchRequest req;  req.model = "gpt2-124m";  req.tokens = 1e9;
 //   planner::SearchResult res = planner::search(req, catalog);
-//   planner::Report r = planner::build_report(req, res, catalog, {.top = 10, .spot_runs = 1000});
-//   json::write_text_file("report.md", planner::render_markdown(r));
-//   json::write_text_file("report.html", planner::render_html(r));
+//   reports::Report r = reports::build_report(req, res, catalog, {.top = 10, .spot_runs = 1000});
+//   json::write_text_file("report.md", reports::render_markdown(r));
+//   json::write_text_file("report.html", reports::render_html(r));
 //
 //   // One plan (no comparison, Pareto or scaling sections):
-//   planner::Report one = planner::build_plan_report(plan::read_plan_file("plan.json"), catalog, {});
+//   reports::Report one = reports::build_plan_report(plan::read_plan_file("plan.json"), catalog, {});
 //
 // Every number says where it comes from: "estimate" (the planner's analytical step model),
 // "simulated" (the discrete-event step simulator) or "Monte Carlo" (simulated runs of the whole
@@ -33,13 +33,13 @@
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/timeline.hpp"
-#include "trainplan/planner/report_svg.hpp"
+#include "trainplan/reports/report_svg.hpp"
 #include "trainplan/planner/search.hpp"
 #include "trainplan/simulator/job.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/spot.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::reports {
 
 struct ReportOptions {
   size_t top = 10;                 // plans in the comparison table
@@ -68,7 +68,7 @@ struct PurchaseOutcome {
 /// One plan of the comparison table.
 struct ReportPlan {
   size_t position = 0;                 // 1-based place in the search ranking
-  Candidate candidate;                 // plan, step estimate, peak memory, time, costs
+  planner::Candidate candidate;        // plan, step estimate, peak memory, time, costs
   std::vector<plan::MemoryBreakdown> memory_per_stage;
   double input_time_per_step_s = 0;    // job model: reading one step's samples (s3-fastfile)
   double io_stall_per_step_s = 0;      // max(0, input time - step time)
@@ -81,7 +81,7 @@ struct SizePoint {
   std::string instance_type;
   int instances = 0;
   int gpus = 0;
-  Candidate best;                      // fastest evaluated plan of this size
+  planner::Candidate best;             // fastest evaluated plan of this size
   double tokens_per_s = 0;
   /// (tokens/s per GPU) / (tokens/s per GPU at the smallest size of this instance type that
   /// fits); 1 at that size.
@@ -157,7 +157,7 @@ struct Report {
 /// Builds the report of a search. `result.ranked` must be non-empty (throws Error otherwise,
 /// with the hint of trainplan plan). Takes a few seconds at the defaults: the Monte Carlo runs
 /// only for the first options.spot_plans plans, the simulation only for the best plan.
-Report build_report(const SearchRequest& request, const SearchResult& result, const hw::Catalog& catalog,
+Report build_report(const planner::SearchRequest& request, const planner::SearchResult& result, const hw::Catalog& catalog,
                     const ReportOptions& options = {});
 
 /// The report of one plan (breakdown, memory, simulated step, spot). `tokens` > 0 overrides
@@ -176,4 +176,4 @@ std::string render_html(const Report& report);
 /// out. Times are drawn in ms (µs below 1 ms, s above 10 s of step).
 svg::GanttChart gantt_of(const plan::Timeline& timeline, const std::vector<int>& ranks, const std::string& id);
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::reports

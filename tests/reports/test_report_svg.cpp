@@ -8,10 +8,10 @@
 
 #include "test_support.hpp"
 #include "trainplan/core/random.hpp"
-#include "trainplan/planner/report_svg.hpp"
+#include "trainplan/reports/report_svg.hpp"
 
 using namespace trainplan;
-using namespace trainplan::planner;
+using namespace trainplan::reports;
 
 namespace {
 
@@ -72,7 +72,7 @@ svg::Frame frame(const std::string& id) { return {id, "A chart <of> \"things\" &
 
 }  // namespace
 
-TEST_CASE("report svg: nice ticks are evenly spaced 1-2-5 steps covering the range", "[planner][report]") {
+TEST_CASE("report svg: nice ticks are evenly spaced 1-2-5 steps covering the range", "[reports]") {
   Rng rng(11);
   for (int k = 0; k < 500; ++k) {
     const double scale = std::pow(10.0, rng.uniform() * 12 - 6);
@@ -98,7 +98,7 @@ TEST_CASE("report svg: nice ticks are evenly spaced 1-2-5 steps covering the ran
   CHECK(one.size() >= 2);
 }
 
-TEST_CASE("report svg: log ticks are powers of two or 1-2-5 decades covering the range", "[planner][report]") {
+TEST_CASE("report svg: log ticks are powers of two or 1-2-5 decades covering the range", "[reports]") {
   const auto p2 = svg::log_ticks(3, 100, svg::Scale::log2);
   CHECK(p2 == std::vector<double>{2, 4, 8, 16, 32, 64, 128});
   const auto p10 = svg::log_ticks(0.3, 40, svg::Scale::log10);
@@ -109,7 +109,7 @@ TEST_CASE("report svg: log ticks are powers of two or 1-2-5 decades covering the
   for (size_t i = 1; i < wide.size(); ++i) CHECK(wide[i] / wide[i - 1] == Approx(10));
 }
 
-TEST_CASE("report svg: histogram bins hold every sample once, in the bin of its value", "[planner][report]") {
+TEST_CASE("report svg: histogram bins hold every sample once, in the bin of its value", "[reports]") {
   Rng rng(5);
   std::vector<double> xs;
   for (int i = 0; i < 2000; ++i) xs.push_back(rng.exponential(0.5) + 3);
@@ -135,7 +135,7 @@ TEST_CASE("report svg: histogram bins hold every sample once, in the bin of its 
   CHECK(svg::histogram_bins({}, 10).empty());
 }
 
-TEST_CASE("report svg: scatter and line charts place marks by the axis mapping", "[planner][report]") {
+TEST_CASE("report svg: scatter and line charts place marks by the axis mapping", "[reports]") {
   Rng rng(21);
   for (svg::Scale scale : {svg::Scale::linear, svg::Scale::log10}) {
     svg::ScatterChart c;
@@ -173,7 +173,7 @@ TEST_CASE("report svg: scatter and line charts place marks by the axis mapping",
   CHECK(count_of(doc, "<polyline") == 1);
 }
 
-TEST_CASE("report svg: every chart is well-formed, titled, described, escaped and script-free", "[planner][report]") {
+TEST_CASE("report svg: every chart is well-formed, titled, described, escaped and script-free", "[reports]") {
   Rng rng(3);
   std::vector<std::string> docs;
   svg::ScatterChart sc;
@@ -240,7 +240,7 @@ TEST_CASE("report svg: every chart is well-formed, titled, described, escaped an
   CHECK(bars[2] / bars[3] == Approx(7.0).epsilon(1e-3));
 }
 
-TEST_CASE("report svg: the Gantt chart merges sub-pixel runs of one category only", "[planner][report]") {
+TEST_CASE("report svg: the Gantt chart merges sub-pixel runs of one category only", "[reports]") {
   svg::GanttChart g;
   g.frame = frame("gantt");
   g.frame.height_px = 0;
@@ -264,7 +264,7 @@ TEST_CASE("report svg: the Gantt chart merges sub-pixel runs of one category onl
   CHECK(doc.find("<title>b: ") != std::string::npos);
 }
 
-TEST_CASE("report svg: output is deterministic and numbers are fixed-point", "[planner][report]") {
+TEST_CASE("report svg: output is deterministic and numbers are fixed-point", "[reports]") {
   auto make = [] {
     Rng rng(99);
     svg::ScatterChart c;
@@ -287,7 +287,7 @@ TEST_CASE("report svg: output is deterministic and numbers are fixed-point", "[p
   CHECK_FALSE(std::regex_search(no_colours, std::regex(R"(\d[eE][-+]?\d)")));
 }
 
-TEST_CASE("report svg: compact numbers keep three significant digits with SI suffixes", "[planner][report]") {
+TEST_CASE("report svg: compact numbers keep three significant digits with SI suffixes", "[reports]") {
   CHECK(svg::compact_number(1.5e6) == "1.5M");
   CHECK(svg::compact_number(250000) == "250k");
   CHECK(svg::compact_number(12) == "12");

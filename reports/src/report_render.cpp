@@ -10,12 +10,14 @@
 #include "report_internal.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
-#include "trainplan/planner/report.hpp"
+#include "trainplan/reports/report.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::reports {
 namespace {
 
+using planner::Candidate;
+using planner::StepEstimate;
 using report_detail::comm_part;
 using report_detail::kNumParts;
 using report_detail::Part;
@@ -852,4 +854,4 @@ svg::GanttChart gantt_of(const plan::Timeline& timeline, const std::vector<int>&
   return c;
 }
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::reports

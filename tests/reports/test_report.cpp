@@ -12,11 +12,12 @@
 #include "trainplan/core/random.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
-#include "trainplan/planner/report.hpp"
+#include "trainplan/reports/report.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 
 using namespace trainplan;
 using namespace trainplan::planner;
+using namespace trainplan::reports;
 
 namespace {
 
@@ -66,7 +67,7 @@ plan::TimelineEvent event(int rank, int stream, plan::TaskKind kind, double star
 
 }  // namespace
 
-TEST_CASE("report: the Pareto frontier matches a brute-force dominance check", "[planner][report]") {
+TEST_CASE("report: the Pareto frontier matches a brute-force dominance check", "[reports]") {
   Rng rng(17);
   for (int trial = 0; trial < 50; ++trial) {
     std::vector<std::pair<double, double>> pts;
@@ -98,7 +99,7 @@ TEST_CASE("report: the Pareto frontier matches a brute-force dominance check", "
   }
 }
 
-TEST_CASE("report: the Gantt chart draws the chosen ranks' streams with bars at the event times", "[planner][report]") {
+TEST_CASE("report: the Gantt chart draws the chosen ranks' streams with bars at the event times", "[reports]") {
   plan::Timeline t;
   t.source = "predicted";
   t.step_time_s = 0.010;
@@ -141,7 +142,7 @@ TEST_CASE("report: the Gantt chart draws the chosen ranks' streams with bars at 
   CHECK(doc.find("fwd mb0 r1") != std::string::npos);
 }
 
-TEST_CASE("report: the comparison table follows the search ranking", "[planner][report]") {
+TEST_CASE("report: the comparison table follows the search ranking", "[reports]") {
   const auto& f = fixture();
   const Report& r = f.report;
   REQUIRE(r.plans.size() == 5);
@@ -168,7 +169,7 @@ TEST_CASE("report: the comparison table follows the search ranking", "[planner][
   }
 }
 
-TEST_CASE("report: scaling and cost-time points are the fastest plan per instance type and size", "[planner][report]") {
+TEST_CASE("report: scaling and cost-time points are the fastest plan per instance type and size", "[reports]") {
   const auto& f = fixture();
   const Report& r = f.report;
   // Brute force over every evaluated candidate.
@@ -211,7 +212,7 @@ TEST_CASE("report: scaling and cost-time points are the fastest plan per instanc
   }
 }
 
-TEST_CASE("report: the spot study compares purchase options of the best plan's job", "[planner][report]") {
+TEST_CASE("report: the spot study compares purchase options of the best plan's job", "[reports]") {
   const auto& f = fixture();
   const Report& r = f.report;
   REQUIRE(r.spot.has_value());
@@ -252,7 +253,7 @@ TEST_CASE("report: the spot study compares purchase options of the best plan's j
   CHECK(s.interval->rows.size() >= 5);
 }
 
-TEST_CASE("report: the best plan's simulated step keeps the representative ranks only", "[planner][report]") {
+TEST_CASE("report: the best plan's simulated step keeps the representative ranks only", "[reports]") {
   const auto& f = fixture();
   const Report& r = f.report;
   REQUIRE(r.simulated.has_value());
@@ -275,7 +276,7 @@ TEST_CASE("report: the best plan's simulated step keeps the representative ranks
   CHECK(b.compute_s + b.optimizer_s + b.bubble_s + b.other_s + b.exposed_comm_total_s() == Approx(s.step_time_s).epsilon(1e-6));
 }
 
-TEST_CASE("report: the simulation is skipped with a note above the task limit", "[planner][report]") {
+TEST_CASE("report: the simulation is skipped with a note above the task limit", "[reports]") {
   const auto& f = fixture();
   ReportOptions o = small_options();
   o.spot_runs = 0;
@@ -291,7 +292,7 @@ TEST_CASE("report: the simulation is skipped with a note above the task limit", 
   CHECK(md.find("Not simulated: see the notes at the end.") != std::string::npos);
 }
 
-TEST_CASE("report: Markdown and HTML are deterministic and carry the same tables", "[planner][report]") {
+TEST_CASE("report: Markdown and HTML are deterministic and carry the same tables", "[reports]") {
   const auto& f = fixture();
   const std::string md = render_markdown(f.report);
   const std::string html = render_html(f.report);
@@ -339,7 +340,7 @@ TEST_CASE("report: Markdown and HTML are deterministic and carry the same tables
   CHECK(charts == 11);
 }
 
-TEST_CASE("report: a single plan's report has no comparison across plans", "[planner][report]") {
+TEST_CASE("report: a single plan's report has no comparison across plans", "[reports]") {
   plan::Plan p = fixture().report.plans.front().candidate.plan;
   p.training_tokens = 0;
   ReportOptions o = small_options();
@@ -366,7 +367,7 @@ TEST_CASE("report: a single plan's report has no comparison across plans", "[pla
   REQUIRE_ERROR_CONTAINS(build_plan_report(bad, hw::Catalog::builtin(), o, 1e9, "bad.json"), "bad.json");
 }
 
-TEST_CASE("report: nothing to report when no plan fits", "[planner][report]") {
+TEST_CASE("report: nothing to report when no plan fits", "[reports]") {
   SearchRequest req = small_request();
   SearchResult empty;
   REQUIRE_ERROR_CONTAINS(build_report(req, empty, hw::Catalog::builtin()), "nothing to report");

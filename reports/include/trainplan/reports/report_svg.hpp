@@ -1,4 +1,4 @@
-// File: trainplan/planner/report_svg.hpp
+// File: trainplan/reports/report_svg.hpp
 //
 // A small SVG chart library for the reports (report.hpp): scatter with a frontier line, line
 // chart with several series, stacked horizontal bars, histogram and Gantt chart. The output is
@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trainplan::planner::svg {
+namespace trainplan::reports::svg {
 
 enum class Scale { linear, log2, log10 };
 
@@ -165,4 +165,4 @@ std::string compact_number(double v);
 /// Escapes &, <, >, " and ' for XML text and attributes.
 std::string escape(std::string_view text);
 
-}  // namespace trainplan::planner::svg
+}  // namespace trainplan::reports::svg

@@ -3,7 +3,7 @@
 // Layout of every chart (pixels): the title on top, then the legend (wrapping rows), then the
 // plot area with the y axis on the left and the x axis below. Text widths are estimated at
 // kCharPx per character of the 12 px sans-serif font (no font files: the viewer's default).
-#include "trainplan/planner/report_svg.hpp"
+#include "trainplan/reports/report_svg.hpp"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 
 #include "trainplan/core/error.hpp"
 
-namespace trainplan::planner::svg {
+namespace trainplan::reports::svg {
 namespace {
 
 constexpr double kCharPx = 6.8;       // estimated width of one character of 12 px text
@@ -703,4 +703,4 @@ std::string gantt_chart(const GanttChart& c) {
   return w.finish();
 }
 
-}  // namespace trainplan::planner::svg
+}  // namespace trainplan::reports::svg

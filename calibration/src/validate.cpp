@@ -1,5 +1,5 @@
 // Validation against published measurements. See validate.hpp.
-#include "trainplan/planner/validate.hpp"
+#include "trainplan/calibration/validate.hpp"
 
 #include <fmt/format.h>
 
@@ -12,11 +12,10 @@
 #include "trainplan/core/units.hpp"
 #include "trainplan/core/thread_pool.hpp"
 #include "trainplan/plan/memory.hpp"
-#include "trainplan/planner/analytical.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::calibration {
 namespace {
 
 using json::Json;
@@ -250,9 +249,11 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   so.memory_events = false;
   const auto sim = sim::simulate_plan(p, ctx, so);
   vp.predicted = sim.step.step_time_s;
-  vp.predicted_analytical = estimate_step(p, ctx).step_time_s;
   vp.error = vp.predicted / vp.measured - 1.0;
-  vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
+  if (options.analytical_step_s) {
+    vp.predicted_analytical = options.analytical_step_s(p, ctx);
+    vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
+  }
   const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
   vp.model_tflops_measured = model_flops / (vp.measured * gpus) / 1e12;
   vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
@@ -373,6 +374,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   const auto points = r.field("data_points").items();
   ValidationReport report;
   report.file = name;
+  report.analytical = static_cast<bool>(options.analytical_step_s);
   std::vector<const Json*> selected;
   for (const auto& p : points) {
     if (!p.is_object()) throw p.error("a data point must be an object");
@@ -431,12 +433,12 @@ ValidationReport validate_published(const std::string& path, const hw::Catalog& 
 }
 
 json::Json to_json(const ValidationReport& r) {
-  auto summary = [](const SourceSummary& s) {
+  auto summary = [&r](const SourceSummary& s) {
     Json j = {{"title", s.title}, {"metric", s.metric}, {"points", s.points}, {"unmapped", s.unmapped}, {"mape", s.mape},
               {"mean_error", s.mean_error}};
     if (s.metric == "step_time_s") {
       j["mape_throughput"] = s.mape_throughput;
-      j["mape_analytical"] = s.mape_analytical;
+      if (r.analytical) j["mape_analytical"] = s.mape_analytical;
     }
     return j;
   };
@@ -465,8 +467,10 @@ json::Json to_json(const ValidationReport& r) {
       q["predicted"] = p.predicted;
       q["error"] = p.error;
       if (p.metric == "step_time_s") {
-        q["predicted_analytical"] = p.predicted_analytical;
-        q["error_analytical"] = p.error_analytical;
+        if (r.analytical) {
+          q["predicted_analytical"] = p.predicted_analytical;
+          q["error_analytical"] = p.error_analytical;
+        }
         q["model_tflops_per_gpu_measured"] = p.model_tflops_measured;
         q["model_tflops_per_gpu_predicted"] = p.model_tflops_predicted;
         q["fits_memory"] = p.fits_memory;
@@ -479,4 +483,4 @@ json::Json to_json(const ValidationReport& r) {
   return j;
 }
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::calibration

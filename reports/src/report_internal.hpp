@@ -9,7 +9,7 @@
 
 #include "trainplan/plan/step_program.hpp"
 
-namespace trainplan::planner::report_detail {
+namespace trainplan::reports::report_detail {
 
 enum class Part {
   compute,     // forward + backward (estimate: excluding recomputation)
@@ -71,4 +71,4 @@ inline Part comm_part(plan::CommPurpose purpose) {
   return Part::other;
 }
 
-}  // namespace trainplan::planner::report_detail
+}  // namespace trainplan::reports::report_detail

@@ -9,7 +9,7 @@
 //   TP_NCCL_CHECK(ncclAllReduce(...));             // ncclInProgress counts as success here
 //
 // The error text reads
-//   "cuda: cudaMemcpyAsync(dst, src, n, ...) failed at executor/src/cuda/x.cpp:42:
+//   "cuda: cudaMemcpyAsync(dst, src, n, ...) failed at executor/cuda/src/x.cpp:42:
 //    cudaErrorInvalidValue: invalid argument".
 // Out-of-memory errors are not thrown here: the allocator checks them itself, to name the
 // memory in use (CudaBackend::allocate_impl).

@@ -1,5 +1,5 @@
 // Building a report: what the renderers show, computed once. See report.hpp.
-#include "trainplan/planner/report.hpp"
+#include "trainplan/reports/report.hpp"
 
 #include <fmt/format.h>
 
@@ -16,8 +16,14 @@
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 
-namespace trainplan::planner {
+namespace trainplan::reports {
 namespace {
+
+using planner::Candidate;
+using planner::on_demand_price;
+using planner::SearchRequest;
+using planner::SearchResult;
+using planner::spot_price;
 
 // Times the parts of building a report (Report::timings).
 class Stopwatch {
@@ -120,7 +126,7 @@ ReportPlan plan_row(size_t position, const Candidate& c, const plan::PlanContext
 Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens) {
   Candidate c;
   c.plan = p;
-  c.step = estimate_step(p, ctx);
+  c.step = planner::estimate_step(p, ctx);
   c.memory = plan::peak_memory(p, ctx);
   c.gpus = p.world_size();
   if (tokens > 0) {
@@ -390,7 +396,7 @@ Report build_report(const SearchRequest& req, const SearchResult& res, const hw:
   for (const auto& sp : r.sizes)
     pts.emplace_back(sp.best.time_to_train_s,
                      sp.best.cost_on_demand_usd ? *sp.best.cost_on_demand_usd : std::numeric_limits<double>::quiet_NaN());
-  for (size_t i : pareto_frontier(pts)) r.sizes[i].pareto = true;
+  for (size_t i : planner::pareto_frontier(pts)) r.sizes[i].pareto = true;
   watch.lap("sizes");
 
   best_plan_parts(r, contexts.front(), o);
@@ -424,4 +430,4 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   return r;
 }
 
-}  // namespace trainplan::planner
+}  // namespace trainplan::reports
