@@ -41,6 +41,12 @@ class Cli:
     def json(self, *args):
         return json.loads(self.run(*args).stdout)
 
+    def assert_same_error(self, error, *args):
+        """The CLI fails on `args` with exit 1 and prints `error` (a trainplan.Error) as its one line."""
+        r = self.run(*args, check=False)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == "error: " + str(error) + "\n"
+
 
 @pytest.fixture
 def cli(cli_path, tmp_path):

@@ -57,7 +57,5 @@ def test_price_file_applies(tmp_path, cli):
 def test_unknown_instance_is_a_trainplan_error(cli):
     with pytest.raises(trainplan.Error) as e:
         trainplan.catalog("p4d.24xlarg")
-    r = cli.run("catalog", "p4d.24xlarg", check=False)
-    assert r.returncode == 1
-    assert r.stderr == "error: " + str(e.value) + "\n"
+    cli.assert_same_error(e.value, "catalog", "p4d.24xlarg")
     assert "p4d.24xlarge" in e.value.hint

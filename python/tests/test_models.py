@@ -66,6 +66,4 @@ def test_bad_hf_config_error_names_the_key():
 def test_unknown_model_error_text_equals_cli(cli):
     with pytest.raises(trainplan.Error) as e:
         trainplan.model("gpt2-124")
-    r = cli.run("model", "gpt2-124", check=False)
-    assert r.returncode == 1
-    assert r.stderr == "error: " + str(e.value) + "\n"
+    cli.assert_same_error(e.value, "model", "gpt2-124")
