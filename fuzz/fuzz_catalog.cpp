@@ -16,13 +16,15 @@ using namespace trainplan;
 
 namespace {
 
-const std::pair<std::string, std::string>& repo_file(const std::string& name) {
-  static std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& f : files)
-    if (f.first == "hwprofiles/catalog/" + name) return f;
-  files.emplace_back("hwprofiles/catalog/" + name,
-                     json::read_text_file(std::string(TRAINPLAN_SOURCE_DIR) + "/hwprofiles/catalog/" + name));
-  return files.back();
+// The repository's GPU and source files, parsed once: each input then costs only its own parse
+// and the catalog's checks.
+const json::Json& repo_document(const std::string& name) {
+  static std::vector<std::pair<std::string, json::Json>> docs;
+  for (const auto& d : docs)
+    if (d.first == name) return d.second;
+  const std::string path = std::string(TRAINPLAN_SOURCE_DIR) + "/hwprofiles/catalog/" + name;
+  docs.emplace_back(name, json::parse_text(json::read_text_file(path), path));
+  return docs.back().second;
 }
 
 }  // namespace
@@ -32,8 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   try {
     if (data[0] % 2 == 0) {
-      const hw::Catalog c =
-          hw::Catalog::from_texts({repo_file("gpus.json"), repo_file("sources.json"), {"hwprofiles/catalog/fuzz.json", text}});
+      std::vector<std::pair<std::string, json::Json>> docs;
+      docs.emplace_back("hwprofiles/catalog/gpus.json", repo_document("gpus.json"));
+      docs.emplace_back("hwprofiles/catalog/sources.json", repo_document("sources.json"));
+      docs.emplace_back("hwprofiles/catalog/fuzz.json", json::parse_text(text, "hwprofiles/catalog/fuzz.json"));
+      const hw::Catalog c = hw::Catalog::from_documents(std::move(docs));
       for (const auto& name : c.instance_names()) (void)hw::to_json(c.instance(name));
     } else {
       hw::Catalog c = hw::Catalog::builtin();

@@ -65,7 +65,14 @@ Precision GpuSpec::preferred_half_precision() const {
 // ---- Catalog -------------------------------------------------------------------------------
 
 Catalog Catalog::from_texts(const std::vector<std::pair<std::string, std::string>>& files) {
-  detail::ParsedCatalog parsed = detail::parse_catalog(files);
+  std::vector<std::pair<std::string, json::Json>> documents;
+  documents.reserve(files.size());
+  for (const auto& [name, text] : files) documents.emplace_back(name, json::parse_text(text, name));
+  return from_documents(std::move(documents));
+}
+
+Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> documents) {
+  detail::ParsedCatalog parsed = detail::parse_catalog(std::move(documents));
   Catalog c;
   c.gpus_ = std::move(parsed.gpus);
   c.instances_ = std::move(parsed.instances);

@@ -470,13 +470,13 @@ void derive_prices(InstanceType& inst) {
   }
 }
 
-ParsedCatalog parse_catalog(const std::vector<std::pair<std::string, std::string>>& files) {
+ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> documents) {
   ParsedCatalog out;
   std::vector<SourceRef> refs;
 
-  // Parse every file first; order instance files by their "order" (then name).
+  // Order instance files by their "order" (then name).
   std::vector<FileParts> parts;
-  for (const auto& [name, text] : files) parts.push_back({name, json::parse_text(text, name)});
+  for (auto& [name, doc] : documents) parts.push_back({name, std::move(doc)});
   std::vector<std::pair<double, size_t>> order;
   for (size_t i = 0; i < parts.size(); ++i) {
     Reader r(parts[i].doc, parts[i].name);

@@ -25,8 +25,8 @@ struct ParsedCatalog {
   std::map<std::string, Source> sources;
 };
 
-/// Parses (display name, text) files. Errors name the file and the JSON pointer.
-ParsedCatalog parse_catalog(const std::vector<std::pair<std::string, std::string>>& files);
+/// Checks (display name, parsed document) files. Errors name the file and the JSON pointer.
+ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> documents);
 
 /// Fills the derived prices of `instance` from its inputs: spot = midpoint of the samples,
 /// else EC2 x (1 - spot_discount) (estimated); SageMaker = EC2 x sagemaker_uplift (estimated)

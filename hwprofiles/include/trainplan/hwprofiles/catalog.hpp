@@ -198,6 +198,9 @@ class Catalog {
   static Catalog load_dir(const std::string& dir);
   /// Parses catalog files given as (display name, text) pairs.
   static Catalog from_texts(const std::vector<std::pair<std::string, std::string>>& files);
+  /// Parses catalog files already read as JSON (display name, document), e.g. files a caller
+  /// parses once and combines with others many times.
+  static Catalog from_documents(std::vector<std::pair<std::string, json::Json>> documents);
 
   const GpuSpec& gpu(const std::string& name) const;
   const InstanceType& instance(const std::string& name) const;
