@@ -29,12 +29,7 @@ MAX_LINES = 150
 
 # Functions allowed to stay longer than the limit for now: (path, name) -> why. Keep it empty;
 # an entry is a debt with a reason and an owner, and a stale entry is reported.
-ALLOWLIST = {
-    # The CUDA backend's compute calibration (232 lines): the CUDA module work (issue 16 part 1)
-    # is rewriting executor/cuda/ at the same time; split it (per-op timing, optimizer, tables)
-    # when that lands. Reported to the lead.
-    ("executor/cuda/src/benchmarks.cpp", "run_compute_calibration"): "split after the CUDA module work lands",
-}
+ALLOWLIST: dict = {}
 
 CLASS_KEYS = {"class", "struct", "union", "enum", "namespace"}
 SKIP_PREFIX = {"inline", "export", "typedef"}

@@ -106,6 +106,7 @@ void run(const SimulateArgs& a) {
   o.sim.record_timeline = !a.trace.empty() || !a.timeline.empty();
   const auto [shown_ranks, shown] = trace_ranks(a.trace_ranks, p);
   o.sim.timeline_ranks = shown_ranks;
+  o.sim.timeline_aliases = true;  // symmetric classes: memory by ranks simulated, not shown
   o.threads = 0;
   const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
   const sim::StepResult& s = r.step;

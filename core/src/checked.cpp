@@ -115,15 +115,17 @@ double parse_real(std::string_view text_in, double min, double max) {
   return in_range(v, min, max);
 }
 
-int64_t to_int(double value, int64_t min, int64_t max, std::string_view what, bool ceil) {
+int64_t to_int(double value, int64_t min, int64_t max, std::string_view what, bool ceil, std::string_view inputs) {
+  const std::string hint = inputs.empty() ? std::string("check the inputs this is computed from (token count, batch, step time, sizes)")
+                                          : fmt::format("check {}", inputs);
   if (!std::isfinite(value) || value < static_cast<double>(min) - 1.0 || value > static_cast<double>(max) + 1.0)
     throw Error(fmt::format("{} would be {:g}, outside the range trainplan handles ({})", what, value, range_text(min, max)))
-        .hint("check the inputs this is computed from (token count, batch, step time, sizes)");
+        .hint(hint);
   const double r = ceil ? std::ceil(value) : std::trunc(value);
   const auto i = static_cast<int64_t>(r);
   if (i < min || i > max)
     throw Error(fmt::format("{} would be {}, outside the range trainplan handles ({})", what, i, range_text(min, max)))
-        .hint("check the inputs this is computed from (token count, batch, step time, sizes)");
+        .hint(hint);
   return i;
 }
 

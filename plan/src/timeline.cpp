@@ -2,6 +2,7 @@
 #include "trainplan/plan/timeline.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <string>
@@ -97,10 +98,40 @@ void stream_document(std::ostream& out, const json::Json& head, const std::strin
 
 }  // namespace
 
+void for_each_event(const Timeline& t, const std::function<void(const TimelineEvent&)>& fn) {
+  if (t.aliases.empty()) {
+    for (const TimelineEvent& e : t.events) fn(e);
+    return;
+  }
+  std::map<int, std::pair<size_t, size_t>> stored;  // rank -> [begin, end) in t.events
+  for (size_t i = 0; i < t.events.size(); ++i) {
+    auto [it, fresh] = stored.try_emplace(t.events[i].rank, i, i + 1);
+    if (!fresh) it->second.second = i + 1;
+  }
+  size_t next_alias = 0;
+  auto emit_aliases_before = [&](int rank) {
+    for (; next_alias < t.aliases.size() && t.aliases[next_alias].rank < rank; ++next_alias) {
+      const RankAlias& a = t.aliases[next_alias];
+      auto src = stored.find(a.source);
+      if (src == stored.end()) continue;  // the source rank has no events
+      for (size_t i = src->second.first; i < src->second.second; ++i) {
+        TimelineEvent copy = t.events[i];
+        copy.rank = a.rank;
+        fn(copy);
+      }
+    }
+  };
+  for (const auto& [rank, range] : stored) {
+    emit_aliases_before(rank);
+    for (size_t i = range.first; i < range.second; ++i) fn(t.events[i]);
+  }
+  emit_aliases_before(std::numeric_limits<int>::max());
+}
+
 json::Json to_json(const Timeline& t) {
   json::Json doc = timeline_head(t);
   json::Json events = json::Json::array();
-  for (const TimelineEvent& e : t.events) events.push_back(event_json(e));
+  for_each_event(t, [&](const TimelineEvent& e) { events.push_back(event_json(e)); });
   doc["events"] = std::move(events);
   return doc;
 }
@@ -146,7 +177,7 @@ Timeline timeline_from_json(const json::Json& doc, const std::string& name) {
 void write_timeline_file(const std::string& path, const Timeline& timeline) {
   json::write_stream_file(path, [&](std::ostream& out) {
     stream_document(out, timeline_head(timeline), "events", false, [&](auto& element) {
-      for (const TimelineEvent& e : timeline.events) element(event_json(e));
+      for_each_event(timeline, [&](const TimelineEvent& e) { element(event_json(e)); });
     });
   });
 }
@@ -162,10 +193,10 @@ template <class Emit>
 void chrome_trace_events(const Timeline& t, Emit&& emit) {
   constexpr double kUs = 1e6;
   std::map<int, std::vector<int>> streams_of_rank;  // ordered: deterministic metadata
-  for (const TimelineEvent& e : t.events) {
+  for_each_event(t, [&](const TimelineEvent& e) {
     auto& s = streams_of_rank[e.rank];
     if (std::find(s.begin(), s.end(), e.stream) == s.end()) s.push_back(e.stream);
-  }
+  });
   for (auto& [rank, streams] : streams_of_rank) {
     std::sort(streams.begin(), streams.end());
     emit({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 0}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
@@ -178,11 +209,11 @@ void chrome_trace_events(const Timeline& t, Emit&& emit) {
     }
   }
   // Memory counters need the alloc/free events of a rank in time order.
-  std::vector<const TimelineEvent*> mem;
-  for (const TimelineEvent& e : t.events) {
+  std::vector<TimelineEvent> mem;
+  for_each_event(t, [&](const TimelineEvent& e) {
     if (e.kind == TaskKind::alloc || e.kind == TaskKind::free) {
-      mem.push_back(&e);
-      continue;
+      mem.push_back(e);
+      return;
     }
     std::string name = e.label.empty() ? std::string(task_kind_name(e.kind)) : e.label;
     std::string cat(task_kind_name(e.kind));
@@ -192,16 +223,16 @@ void chrome_trace_events(const Timeline& t, Emit&& emit) {
     if (e.flops > 0) args["flops"] = e.flops;
     emit({{"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", e.start_s * kUs},
           {"dur", (e.end_s - e.start_s) * kUs}, {"pid", e.rank}, {"tid", e.stream}, {"args", args}});
-  }
-  std::stable_sort(mem.begin(), mem.end(), [](const TimelineEvent* a, const TimelineEvent* b) {
-    return a->rank < b->rank || (a->rank == b->rank && (a->start_s < b->start_s || (a->start_s == b->start_s && a->task < b->task)));
+  });
+  std::stable_sort(mem.begin(), mem.end(), [](const TimelineEvent& a, const TimelineEvent& b) {
+    return a.rank < b.rank || (a.rank == b.rank && (a.start_s < b.start_s || (a.start_s == b.start_s && a.task < b.task)));
   });
   double live = 0;
   int rank = -1;
-  for (const TimelineEvent* e : mem) {
-    if (e->rank != rank) rank = e->rank, live = 0;
-    live += e->kind == TaskKind::alloc ? e->bytes : -e->bytes;
-    emit({{"name", "transient memory"}, {"ph", "C"}, {"ts", e->start_s * kUs}, {"pid", e->rank}, {"args", {{"bytes", live}}}});
+  for (const TimelineEvent& e : mem) {
+    if (e.rank != rank) rank = e.rank, live = 0;
+    live += e.kind == TaskKind::alloc ? e.bytes : -e.bytes;
+    emit({{"name", "transient memory"}, {"ph", "C"}, {"ts", e.start_s * kUs}, {"pid", e.rank}, {"args", {{"bytes", live}}}});
   }
 }
 

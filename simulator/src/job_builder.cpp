@@ -109,7 +109,8 @@ int64_t job_steps(const plan::Plan& plan, const plan::PlanContext& ctx, const Jo
     throw Error("give the work as tokens or as samples × epochs, not both").hint("drop --tokens or --samples");
   if (o.samples > 0) {
     if (!(o.epochs > 0)) throw Error(fmt::format("epochs must be positive, got {}", o.epochs)).hint("e.g. --epochs 3");
-    return checked::to_int(o.samples * o.epochs / batch - 1e-9, 1, limits::kMaxSteps, "the number of steps (samples x epochs / batch)", true);
+    return checked::to_int(o.samples * o.epochs / batch - 1e-9, 1, limits::kMaxSteps, "the number of steps (samples x epochs / batch)", true,
+                           "--samples, --epochs and the plan's batch.global_batch");
   }
   const double tokens = o.tokens > 0 ? o.tokens : plan.training_tokens;
   if (tokens > 0) {
@@ -117,7 +118,9 @@ int64_t job_steps(const plan::Plan& plan, const plan::PlanContext& ctx, const Jo
       throw Error(fmt::format("work in tokens needs a sequence model; {} has no sequence length", ctx.model_spec.name))
           .hint("give the work as --samples N --epochs E");
     return checked::to_int(tokens / (batch * static_cast<double>(ctx.seq_len)) - 1e-9, 1, limits::kMaxSteps,
-                           "the number of steps (tokens / (batch x sequence length))", true);
+                           "the number of steps (tokens / (batch x sequence length))", true,
+                           o.tokens > 0 ? "--tokens and the plan's batch.global_batch"
+                                        : "the plan's training_tokens (or give --tokens) and batch.global_batch");
   }
   throw Error("the job's work is unknown").hint("pass --tokens N, or --samples N --epochs E, or set training_tokens in the plan");
 }

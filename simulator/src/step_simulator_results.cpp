@@ -79,11 +79,35 @@ StepResult StepSimulator::collect(double wall_s) {
       std::sort(shown.begin(), shown.end());
       shown.erase(std::unique(shown.begin(), shown.end()), shown.end());
     }
+    // A rank of a symmetric class whose representative is also shown, and whose events would
+    // be the representative's (same tasks, labels and sizes; the times are the class's), can
+    // be an alias of it.
+    auto same_events = [&](size_t rank, size_t rep) {
+      if (sym_.header_only[rank]) return true;  // shows its representative's tasks anyway
+      const auto& a = p_.ranks[rank].tasks;
+      const auto& b = p_.ranks[rep].tasks;
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i)
+        if (a[i].id != b[i].id || a[i].stream != b[i].stream || a[i].kind != b[i].kind || a[i].phase != b[i].phase ||
+            a[i].purpose != b[i].purpose || a[i].mem_bytes != b[i].mem_bytes || a[i].alloc_bytes != b[i].alloc_bytes ||
+            a[i].bytes != b[i].bytes || a[i].flops != b[i].flops || a[i].label != b[i].label)
+          return false;
+      return true;
+    };
+    std::vector<size_t> stored;
+    for (size_t rank : shown) {
+      const auto rep = static_cast<size_t>(sym_.rep_of[rank]);
+      if (opt_.timeline_aliases && rep != rank && !sym_.header_only[rep] &&
+          std::binary_search(shown.begin(), shown.end(), rep) && same_events(rank, rep))
+        tl.aliases.push_back({static_cast<int>(rank), static_cast<int>(rep)});
+      else
+        stored.push_back(rank);
+    }
     size_t total = 0;
-    for (size_t rank : shown)
+    for (size_t rank : stored)
       total += p_.ranks[static_cast<size_t>(sym_.header_only[rank] ? sym_.rep_of[rank] : static_cast<int>(rank))].tasks.size();
     tl.events.reserve(total);
-    for (size_t rank : shown) {
+    for (size_t rank : stored) {
       const int32_t base = task_base_[static_cast<size_t>(sim_of_rank_[static_cast<size_t>(sym_.rep_of[rank])])];
       // A header-only rank shows its representative's tasks (its own program renamed).
       const plan::RankProgram& source = sym_.header_only[rank] ? p_.ranks[static_cast<size_t>(sym_.rep_of[rank])] : p_.ranks[rank];

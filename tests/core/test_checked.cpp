@@ -54,6 +54,7 @@ TEST_CASE("checked: to_int converts computed reals only when they fit", "[core]"
   REQUIRE_ERROR_CONTAINS(checked::to_int(std::nan(""), 1, 10, "steps"), "steps would be nan");
   REQUIRE_ERROR_CONTAINS(checked::to_int(std::numeric_limits<double>::infinity(), 1, 10, "steps"), "outside the range");
   REQUIRE_ERROR_CONTAINS(checked::to_int(0.0, 1, 10, "steps", true), "steps would be 0");
+  REQUIRE_ERROR_CONTAINS(checked::to_int(1e20, 1, 10, "steps", false, "--tokens and --batch"), "check --tokens and --batch");
 }
 
 TEST_CASE("checked: narrow and multiply never wrap", "[core]") {

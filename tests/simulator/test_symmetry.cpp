@@ -1,7 +1,10 @@
 #include <cmath>
+#include <set>
+#include <vector>
 
 #include "program_builder.hpp"
 #include "test_support.hpp"
+#include "trainplan/plan/timeline.hpp"
 #include "trainplan/simulator/simulate.hpp"
 
 using namespace trainplan;
@@ -113,4 +116,44 @@ TEST_CASE("simulator: symmetric fidelity rejects ranks that are not symmetric", 
   auto opt = exact_options();
   opt.fidelity = sim::Fidelity::symmetric;
   REQUIRE_ERROR_CONTAINS(sim::simulate_step(prog, topo, test_gpu(), opt), "differs in flops");
+}
+
+TEST_CASE("simulator: timeline aliases store a class's events once and expand to the full timeline", "[simulator]") {
+  HybridSpec h;
+  h.dp = 4;
+  h.tp = 2;
+  h.pp = 2;
+  h.micro_batches = 3;
+  auto prog = build_hybrid(h);
+  auto topo = sim::make_two_level_topology({h.dp * h.pp, h.tp, 3e11, 1e-6, 2.5e10, 5e-6});
+  auto opt = exact_options();
+  opt.fidelity = sim::Fidelity::symmetric;
+  const auto materialized = sim::simulate_step(prog, topo, test_gpu(), opt);
+  opt.timeline_aliases = true;
+  const auto aliased = sim::simulate_step(prog, topo, test_gpu(), opt);
+  // dp 4 replicas of 4 simulated ranks: 12 of the 16 ranks are aliases.
+  CHECK(materialized.timeline.aliases.empty());
+  REQUIRE(aliased.timeline.aliases.size() == 12);
+  CHECK(aliased.timeline.events.size() * 4 == materialized.timeline.events.size());
+  std::vector<plan::TimelineEvent> expanded;
+  plan::for_each_event(aliased.timeline, [&](const plan::TimelineEvent& e) { expanded.push_back(e); });
+  REQUIRE(expanded.size() == materialized.timeline.events.size());
+  for (size_t i = 0; i < expanded.size(); ++i) {
+    const auto& a = materialized.timeline.events[i];
+    const auto& b = expanded[i];
+    REQUIRE(a.rank == b.rank);
+    REQUIRE(a.task == b.task);
+    REQUIRE(a.start_s == b.start_s);
+    REQUIRE(a.end_s == b.end_s);
+    REQUIRE(a.label == b.label);
+  }
+  // The written documents are the same: timeline JSON and Chrome trace.
+  CHECK(plan::to_json(aliased.timeline) == plan::to_json(materialized.timeline));
+  CHECK(plan::chrome_trace(aliased.timeline) == plan::chrome_trace(materialized.timeline));
+  // Only the ranks asked for: rank 5's representative is not shown, so rank 5 is stored.
+  opt.timeline_ranks = {5, 9};
+  const auto sampled = sim::simulate_step(prog, topo, test_gpu(), opt);
+  std::set<int> ranks;
+  plan::for_each_event(sampled.timeline, [&](const plan::TimelineEvent& e) { ranks.insert(e.rank); });
+  CHECK(ranks == std::set<int>{5, 9});
 }

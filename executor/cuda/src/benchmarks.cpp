@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -104,38 +105,119 @@ double model_flops_utilization(double flops, double seconds, double peak_flops_p
   return flops / (seconds * peak_flops_per_s);
 }
 
-CalibrationResult run_compute_calibration(Backend& gpu, const CalibrationOptions& options) {
-  const int device = cuda_backend_device(gpu);
-  if (device < 0) throw Error(fmt::format("calibration: backend \"{}\" is not a cuda backend", gpu.name()));
-  if (options.repeats < 1 || options.warmup < 0 || options.micro_batch < 1)
-    throw Error("calibration: repeats and micro_batch must be >= 1, warmup >= 0");
-  const CudaDeviceInfo info = cuda_device_info(device);
-  const hw::GpuSpec* spec_gpu = catalog_gpu_of(info);
-  const DType dt = options.dtype.value_or(gpu.supports(DType::bf16) ? DType::bf16 : DType::f16);
-  const Precision precision = dt == DType::bf16 ? Precision::bf16 : dt == DType::f16 ? Precision::fp16 : Precision::fp32;
-  CalibrationResult result;
-  result.gpu = spec_gpu ? spec_gpu->name : "";
-  result.precision = std::string(precision_name(precision));
-  const double peak = spec_gpu && spec_gpu->supports(precision) ? spec_gpu->peak_flops_per_s(precision) : 0.0;
-  const double hbm = spec_gpu ? spec_gpu->memory_bandwidth_bytes_per_s : 0.0;
-  if (!spec_gpu)
-    result.notes.push_back(fmt::format("{} (sm {}) is not in the catalog: only GEMM durations are written", info.name,
-                                       info.compute_capability()));
+namespace {
 
-  Stream& s = gpu.default_stream();
-  Rng rng(2024);
-  json::Json entries = json::Json::array();
-  json::Json points = json::Json::array();
-  std::set<std::string> seen;
-  auto clamp_efficiency = [&](double e, const std::string& what) {
+// One calibration run: the backend, the measured points and table entries, and one timing
+// routine per op kind (each op shape is timed once).
+class ComputeCalibration {
+ public:
+  ComputeCalibration(Backend& gpu, const CalibrationOptions& options, const CudaDeviceInfo& info,
+                     const hw::GpuSpec* spec_gpu, DType dt)
+      : gpu_(gpu), s_(gpu.default_stream()), rng_(2024), dt_(dt), wu_(options.warmup), rep_(options.repeats),
+        micro_batch_(options.micro_batch) {
+    const Precision precision = dt == DType::bf16 ? Precision::bf16 : dt == DType::f16 ? Precision::fp16 : Precision::fp32;
+    precision_ = precision;
+    result_.gpu = spec_gpu ? spec_gpu->name : "";
+    result_.precision = std::string(precision_name(precision));
+    peak_ = spec_gpu && spec_gpu->supports(precision) ? spec_gpu->peak_flops_per_s(precision) : 0.0;
+    hbm_ = spec_gpu ? spec_gpu->memory_bandwidth_bytes_per_s : 0.0;
+    if (!spec_gpu)
+      result_.notes.push_back(fmt::format("{} (sm {}) is not in the catalog: only GEMM durations are written", info.name,
+                                          info.compute_capability()));
+  }
+
+  void model(const std::string& model_name, int64_t max_seq_len) {
+    models::ModelSpec spec = models::ModelCatalog::builtin().spec(model_name);
+    spec.seq_len = std::min(spec.seq_len, max_seq_len);
+    const models::ModelGraph graph = models::build_graph(spec);
+    const plan::AttentionImpl impl = attention_impl(spec.seq_len);
+    for (const models::Op& op : graph.ops()) {
+      const plan::OpCost cost = plan::op_cost(op, micro_batch_, 1, false, precision_, impl);
+      if (op.kind == models::OpKind::linear) {
+        linear(model_name, op, cost);
+        continue;
+      }
+      std::string shape;
+      const std::optional<double> seconds = other_op(model_name, spec, graph, op, cost, shape);
+      if (!seconds) continue;
+      point(model_name, op.name, std::string(models::op_kind_name(op.kind)), shape, cost.flops_fwd, cost.mem_fwd_bytes,
+            *seconds);
+      if (op.kind != models::OpKind::attention && hbm_ > 0 && cost.mem_fwd_bytes > 0) {
+        json::Json e;
+        e["op_kind"] = std::string(models::op_kind_name(op.kind));
+        e["memory_efficiency"] = clamp_efficiency(cost.mem_fwd_bytes / (*seconds * hbm_), model_name + " " + op.name);
+        entries_.push_back(std::move(e));
+      }
+    }
+  }
+
+  // AdamW over 64 Mi parameters: f32 masters and moments, 16-bit gradients and model copy; the
+  // lowering counts 30 bytes per parameter for a mixed-precision optimizer step.
+  void optimizer() {
+    const int64_t p = int64_t{1} << 26;
+    Tensor params = random_tensor(gpu_, s_, DType::f32, {p}, rng_, 0.02);
+    Tensor grads = random_tensor(gpu_, s_, dt_, {p}, rng_, 0.01);
+    Tensor m = gpu_.zeros(s_, DType::f32, {p}), v = gpu_.zeros(s_, DType::f32, {p});
+    Tensor copy = gpu_.empty(dt_, {p}), scale = gpu_.empty(DType::f32, {1});
+    gpu_.fill(s_, scale, 1.0);
+    int64_t step = 0;
+    const double seconds =
+        time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.adamw_step(s_, params, grads, m, v, scale, AdamWConfig{}, ++step, copy); });
+    const double bytes = 30.0 * static_cast<double>(p);
+    point("", "adamw", "optimizer", fmt::format("P {}", p), 10.0 * static_cast<double>(p), bytes, seconds);
+    if (hbm_ > 0) {
+      json::Json e;
+      e["op_kind"] = "optimizer";
+      e["memory_efficiency"] = clamp_efficiency(bytes / (seconds * hbm_), "adamw");
+      entries_.push_back(std::move(e));
+    }
+  }
+
+  CalibrationResult finish(const CudaDeviceInfo& info) {
+    json::Json table;
+    table["schema_version"] = 1;
+    table["gpu"] = result_.gpu;
+    table["precision"] = result_.precision;
+    table["source"] = fmt::format("trainplan executor microbenchmarks on {} (sm {}, CUDA runtime {}, driver {}); "
+                                  "micro-batch {}, {} repeats after {} warm-up",
+                                  info.name, info.compute_capability(), info.runtime_version, info.driver_version,
+                                  micro_batch_, rep_, wu_);
+    table["entries"] = std::move(entries_);
+    result_.table = std::move(table);
+    json::Json meas;
+    meas["device"] = info.name;
+    meas["compute_capability"] = info.compute_capability();
+    meas["catalog_gpu"] = result_.gpu;
+    meas["precision"] = result_.precision;
+    meas["peak_flops_per_s"] = peak_;
+    meas["memory_bandwidth_bytes_per_s"] = hbm_;
+    meas["points"] = std::move(points_);
+    meas["notes"] = result_.notes;
+    result_.measurements = std::move(meas);
+    return std::move(result_);
+  }
+
+ private:
+  // The attention the backend runs at this length (CudaAttention::automatic: unfused while the
+  // backward's T x T workspace of one head fits), for op_cost's FLOPs and bytes.
+  plan::AttentionImpl attention_impl(int64_t T) const {
+    const CudaBackendOptions bo = cuda_backend_options(gpu_);
+    const double per_head = static_cast<double>(T) * static_cast<double>(T) * (8.0 + 2.0 * dtype_size_bytes(dt_));
+    const bool unfused = bo.attention == CudaAttention::unfused ||
+                         (bo.attention == CudaAttention::automatic && per_head <= static_cast<double>(bo.attention_workspace_bytes));
+    return unfused ? plan::AttentionImpl::unfused : plan::AttentionImpl::flash;
+  }
+
+  double clamp_efficiency(double e, const std::string& what) {
     if (e > 1.0) {
-      result.notes.push_back(fmt::format("{}: measured efficiency {:.3f} above 1 (cache effects) written as 1", what, e));
+      result_.notes.push_back(fmt::format("{}: measured efficiency {:.3f} above 1 (cache effects) written as 1", what, e));
       return 1.0;
     }
     return e;
-  };
-  auto point = [&](const std::string& model, const std::string& op, const std::string& kind, const std::string& shape,
-                   double flops, double bytes, double seconds) {
+  }
+
+  void point(const std::string& model, const std::string& op, const std::string& kind, const std::string& shape,
+             double flops, double bytes, double seconds) {
     json::Json p;
     p["model"] = model;
     p["op"] = op;
@@ -146,195 +228,176 @@ CalibrationResult run_compute_calibration(Backend& gpu, const CalibrationOptions
     p["duration_s"] = seconds;
     p["flops_per_s"] = seconds > 0 ? flops / seconds : 0.0;
     p["bytes_per_s"] = seconds > 0 ? bytes / seconds : 0.0;
-    points.push_back(std::move(p));
-  };
-  const int wu = options.warmup, rep = options.repeats;
-
-  for (const std::string& model_name : options.models) {
-    models::ModelSpec spec = models::ModelCatalog::builtin().spec(model_name);
-    spec.seq_len = std::min(spec.seq_len, options.max_seq_len);
-    const models::ModelGraph graph = models::build_graph(spec);
-    const int64_t B = options.micro_batch, T = spec.seq_len, N = B * T;
-    // The attention the backend runs at this length (CudaAttention::automatic: unfused while the
-    // backward's T x T workspace of one head fits), for op_cost's FLOPs and bytes.
-    const CudaBackendOptions bo = cuda_backend_options(gpu);
-    const double per_head = static_cast<double>(T) * static_cast<double>(T) * (8.0 + 2.0 * dtype_size_bytes(dt));
-    const bool unfused = bo.attention == CudaAttention::unfused ||
-                         (bo.attention == CudaAttention::automatic &&
-                          per_head <= static_cast<double>(bo.attention_workspace_bytes));
-    const plan::AttentionImpl impl = unfused ? plan::AttentionImpl::unfused : plan::AttentionImpl::flash;
-    for (const models::Op& op : graph.ops()) {
-      const plan::OpCost cost = plan::op_cost(op, B, 1, false, precision, impl);
-      const std::string kind(models::op_kind_name(op.kind));
-      const int64_t width = op.out_shape.empty() ? 0 : op.out_shape.back();
-      std::string shape;
-      double seconds = 0;
-      switch (op.kind) {
-        case models::OpKind::linear: {
-          shape = fmt::format("m {} n {} k {}", cost.gemm_m, cost.gemm_n, cost.gemm_k);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor inp = random_tensor(gpu, s, dt, {cost.gemm_m, cost.gemm_k}, rng);
-          Tensor w = random_tensor(gpu, s, dt, {cost.gemm_n, cost.gemm_k}, rng, 0.02);
-          Tensor out = gpu.empty(dt, {cost.gemm_m, cost.gemm_n});
-          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.linear_forward(s, out, inp, w, Tensor()); });
-          json::Json e;
-          e["op_kind"] = kind;
-          e["m"] = cost.gemm_m;
-          e["n"] = cost.gemm_n;
-          e["k"] = cost.gemm_k;
-          e["duration_s"] = seconds;
-          entries.push_back(std::move(e));
-          point(model_name, op.name, kind, shape, 2.0 * static_cast<double>(cost.gemm_m * cost.gemm_n) *
-                                                      static_cast<double>(cost.gemm_k),
-                cost.mem_fwd_bytes, seconds);
-          // The two backward products, as points only.
-          Tensor dinp = gpu.empty(dt, {cost.gemm_m, cost.gemm_k});
-          Tensor dw = gpu.zeros(s, dt, {cost.gemm_n, cost.gemm_k});
-          const double bwd = time_calls(gpu, s, wu, rep, [&] { gpu.linear_backward(s, dinp, dw, Tensor(), out, inp, w); });
-          point(model_name, op.name + " backward", kind, shape, 4.0 * static_cast<double>(cost.gemm_m * cost.gemm_n) *
-                                                                     static_cast<double>(cost.gemm_k),
-                cost.mem_bwd_bytes, bwd);
-          continue;
-        }
-        case models::OpKind::attention: {
-          const AttentionShape sh{B, T, op.heads, op.kv_heads > 0 ? op.kv_heads : op.heads, op.head_dim, op.causal};
-          shape = fmt::format("B {} T {} H {} KVH {} D {}", B, T, sh.heads, sh.kv_heads, sh.head_dim);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor qkv = random_tensor(gpu, s, dt, {sh.tokens(), sh.qkv_cols()}, rng);
-          Tensor out = gpu.empty(dt, {sh.tokens(), sh.out_cols()});
-          Tensor lse = gpu.empty(DType::f32, {B, sh.heads, T});
-          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.attention_forward(s, out, lse, qkv, sh); });
-          Tensor dqkv = gpu.empty(dt, {sh.tokens(), sh.qkv_cols()});
-          const double bwd =
-              time_calls(gpu, s, wu, rep, [&] { gpu.attention_backward(s, dqkv, out, qkv, out, lse, sh); });
-          point(model_name, op.name + " backward", kind, shape, cost.flops_bwd, cost.mem_bwd_bytes, bwd);
-          if (peak > 0) {
-            json::Json e;
-            e["op_kind"] = kind;
-            e["m"] = cost.gemm_m;
-            e["n"] = cost.gemm_n;
-            e["k"] = cost.gemm_k;
-            e["compute_efficiency"] = clamp_efficiency(cost.flops_fwd / (seconds * peak), model_name + " attention");
-            entries.push_back(std::move(e));
-          }
-          break;
-        }
-        case models::OpKind::layernorm:
-        case models::OpKind::rmsnorm: {
-          shape = fmt::format("N {} C {}", N, width);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor inp = random_tensor(gpu, s, dt, {N, width}, rng);
-          Tensor w = random_tensor(gpu, s, dt, {width}, rng);
-          Tensor out = gpu.empty(dt, {N, width});
-          Tensor mean = gpu.empty(DType::f32, {N}), rstd = gpu.empty(DType::f32, {N});
-          if (op.kind == models::OpKind::layernorm)
-            seconds = time_calls(gpu, s, wu, rep, [&] { gpu.layernorm_forward(s, out, mean, rstd, inp, w, w, 1e-5); });
-          else
-            seconds = time_calls(gpu, s, wu, rep, [&] { gpu.rmsnorm_forward(s, out, rstd, inp, w, 1e-5); });
-          break;
-        }
-        case models::OpKind::activation: {
-          const bool swiglu = op.activation == models::Activation::swiglu;
-          shape = fmt::format("N {} F {}{}", N, width, swiglu ? " swiglu" : "");
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor inp = random_tensor(gpu, s, dt, {N, swiglu ? 2 * width : width}, rng);
-          Tensor out = gpu.empty(dt, {N, width});
-          seconds = time_calls(gpu, s, wu, rep, [&] {
-            if (swiglu)
-              gpu.swiglu_forward(s, out, inp);
-            else if (op.activation == models::Activation::relu)
-              gpu.relu_forward(s, out, inp);
-            else
-              gpu.gelu_forward(s, out, inp);
-          });
-          break;
-        }
-        case models::OpKind::residual: {
-          shape = fmt::format("N {} C {}", N, width);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor a = random_tensor(gpu, s, dt, {N, width}, rng), b = random_tensor(gpu, s, dt, {N, width}, rng);
-          Tensor out = gpu.empty(dt, {N, width});
-          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.add(s, out, a, b); });
-          break;
-        }
-        case models::OpKind::embedding: {
-          const int64_t rows = op.weight_shape.empty() ? spec.vocab : op.weight_shape.front();
-          shape = fmt::format("N {} rows {} C {}", N, rows, width);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor table = random_tensor(gpu, s, dt, {rows, width}, rng);
-          Tensor ids = random_ids(gpu, s, N, rows, rng);
-          Tensor out = gpu.empty(dt, {N, width});
-          seconds = time_calls(gpu, s, wu, rep, [&] { gpu.embedding_forward(s, out, ids, table, 0, false); });
-          break;
-        }
-        case models::OpKind::loss: {
-          const int64_t vocab = op.inputs.empty() ? spec.vocab : graph.ops()[static_cast<size_t>(op.inputs.front())].n;
-          shape = fmt::format("N {} V {}", N, vocab);
-          if (!seen.insert(kind + shape).second) continue;
-          Tensor logits = random_tensor(gpu, s, dt, {N, vocab}, rng);
-          Tensor targets = random_ids(gpu, s, N, vocab, rng);
-          Tensor losses = gpu.empty(DType::f32, {N}), mx = gpu.empty(DType::f32, {N}), se = gpu.empty(DType::f32, {N});
-          seconds =
-              time_calls(gpu, s, wu, rep, [&] { gpu.cross_entropy_forward(s, losses, mx, se, logits, targets); });
-          break;
-        }
-        default: continue;  // dropout runs as identity; no other kinds in decoders
-      }
-      point(model_name, op.name, kind, shape, cost.flops_fwd, cost.mem_fwd_bytes, seconds);
-      if (op.kind != models::OpKind::attention && hbm > 0 && cost.mem_fwd_bytes > 0) {
-        json::Json e;
-        e["op_kind"] = kind;
-        e["memory_efficiency"] =
-            clamp_efficiency(cost.mem_fwd_bytes / (seconds * hbm), model_name + " " + op.name);
-        entries.push_back(std::move(e));
-      }
-    }
+    points_.push_back(std::move(p));
   }
 
-  // AdamW over 64 Mi parameters: f32 masters and moments, 16-bit gradients and model copy; the
-  // lowering counts 30 bytes per parameter for a mixed-precision optimizer step.
-  {
-    const int64_t p = int64_t{1} << 26;
-    Tensor params = random_tensor(gpu, s, DType::f32, {p}, rng, 0.02);
-    Tensor grads = random_tensor(gpu, s, dt, {p}, rng, 0.01);
-    Tensor m = gpu.zeros(s, DType::f32, {p}), v = gpu.zeros(s, DType::f32, {p});
-    Tensor copy = gpu.empty(dt, {p}), scale = gpu.empty(DType::f32, {1});
-    gpu.fill(s, scale, 1.0);
-    int64_t step = 0;
-    const double seconds = time_calls(gpu, s, wu, rep, [&] {
-      gpu.adamw_step(s, params, grads, m, v, scale, AdamWConfig{}, ++step, copy);
-    });
-    const double bytes = 30.0 * static_cast<double>(p);
-    point("", "adamw", "optimizer", fmt::format("P {}", p), 10.0 * static_cast<double>(p), bytes, seconds);
-    if (hbm > 0) {
+  // A GEMM shape: the forward as a table entry (duration), forward and backward as points.
+  void linear(const std::string& model_name, const models::Op& op, const plan::OpCost& cost) {
+    const std::string kind(models::op_kind_name(op.kind));
+    const std::string shape = fmt::format("m {} n {} k {}", cost.gemm_m, cost.gemm_n, cost.gemm_k);
+    if (!seen_.insert(kind + shape).second) return;
+    Tensor inp = random_tensor(gpu_, s_, dt_, {cost.gemm_m, cost.gemm_k}, rng_);
+    Tensor w = random_tensor(gpu_, s_, dt_, {cost.gemm_n, cost.gemm_k}, rng_, 0.02);
+    Tensor out = gpu_.empty(dt_, {cost.gemm_m, cost.gemm_n});
+    const double seconds = time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.linear_forward(s_, out, inp, w, Tensor()); });
+    json::Json e;
+    e["op_kind"] = kind;
+    e["m"] = cost.gemm_m;
+    e["n"] = cost.gemm_n;
+    e["k"] = cost.gemm_k;
+    e["duration_s"] = seconds;
+    entries_.push_back(std::move(e));
+    const double mnk = static_cast<double>(cost.gemm_m * cost.gemm_n) * static_cast<double>(cost.gemm_k);
+    point(model_name, op.name, kind, shape, 2.0 * mnk, cost.mem_fwd_bytes, seconds);
+    // The two backward products, as points only.
+    Tensor dinp = gpu_.empty(dt_, {cost.gemm_m, cost.gemm_k});
+    Tensor dw = gpu_.zeros(s_, dt_, {cost.gemm_n, cost.gemm_k});
+    const double bwd = time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.linear_backward(s_, dinp, dw, Tensor(), out, inp, w); });
+    point(model_name, op.name + " backward", kind, shape, 4.0 * mnk, cost.mem_bwd_bytes, bwd);
+  }
+
+  // Forward and backward of the fused attention; the forward's efficiency as a table entry.
+  double attention(const std::string& model_name, const models::Op& op, const plan::OpCost& cost, int64_t T,
+                   std::string& shape) {
+    const int64_t B = micro_batch_;
+    const AttentionShape sh{B, T, op.heads, op.kv_heads > 0 ? op.kv_heads : op.heads, op.head_dim, op.causal};
+    shape = fmt::format("B {} T {} H {} KVH {} D {}", B, T, sh.heads, sh.kv_heads, sh.head_dim);
+    Tensor qkv = random_tensor(gpu_, s_, dt_, {sh.tokens(), sh.qkv_cols()}, rng_);
+    Tensor out = gpu_.empty(dt_, {sh.tokens(), sh.out_cols()});
+    Tensor lse = gpu_.empty(DType::f32, {B, sh.heads, T});
+    const double seconds = time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.attention_forward(s_, out, lse, qkv, sh); });
+    Tensor dqkv = gpu_.empty(dt_, {sh.tokens(), sh.qkv_cols()});
+    const double bwd = time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.attention_backward(s_, dqkv, out, qkv, out, lse, sh); });
+    point(model_name, op.name + " backward", "attention", shape, cost.flops_bwd, cost.mem_bwd_bytes, bwd);
+    if (peak_ > 0) {
       json::Json e;
-      e["op_kind"] = "optimizer";
-      e["memory_efficiency"] = clamp_efficiency(bytes / (seconds * hbm), "adamw");
-      entries.push_back(std::move(e));
+      e["op_kind"] = "attention";
+      e["m"] = cost.gemm_m;
+      e["n"] = cost.gemm_n;
+      e["k"] = cost.gemm_k;
+      e["compute_efficiency"] = clamp_efficiency(cost.flops_fwd / (seconds * peak_), model_name + " attention");
+      entries_.push_back(std::move(e));
+    }
+    return seconds;
+  }
+
+  double norm(const models::Op& op, int64_t N, int64_t width) {
+    Tensor inp = random_tensor(gpu_, s_, dt_, {N, width}, rng_);
+    Tensor w = random_tensor(gpu_, s_, dt_, {width}, rng_);
+    Tensor out = gpu_.empty(dt_, {N, width});
+    Tensor mean = gpu_.empty(DType::f32, {N}), rstd = gpu_.empty(DType::f32, {N});
+    if (op.kind == models::OpKind::layernorm)
+      return time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.layernorm_forward(s_, out, mean, rstd, inp, w, w, 1e-5); });
+    return time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.rmsnorm_forward(s_, out, rstd, inp, w, 1e-5); });
+  }
+
+  double activation(const models::Op& op, int64_t N, int64_t width) {
+    const bool swiglu = op.activation == models::Activation::swiglu;
+    Tensor inp = random_tensor(gpu_, s_, dt_, {N, swiglu ? 2 * width : width}, rng_);
+    Tensor out = gpu_.empty(dt_, {N, width});
+    return time_calls(gpu_, s_, wu_, rep_, [&] {
+      if (swiglu)
+        gpu_.swiglu_forward(s_, out, inp);
+      else if (op.activation == models::Activation::relu)
+        gpu_.relu_forward(s_, out, inp);
+      else
+        gpu_.gelu_forward(s_, out, inp);
+    });
+  }
+
+  double residual(int64_t N, int64_t width) {
+    Tensor a = random_tensor(gpu_, s_, dt_, {N, width}, rng_), b = random_tensor(gpu_, s_, dt_, {N, width}, rng_);
+    Tensor out = gpu_.empty(dt_, {N, width});
+    return time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.add(s_, out, a, b); });
+  }
+
+  double embedding(int64_t N, int64_t rows, int64_t width) {
+    Tensor table = random_tensor(gpu_, s_, dt_, {rows, width}, rng_);
+    Tensor ids = random_ids(gpu_, s_, N, rows, rng_);
+    Tensor out = gpu_.empty(dt_, {N, width});
+    return time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.embedding_forward(s_, out, ids, table, 0, false); });
+  }
+
+  double loss(int64_t N, int64_t vocab) {
+    Tensor logits = random_tensor(gpu_, s_, dt_, {N, vocab}, rng_);
+    Tensor targets = random_ids(gpu_, s_, N, vocab, rng_);
+    Tensor losses = gpu_.empty(DType::f32, {N}), mx = gpu_.empty(DType::f32, {N}), se = gpu_.empty(DType::f32, {N});
+    return time_calls(gpu_, s_, wu_, rep_, [&] { gpu_.cross_entropy_forward(s_, losses, mx, se, logits, targets); });
+  }
+
+  // Times one non-GEMM op (once per kind and shape): nullopt when skipped.
+  std::optional<double> other_op(const std::string& model_name, const models::ModelSpec& spec, const models::ModelGraph& graph, const models::Op& op,
+                                 const plan::OpCost& cost, std::string& shape) {
+    const std::string kind(models::op_kind_name(op.kind));
+    const int64_t N = micro_batch_ * spec.seq_len;
+    const int64_t width = op.out_shape.empty() ? 0 : op.out_shape.back();
+    switch (op.kind) {
+      case models::OpKind::attention: {
+        const AttentionShape sh{micro_batch_, spec.seq_len, op.heads, op.kv_heads > 0 ? op.kv_heads : op.heads, op.head_dim,
+                                op.causal};
+        const std::string key = fmt::format("B {} T {} H {} KVH {} D {}", micro_batch_, spec.seq_len, sh.heads,
+                                            sh.kv_heads, sh.head_dim);
+        if (!seen_.insert(kind + key).second) return std::nullopt;
+        return attention(model_name, op, cost, spec.seq_len, shape);
+      }
+      case models::OpKind::layernorm:
+      case models::OpKind::rmsnorm:
+        shape = fmt::format("N {} C {}", N, width);
+        if (!seen_.insert(kind + shape).second) return std::nullopt;
+        return norm(op, N, width);
+      case models::OpKind::activation: {
+        const bool swiglu = op.activation == models::Activation::swiglu;
+        shape = fmt::format("N {} F {}{}", N, width, swiglu ? " swiglu" : "");
+        if (!seen_.insert(kind + shape).second) return std::nullopt;
+        return activation(op, N, width);
+      }
+      case models::OpKind::residual:
+        shape = fmt::format("N {} C {}", N, width);
+        if (!seen_.insert(kind + shape).second) return std::nullopt;
+        return residual(N, width);
+      case models::OpKind::embedding: {
+        const int64_t rows = op.weight_shape.empty() ? spec.vocab : op.weight_shape.front();
+        shape = fmt::format("N {} rows {} C {}", N, rows, width);
+        if (!seen_.insert(kind + shape).second) return std::nullopt;
+        return embedding(N, rows, width);
+      }
+      case models::OpKind::loss: {
+        const int64_t vocab = op.inputs.empty() ? spec.vocab : graph.ops()[static_cast<size_t>(op.inputs.front())].n;
+        shape = fmt::format("N {} V {}", N, vocab);
+        if (!seen_.insert(kind + shape).second) return std::nullopt;
+        return loss(N, vocab);
+      }
+      default: return std::nullopt;  // dropout runs as identity; no other kinds in decoders
     }
   }
 
-  json::Json table;
-  table["schema_version"] = 1;
-  table["gpu"] = result.gpu;
-  table["precision"] = result.precision;
-  table["source"] = fmt::format("trainplan executor microbenchmarks on {} (sm {}, CUDA runtime {}, driver {}); "
-                                "micro-batch {}, {} repeats after {} warm-up",
-                                info.name, info.compute_capability(), info.runtime_version, info.driver_version,
-                                options.micro_batch, rep, wu);
-  table["entries"] = std::move(entries);
-  result.table = std::move(table);
-  json::Json meas;
-  meas["device"] = info.name;
-  meas["compute_capability"] = info.compute_capability();
-  meas["catalog_gpu"] = result.gpu;
-  meas["precision"] = result.precision;
-  meas["peak_flops_per_s"] = peak;
-  meas["memory_bandwidth_bytes_per_s"] = hbm;
-  meas["points"] = std::move(points);
-  meas["notes"] = result.notes;
-  result.measurements = std::move(meas);
-  return result;
+  Backend& gpu_;
+  Stream& s_;
+  Rng rng_;
+  DType dt_;
+  Precision precision_ = Precision::bf16;
+  int wu_, rep_;
+  int64_t micro_batch_;
+  double peak_ = 0, hbm_ = 0;
+  CalibrationResult result_;
+  json::Json entries_ = json::Json::array();
+  json::Json points_ = json::Json::array();
+  std::set<std::string> seen_;
+};
+
+}  // namespace
+
+CalibrationResult run_compute_calibration(Backend& gpu, const CalibrationOptions& options) {
+  const int device = cuda_backend_device(gpu);
+  if (device < 0) throw Error(fmt::format("calibration: backend \"{}\" is not a cuda backend", gpu.name()));
+  if (options.repeats < 1 || options.warmup < 0 || options.micro_batch < 1)
+    throw Error("calibration: repeats and micro_batch must be >= 1, warmup >= 0");
+  const CudaDeviceInfo info = cuda_device_info(device);
+  const DType dt = options.dtype.value_or(gpu.supports(DType::bf16) ? DType::bf16 : DType::f16);
+  ComputeCalibration run(gpu, options, info, catalog_gpu_of(info), dt);
+  for (const std::string& model_name : options.models) run.model(model_name, options.max_seq_len);
+  run.optimizer();
+  return run.finish(info);
 }
 
 json::Json run_nccl_benchmark(Communicator& comm, Backend& backend, const NcclBenchOptions& options,

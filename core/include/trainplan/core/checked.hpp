@@ -91,8 +91,10 @@ int64_t in_range(int64_t value, int64_t min, int64_t max);
 
 /// Converts a computed real (e.g. tokens / tokens per step) to an integer: it must be finite
 /// and in [min, max] after rounding up when `ceil` is true (else truncation). `what` names
-/// the quantity in the error ("steps").
-int64_t to_int(double value, int64_t min, int64_t max, std::string_view what, bool ceil = false);
+/// the quantity in the error ("steps"); `inputs` names the flags or fields it is computed
+/// from, for the hint (empty: a generic hint).
+int64_t to_int(double value, int64_t min, int64_t max, std::string_view what, bool ceil = false,
+               std::string_view inputs = {});
 
 /// `value` as T, refusing values outside [min, max] (which must lie within T's range).
 template <typename T>

@@ -11,6 +11,7 @@
 // Times are seconds from the start of the step.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,14 +34,28 @@ struct TimelineEvent {
   CommPurpose purpose = CommPurpose::none;
 };
 
+/// Rank `rank` ran exactly the events of rank `source` (same tasks, same times): a simulator
+/// with symmetric fidelity records a class's events once and names the other members here.
+struct RankAlias {
+  int rank = 0;
+  int source = 0;
+};
+
 struct Timeline {
   std::string source;      // "predicted" (simulator) or "measured" (executor, backend name)
   double step_time_s = 0;
   std::vector<std::string> streams;
   std::vector<TimelineEvent> events;   // sorted by (rank, task)
+  /// Ranks whose events are another rank's (ascending rank; `source` has its events in
+  /// `events`). The writers and for_each_event expand them; most producers leave this empty.
+  std::vector<RankAlias> aliases;
   std::vector<double> peak_memory_bytes;  // per rank
   json::Json meta;         // plan summary, options, device
 };
+
+/// Every event in (rank, task) order, aliased ranks included as renamed copies: what the
+/// timeline means, without materializing the copies.
+void for_each_event(const Timeline& timeline, const std::function<void(const TimelineEvent&)>& fn);
 
 json::Json to_json(const Timeline& timeline);
 Timeline timeline_from_json(const json::Json& doc, const std::string& name);

@@ -84,6 +84,10 @@ struct SimOptions {
   /// Ranks whose events the timeline holds (ascending; empty = every rank). With symmetric
   /// fidelity a large cluster's full timeline repeats each class's events for every member.
   std::vector<int> timeline_ranks;
+  /// With symmetric fidelity, record each shown class member's events once and name the
+  /// other shown members as plan::RankAlias (the writers expand them): memory grows with the
+  /// ranks simulated, not the ranks shown. Off: every shown rank's events are materialized.
+  bool timeline_aliases = false;
 };
 
 /// Options matching a plan: dp_algorithm and precision.
