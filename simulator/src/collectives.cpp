@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -120,6 +122,140 @@ void add_phase(CommPattern& p, const Topology& topology, double factor, int step
   p.phases.push_back(b.finish());
 }
 
+// --- NCCL's latency and protocol model -------------------------------------------------------
+// Constants of NCCL's tuning model (src/graph/tuning.cc, NCCL 2.2x): latencies in us.
+// Index [algorithm][protocol] with algorithm 0 = tree, 1 = ring; protocol LL, LL128, Simple.
+constexpr double kBaseLatUs[2][kNumNcclProtocols] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}};
+// Per-step latency by hardware: [NVLink, PCIe, network][algorithm][protocol].
+constexpr double kHwLatUs[3][2][kNumNcclProtocols] = {
+    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}},  // NVLink
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}},   // PCIe
+    {{5.0, 8.5, 14.0}, {2.7, 4.0, 14.0}}, // network
+};
+// Tree all-reduce bandwidth correction by message size: powers of two of size/64 B, 64 B .. 256 MiB.
+constexpr int kTreeCorrectionSizes = 23;
+constexpr double kTreeCorrection[kNumNcclProtocols][kTreeCorrectionSizes] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// LL's bus bandwidth cap (GB/s) [architecture or CPU][nodes 1, 2, more]: one node by GPU
+// (Volta, Ampere, Hopper, Blackwell), several by host CPU (Intel, AMD).
+constexpr double kLlMaxBusBw1Node[4] = {39.0, 87.7, 141.0, 282.0};
+constexpr double kLlMaxBusBwIntel[2] = {39.0, 20.4}, kLlMaxBusBwAmd[2] = {22.5, 19.0};
+// Network-post overhead per ring step across nodes (getNetOverhead): 1 us Intel, 2 us AMD, x3
+// for Simple; an intra-node step never costs less.
+constexpr double kNetOverheadIntelUs = 1.0, kNetOverheadAmdUs = 2.0;
+constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+constexpr int kTree = 0, kRing = 1;
+constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
+
+int log2_floor(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
+
+// The link classes of a group's routes: every link classified, the intra-node hops (NVLink
+// unless a PCIe link is on an intra-node route) and whether any route leaves the node.
+struct GroupLinks {
+  bool classified = true;
+  bool pcie_intra = false;
+};
+
+GroupLinks group_links(const std::vector<int>& g, const Topology& topology) {
+  GroupLinks out;
+  for (size_t i = 0; i < g.size(); ++i)
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (i == j) continue;
+      const bool same_node = topology.node_of(g[i]) == topology.node_of(g[j]);
+      for (int l : topology.route(g[i], g[j])) {
+        const LinkClass c = topology.links()[static_cast<size_t>(l)].cls;
+        if (c == LinkClass::other) out.classified = false;
+        if (same_node && c == LinkClass::pcie) out.pcie_intra = true;
+      }
+    }
+  return out;
+}
+
+// Bus bandwidth of a pattern with no other traffic (latency aside): S x bus factor / the time
+// its phases take to move S.
+double uncontended_busbw(const CommPattern& p, Kind kind, int n) {
+  double t = 0;
+  for (const CommPhase& ph : p.phases)
+    if (!ph.uses.empty()) t += ph.bytes_factor / ph.uncontended_rate_bytes_per_s;
+  return t > 0 ? bus_bandwidth_factor(kind, n) / t : std::numeric_limits<double>::infinity();
+}
+
+// Fills the NCCL timing of a ring, tree or hierarchical pattern (phases already built).
+void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, const Topology& topology) {
+  const GroupLinks links = group_links(group, topology);
+  if (!links.classified || p.phases.empty()) return;
+  const Topology::NcclHost host = topology.nccl_host();
+  const int n = static_cast<int>(group.size());
+  const int nodes = static_cast<int>(split_by_node(group, topology).size());
+  const double ppn = static_cast<double>(n) / nodes;
+  const int intra_hw = links.pcie_intra ? kHwPci : kHwNvlink;
+  const bool reduce_like = kind == Kind::all_reduce || kind == Kind::barrier;
+  const bool chain = kind == Kind::broadcast || kind == Kind::reduce;
+  const int algo = p.algorithm == CollectiveAlgorithm::tree ? kTree : kRing;
+  const double net_overhead = (host.amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs);
+  auto intra_lat = [&](int proto) {
+    double lat = kHwLatUs[intra_hw][algo][proto];
+    // Inter-node rings still launch every step's network post.
+    if (algo == kRing && nodes > 1) lat = std::max(lat, net_overhead * (proto == kSimple ? 3.0 : 1.0));
+    return lat * 1e-6;
+  };
+  // With one GPU per node the network latency is fully exposed: NCCL uses the tree's.
+  auto inter_lat = [&](int proto) { return kHwLatUs[kHwNet][ppn == 1 ? kTree : algo][proto] * 1e-6; };
+  NcclTiming& t = p.timing;
+  t.ranks = n;
+  t.channels = std::max(1, static_cast<int>(ppn));
+  for (int proto = 0; proto < kNumNcclProtocols; ++proto) {
+    const double base = kBaseLatUs[algo][proto] * 1e-6;
+    auto& lat0 = p.phases[0].nccl_latency_s[static_cast<size_t>(proto)];
+    if (p.algorithm == CollectiveAlgorithm::tree) {
+      lat0 = base + 2.0 * ((ppn - 1.0) * kHwLatUs[intra_hw][kTree][proto] * 1e-6 + log2_floor(nodes) * inter_lat(proto));
+    } else if (p.algorithm == CollectiveAlgorithm::hierarchical) {
+      const int k = static_cast<int>(ppn);
+      const int inter_steps = reduce_like ? 2 * (nodes - 1) : nodes - 1;
+      for (size_t ph = 0; ph < p.phases.size(); ++ph) {
+        const bool inter = (kind == Kind::all_gather) ? ph == 0 : ph == 1;
+        p.phases[ph].nccl_latency_s[static_cast<size_t>(proto)] =
+            (ph == 0 ? base : 0.0) + (inter ? inter_steps * inter_lat(proto) : (k - 1) * intra_lat(proto));
+      }
+    } else if (chain) {
+      // Broadcast / reduce: n steps of one class; Simple pays a chunk (the tree's step latency).
+      const int hw = nodes > 1 ? kHwNet : intra_hw;
+      lat0 = base + n * kHwLatUs[hw][proto == kSimple ? kTree : kRing][proto] * 1e-6;
+    } else {
+      const int steps = reduce_like ? 2 * (n - 1) : n - 1;
+      const int inter_steps = nodes == 1 ? 0 : reduce_like ? 2 * (nodes - 1) : nodes - 1;
+      lat0 = base + (steps - inter_steps) * intra_lat(proto) + inter_steps * inter_lat(proto);
+    }
+  }
+  // Bandwidth shares. LL128 runs only where the intra-node hops are NVLink on a GPU NCCL
+  // enables it for (sm_70, sm_80, sm_90, sm_100, sm_120). LL's bus bandwidth is capped.
+  const int cc = host.compute_capability;
+  const bool ll128 = !links.pcie_intra && (cc == 70 || cc == 80 || cc == 90 || cc == 100 || cc == 120);
+  const int arch = cc >= 100 ? 3 : cc >= 90 ? 2 : cc >= 80 ? 1 : 0;
+  const double ll_cap = 1e9 * (nodes == 1 ? kLlMaxBusBw1Node[arch]
+                                           : (host.amd_cpu ? kLlMaxBusBwAmd : kLlMaxBusBwIntel)[nodes <= 2 ? 0 : 1]);
+  const double busbw = uncontended_busbw(p, kind, n);
+  auto capped = [&](double share, double cap) { return std::isfinite(busbw) ? std::min(share, cap / busbw) : share; };
+  if (host.simple_only) {
+    t.bandwidth_share = {0.0, 0.0, p.algorithm == CollectiveAlgorithm::tree ? 0.92 : 1.0};
+    t.tree = p.algorithm == CollectiveAlgorithm::tree && reduce_like;
+    t.ring_plateau = p.algorithm == CollectiveAlgorithm::ring && reduce_like && nodes > 1;
+    t.plateau_factor = cc > 0 && cc < 80 ? 1.9 : 1.4;
+  } else if (p.algorithm == CollectiveAlgorithm::tree) {
+    const double simple = 0.92;
+    t.bandwidth_share = {capped(simple / 3.8, ll_cap), ll128 ? simple * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0) : 0.0,
+                         simple};
+    t.tree = reduce_like;
+  } else {
+    t.bandwidth_share = {capped(0.5, ll_cap), ll128 ? 0.92 : 0.0, 1.0};
+    t.ring_plateau = p.algorithm == CollectiveAlgorithm::ring && reduce_like && nodes > 1;
+    t.plateau_factor = cc > 0 && cc < 80 ? 1.9 : 1.4;
+  }
+  p.nccl = true;
+}
+
 }  // namespace
 
 std::string_view collective_algorithm_name(CollectiveAlgorithm a) {
@@ -151,14 +287,73 @@ CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a) {
   return CollectiveAlgorithm::ring;
 }
 
-double CommPattern::uncontended_time_s(double size_bytes) const {
+std::string_view nccl_protocol_name(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::ll: return "LL";
+    case NcclProtocol::ll128: return "LL128";
+    case NcclProtocol::simple: return "Simple";
+  }
+  return "?";
+}
+
+double CommPattern::phase_latency_s(int phase, NcclProtocol p, double size_bytes) const {
+  const CommPhase& ph = phases[static_cast<size_t>(phase)];
+  if (!nccl) return ph.latency_s;
+  double lat = ph.nccl_latency_s[static_cast<size_t>(p)];
+  // NCCL: "plateau effect of ring" for large all-reduces across nodes.
+  if (timing.ring_plateau && p == NcclProtocol::simple && size_bytes / (timing.channels * timing.ranks) >= 64)
+    lat *= timing.plateau_factor;
+  return lat;
+}
+
+double CommPattern::bandwidth_share(NcclProtocol p, double size_bytes) const {
+  if (!nccl) return 1.0;
+  double share = timing.bandwidth_share[static_cast<size_t>(p)];
+  if (timing.tree) {
+    const int log_size = log2_floor(size_bytes / 64.0);
+    if (log_size < kTreeCorrectionSizes) share *= kTreeCorrection[static_cast<int>(p)][std::max(log_size, 0)];
+  }
+  return share;
+}
+
+double CommPattern::uncontended_time_s(double size_bytes, NcclProtocol p) const {
+  const double share = bandwidth_share(p, size_bytes);
+  if (!(share > 0)) return std::numeric_limits<double>::infinity();
   double t = 0;
-  for (const CommPhase& p : phases) {
-    t += p.latency_s;
-    const double bytes = p.bytes_factor * size_bytes;
-    if (bytes > 0 && !p.uses.empty()) t += bytes / p.uncontended_rate_bytes_per_s;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const CommPhase& ph = phases[i];
+    t += phase_latency_s(static_cast<int>(i), p, size_bytes);
+    const double bytes = ph.bytes_factor * size_bytes;
+    if (bytes > 0 && !ph.uses.empty()) t += bytes / (ph.uncontended_rate_bytes_per_s * share);
   }
   return t;
+}
+
+NcclProtocol CommPattern::protocol_for(double size_bytes) const {
+  if (!nccl) return NcclProtocol::simple;
+  NcclProtocol best = NcclProtocol::simple;
+  double best_t = uncontended_time_s(size_bytes, best);
+  for (NcclProtocol p : {NcclProtocol::ll, NcclProtocol::ll128}) {
+    const double t = uncontended_time_s(size_bytes, p);
+    if (t < best_t) best = p, best_t = t;
+  }
+  return best;
+}
+
+double CommPattern::uncontended_time_s(double size_bytes) const {
+  return uncontended_time_s(size_bytes, protocol_for(size_bytes));
+}
+
+double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch) {
+  // NCCL's per-link NVLink bandwidth (topo.h SMxx_NVLINK_BW) over the link's signalling rate
+  // per direction (NVLink 2, 3, 4: 25 GB/s per link; GA10x NVLink 3: 14.0625; NVLink 5: 50).
+  const double cc = std::atof(compute_capability.c_str());
+  if (cc >= 9.0 && nvswitch) return 1.0;  // NVLS: reduction in the switch
+  if (cc >= 10.0) return 40.1 / 50.0;
+  if (cc >= 9.0) return 20.6 / 25.0;
+  if (cc >= 8.6) return 12.0 / 14.0625;
+  if (cc >= 7.0) return 20.0 / 25.0;
+  return 18.0 / 20.0;  // sm_60 (P100, NVLink 1: 20 GB/s per link)
 }
 
 double bus_bandwidth_factor(plan::CollectiveKind kind, int n) {
@@ -214,8 +409,26 @@ CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlg
   }
 }
 
+namespace {
+
+CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requested,
+                         const std::vector<std::vector<int>>& groups, const Topology& topology);
+
+}  // namespace
+
 CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                           const std::vector<std::vector<int>>& groups, const Topology& topology) {
+  CommPattern p = build_phases(kind, requested, groups, topology);
+  const bool nccl_algorithm = p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::tree ||
+                              p.algorithm == CollectiveAlgorithm::hierarchical;
+  if (nccl_algorithm && kind != Kind::all_to_all && groups[0].size() >= 2) apply_nccl_model(p, kind, groups[0], topology);
+  return p;
+}
+
+namespace {
+
+CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requested,
+                         const std::vector<std::vector<int>>& groups, const Topology& topology) {
   TP_ASSERT(!groups.empty());
   const int n = static_cast<int>(groups[0].size());
   for (const auto& g : groups) TP_ASSERT(static_cast<int>(g.size()) == n);
@@ -321,6 +534,8 @@ CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm request
   TP_ASSERT_MSG(false, "unhandled collective algorithm");
   return p;
 }
+
+}  // namespace
 
 CommPattern build_p2p_pattern(const std::vector<FlowEnds>& pairs, const Topology& topology) {
   CommPattern p;

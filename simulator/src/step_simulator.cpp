@@ -81,12 +81,17 @@ void StepSimulator::begin_instance(int inst) {
     comm_activity(ts_[static_cast<size_t>(t)].owner, +1);
   }
   ++stats_.comm_instances;
-  schedule_phase(inst, 0, now_ + opt_.comm_launch_s);
+  const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
+  in.protocol = pat.protocol_for(in.size_bytes);
+  // NCCL's base latency includes its launch; the per-hop model adds comm_launch_s.
+  schedule_phase(inst, 0, now_ + (pat.nccl ? 0.0 : opt_.comm_launch_s));
 }
 
 void StepSimulator::schedule_phase(int inst, int phase, double t0) {
-  const CommPattern& pat = patterns_[static_cast<size_t>(instances_[static_cast<size_t>(inst)].pattern)];
-  const double latency = phase < static_cast<int>(pat.phases.size()) ? pat.phases[static_cast<size_t>(phase)].latency_s : 0.0;
+  const Instance& in = instances_[static_cast<size_t>(inst)];
+  const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
+  const double latency =
+      phase < static_cast<int>(pat.phases.size()) ? pat.phase_latency_s(phase, in.protocol, in.size_bytes) : 0.0;
   queue_.push(t0 + latency, kTransfer, inst, phase);
 }
 
@@ -100,7 +105,9 @@ void StepSimulator::on_transfer(int inst, int phase) {
   const CommPhase& ph = pat.phases[static_cast<size_t>(phase)];
   const double bytes = ph.bytes_factor * in.size_bytes;
   if (bytes > 0 && !ph.uses.empty()) {
-    net_.start(ph.uses, bytes, now_, static_cast<int64_t>(inst) * 8 + phase);
+    // The protocol's overhead (LL flags, LL128 line headers) travels as extra wire bytes.
+    const double wire = bytes / pat.bandwidth_share(in.protocol, in.size_bytes);
+    net_.start(ph.uses, wire, now_, static_cast<int64_t>(inst) * 8 + phase);
     ++stats_.coflows;
   } else {
     phase_done(inst, phase);

@@ -87,6 +87,7 @@ class StepSimulator {
     double size_bytes = 0;
     double active_s = kNever;  // when every member had arrived and data started moving
     plan::CommPurpose purpose = plan::CommPurpose::none;
+    NcclProtocol protocol = NcclProtocol::simple;  // chosen when the instance begins
   };
 
   static std::vector<double> link_capacities(const Topology& t) {

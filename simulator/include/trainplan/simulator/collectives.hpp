@@ -33,7 +33,10 @@
 //   p.uncontended_time_s(64e6);
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -60,21 +63,64 @@ struct FlowEnds {
   int dst_gpu = 0;
 };
 
+/// NCCL's protocols: LL (8-byte stores carrying 4 bytes and a flag: lowest latency), LL128
+/// (128-byte lines carrying 120 bytes; NVLink only), Simple (bulk copies with a fence per step).
+enum class NcclProtocol : uint8_t { ll, ll128, simple };
+inline constexpr int kNumNcclProtocols = 3;
+std::string_view nccl_protocol_name(NcclProtocol p);
+
 struct CommPhase {
   std::vector<LinkUse> uses;   // links with the number of the phase's flows crossing each
   std::vector<FlowEnds> flows; // for byte accounting (sent by src, received by dst)
   double bytes_factor = 0;     // bytes per flow = bytes_factor * S
-  double latency_s = 0;        // all the phase's steps together
+  double latency_s = 0;        // all the phase's steps together (per-hop link latency model)
   /// Rate of every flow when nothing else uses the links: min over uses of bw / multiplicity.
   double uncontended_rate_bytes_per_s = std::numeric_limits<double>::infinity();
+  /// NCCL latency model: the phase's latency per protocol (the collective's base latency is in
+  /// phase 0). Used instead of latency_s when CommPattern::nccl is set.
+  std::array<double, kNumNcclProtocols> nccl_latency_s{};
+};
+
+/// How NCCL times a collective (src/graph/tuning.cc; constants and sources in
+/// simulator/README.md, "NCCL model"): per protocol, a base latency plus a per-step latency by
+/// link class (NVLink, PCIe, network) for the steps of the algorithm, and a share of the link
+/// bandwidth; NCCL runs the protocol with the lowest predicted time for the message size.
+/// Applies to ring, tree and hierarchical (ring-based) collectives over a ClusterTopology;
+/// hand-built topologies (LinkClass::other), all-to-all, the parameter server and p2p keep
+/// the per-hop link latency model.
+struct NcclTiming {
+  std::array<double, kNumNcclProtocols> bandwidth_share{};  // 0: protocol not enabled
+  bool tree = false;           // tree all-reduce bandwidth correction by message size
+  bool ring_plateau = false;   // ring Simple all-reduce across nodes: latency x plateau_factor
+  double plateau_factor = 1.4; // 1.9 before sm_80
+  int ranks = 0;
+  int channels = 1;            // the ring's channels (GPUs per node)
 };
 
 struct CommPattern {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   std::vector<CommPhase> phases;
-  /// Time with no other traffic: sum over phases of latency + bytes per flow / rate.
+  bool nccl = false;  // timed by the NCCL model below (else per-hop link latencies)
+  NcclTiming timing;
+  /// The protocol NCCL picks for `size_bytes`: the lowest uncontended time (Simple when the
+  /// NCCL model does not apply).
+  NcclProtocol protocol_for(double size_bytes) const;
+  /// Latency of `phase` under protocol `p` for a message of `size_bytes`.
+  double phase_latency_s(int phase, NcclProtocol p, double size_bytes) const;
+  /// Share of the links' bandwidth the payload gets under `p` (1 without the NCCL model).
+  double bandwidth_share(NcclProtocol p, double size_bytes) const;
+  /// Time with no other traffic under the protocol NCCL picks: sum over phases of latency +
+  /// bytes per flow / (rate x share).
   double uncontended_time_s(double size_bytes) const;
+  double uncontended_time_s(double size_bytes, NcclProtocol p) const;
 };
+
+/// Fraction of an NVLink's per-direction signalling rate that NCCL's kernels move: NCCL's
+/// per-link NVLink bandwidth (topo.h: 20.0 GB/s for sm_70/sm_80, 12.0 sm_86, 20.6 sm_90, 40.1
+/// sm_100) over the link's rate (25 GB/s NVLink 2-4, 14.06 GA10x NVLink 3, 50 NVLink 5).
+/// On Hopper and later behind NVSwitch, NCCL reduces in the switch (NVLS) and reaches the
+/// full link rate: 1.
+double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch);
 
 /// The phases of one collective. `groups` holds one or more copies of the group (GPU ids, each
 /// copy already in ring order); copies run together as one pattern (symmetric simulation

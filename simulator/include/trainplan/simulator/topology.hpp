@@ -28,11 +28,17 @@ class Cluster;
 
 namespace trainplan::sim {
 
+/// What a link is, as NCCL's latency model sees it: NVLink (direct or through NVSwitch),
+/// PCIe (including the inter-socket hop), or the network (NIC and fabric). Hand-built
+/// topologies leave it `other`: their collectives keep the plain per-hop latency model.
+enum class LinkClass : uint8_t { other, nvlink, pcie, net };
+
 /// One directed link.
 struct LinkSpec {
   double bandwidth_bytes_per_s = 0;  // this direction
   double latency_s = 0;              // one hop
   std::string name;
+  LinkClass cls = LinkClass::other;
 };
 
 /// Links and routes between GPUs (global GPU indices 0 .. num_gpus()-1).
@@ -50,6 +56,17 @@ class Topology {
   virtual std::vector<int> ring_order(const std::vector<int>& gpus) const = 0;
   /// Sum of link latencies along route(a, b).
   double route_latency_s(int gpu_a, int gpu_b) const;
+  /// What NCCL's tuning model reads from the host: the GPU architecture (compute capability
+  /// x 10: 70, 80, 90, 100; 0 unknown) and whether the host CPUs are AMD (NCCL charges 2 us
+  /// of network-post overhead per step there, 1 us on Intel).
+  /// `simple_only`: the network plugin limits NCCL to the Simple protocol (AWS EFA: the
+  /// aws-ofi-nccl plugin sets NCCL_PROTO=simple, as EFA does not keep LL/LL128's ordering).
+  struct NcclHost {
+    int compute_capability = 0;
+    bool amd_cpu = false;
+    bool simple_only = false;
+  };
+  virtual NcclHost nccl_host() const { return {}; }
 };
 
 /// A topology given link by link and route by route. ring_order keeps the given order.
@@ -107,6 +124,7 @@ class ClusterTopology final : public Topology {
   const std::vector<int>& route(int gpu_a, int gpu_b) const override;
   int node_of(int gpu) const override;
   std::vector<int> ring_order(const std::vector<int>& gpus) const override;
+  NcclHost nccl_host() const override;
 
  private:
   const hw::Cluster& cluster_;

@@ -1,0 +1,122 @@
+// NCCL's latency and protocol model on catalog clusters, against closed forms of NCCL's tuning
+// model (src/graph/tuning.cc: base latency + per-step latency by link class, protocol shares).
+#include <numeric>
+
+#include "program_builder.hpp"
+#include "test_support.hpp"
+#include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/simulator/collectives.hpp"
+#include "trainplan/simulator/simulate.hpp"
+#include "trainplan/simulator/topology.hpp"
+
+using namespace trainplan;
+using trainplan::testing::ProgramBuilder;
+
+namespace {
+
+std::vector<int> first_gpus(int n) {
+  std::vector<int> g(static_cast<size_t>(n));
+  std::iota(g.begin(), g.end(), 0);
+  return g;
+}
+
+sim::CommPattern pattern(const hw::Cluster& cluster, plan::CollectiveKind kind, sim::CollectiveAlgorithm a, int n) {
+  const sim::ClusterTopology topo(cluster);
+  return sim::build_pattern(kind, a, {topo.ring_order(first_gpus(n))}, topo);
+}
+
+constexpr double kUs = 1e-6;
+
+}  // namespace
+
+TEST_CASE("simulator: NCCL ring latencies on one NVSwitch node follow tuning.cc", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster one = hw::Cluster::build(cat.instance("dgx-a100-80gb"), 1, cat);
+  const auto p = pattern(one, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 8);
+  REQUIRE(p.nccl);
+  // 2(n-1) = 14 NVLink steps: base + 14 x per-step latency, per protocol.
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::ll, 1e3) == Approx((6.6 + 14 * 0.6) * kUs));
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::ll128, 1e3) == Approx((14.0 + 14 * 1.9) * kUs));
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 14 * 3.4) * kUs));
+  // LL moves half the bandwidth but at most 87.7 GB/s of bus bandwidth on one Ampere node (the
+  // ring's 240 GB/s: a share of 87.7/240); LL128 0.92 (120 of 128 bytes); Simple all of it.
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll, 1e3) == Approx(87.7 / 240.0));
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll128, 1e3) == Approx(0.92));
+  CHECK(p.bandwidth_share(sim::NcclProtocol::simple, 1e3) == Approx(1.0));
+  // Small messages take LL, large ones Simple; the time is the chosen protocol's.
+  CHECK(p.protocol_for(4096) == sim::NcclProtocol::ll);
+  CHECK(p.protocol_for(1 << 30) == sim::NcclProtocol::simple);
+  CHECK(p.uncontended_time_s(4096) == Approx(p.uncontended_time_s(4096, sim::NcclProtocol::ll)));
+  // All-gather: n-1 steps.
+  const auto ag = pattern(one, plan::CollectiveKind::all_gather, sim::CollectiveAlgorithm::ring, 8);
+  CHECK(ag.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 7 * 3.4) * kUs));
+}
+
+TEST_CASE("simulator: NCCL ring across nodes pays network steps and the ring plateau", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  // DGX A100 (InfiniBand, AMD hosts): 2 us network-post overhead per step, x3 for Simple.
+  const hw::Cluster two = hw::Cluster::build(cat.instance("dgx-a100-80gb"), 2, cat);
+  const auto p = pattern(two, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 16);
+  REQUIRE(p.nccl);
+  // 30 steps, 2(nodes-1) = 2 of them over the network (14 us each for Simple); an intra-node
+  // Simple step costs max(3.4, 3 x 2) us.
+  const double simple = (8.4 + 28 * 6.0 + 2 * 14.0) * kUs;
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx(simple));
+  // Plateau (sm_80): Simple all-reduce latency x 1.4 once each rank's channel share reaches
+  // 64 bytes: 16 ranks x 8 channels x 64 B = 8 KiB.
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, 8192) == Approx(1.4 * simple));
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::ll, 1e3) == Approx((6.6 + 28 * 2.0 + 2 * 2.7) * kUs));
+  // Tree: 2 x ((ppn - 1) x NVLink + log2(nodes) x network) of the tree's step latencies.
+  const auto tree = pattern(two, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, 16);
+  REQUIRE(tree.nccl);
+  CHECK(tree.phase_latency_s(0, sim::NcclProtocol::ll, 1e3) == Approx((6.8 + 2 * (7 * 0.6 + 1 * 5.0)) * kUs));
+  CHECK(tree.bandwidth_share(sim::NcclProtocol::simple, 1 << 30) == Approx(0.92));
+}
+
+TEST_CASE("simulator: on EFA NCCL runs only the Simple protocol", "[simulator]") {
+  // aws-ofi-nccl sets NCCL_PROTO=simple on EFA (no LL/LL128 ordering guarantee).
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster p4d = hw::Cluster::build(cat.instance("p4d.24xlarge"), 1, cat);
+  const auto p = pattern(p4d, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 8);
+  REQUIRE(p.nccl);
+  CHECK(p.protocol_for(4096) == sim::NcclProtocol::simple);
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll, 4096) == 0.0);
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll128, 4096) == 0.0);
+  // p5 (AMD hosts): an intra-node Simple step across nodes costs 3 x 2 us; one network step.
+  const hw::Cluster p5 = hw::Cluster::build(cat.instance("p5.48xlarge"), 2, cat);
+  const auto q = pattern(p5, plan::CollectiveKind::all_gather, sim::CollectiveAlgorithm::ring, 16);
+  REQUIRE(q.nccl);
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 14 * 6.0 + 1 * 14.0) * kUs));
+  CHECK(q.protocol_for(1e3) == sim::NcclProtocol::simple);
+}
+
+TEST_CASE("simulator: NVLink carries NCCL's per-link rate, NVSwitch Hoppers the full rate", "[simulator]") {
+  CHECK(sim::nccl_nvlink_share("7.0", false) == Approx(0.8));
+  CHECK(sim::nccl_nvlink_share("8.0", true) == Approx(0.8));
+  CHECK(sim::nccl_nvlink_share("9.0", false) == Approx(20.6 / 25.0));
+  CHECK(sim::nccl_nvlink_share("9.0", true) == 1.0);
+  CHECK(sim::nccl_nvlink_share("10.0", false) == Approx(40.1 / 50.0));
+  // On one p4d (NVSwitch, 300 GB/s per GPU and direction), a 1 GiB ring all-reduce reaches
+  // NCCL's 12 links x 20 GB/s = 240 GB/s of bus bandwidth, less its latency.
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster one = hw::Cluster::build(cat.instance("p4d.24xlarge"), 1, cat);
+  const double bytes = 1024.0 * 1024 * 1024;
+  ProgramBuilder b(8);
+  b.collective(b.group(first_gpus(8), plan::CommPurpose::dp), plan::CollectiveKind::all_reduce, bytes);
+  sim::SimOptions opt;
+  opt.dp_algorithm = plan::DpAlgorithm::ring;
+  const auto r = sim::simulate_step(b.program(), one, opt);
+  const double busbw = bytes / r.step_time_s * sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, 8);
+  const double nvs = cat.instance("p4d.24xlarge").topology.nvswitch_bandwidth_bytes_per_s;
+  CHECK(busbw <= 0.8 * nvs);
+  CHECK(busbw > 0.78 * nvs);
+}
+
+TEST_CASE("simulator: hand-built topologies keep the per-hop latency model", "[simulator]") {
+  const auto topo = sim::make_switch_topology(8, 300e9, 1e-6);
+  const auto p = sim::build_pattern(plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, {first_gpus(8)}, topo);
+  CHECK_FALSE(p.nccl);
+  CHECK(p.protocol_for(1e3) == sim::NcclProtocol::simple);
+  // Closed form: 2(n-1)/n S / B + 2(n-1) x 2 hops x 1 us.
+  CHECK(p.uncontended_time_s(64e6) == Approx(2.0 * 7 / 8 * 64e6 / 300e9 + 14 * 2e-6));
+}
