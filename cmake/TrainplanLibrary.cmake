@@ -28,6 +28,11 @@ function(trainplan_library)
     target_link_libraries(${target} PUBLIC trainplan::${dep})
   endforeach()
   target_link_libraries(${target} PRIVATE ${ARG_PRIVATE_DEPS})
+  # The libraries are also linked into the Python module (python/), a shared object; the
+  # programs and tests stay position-dependent.
+  if(TRAINPLAN_WITH_PYTHON)
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
   trainplan_warnings(${target})
 endfunction()
 

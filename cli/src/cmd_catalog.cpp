@@ -251,26 +251,11 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   for (const auto& id : shown) std::printf("  [%s] %s\n", id.c_str(), cat.source(id).description.c_str());
 }
 
-json::Json sources_json(const hw::Catalog& cat, const std::set<std::string>& ids) {
-  json::Json out = json::Json::object();
-  for (const auto& id : ids) out[id] = hw::to_json(cat.source(id));
-  return out;
-}
-
 void run(const std::string& name, bool as_json) {
   const hw::Catalog& cat = user_catalog();
   if (name.empty()) {
     if (as_json) {
-      json::Json doc;
-      doc["instances"] = json::Json::array();
-      for (const auto& n : cat.instance_names()) doc["instances"].push_back(hw::to_json(cat.instance(n)));
-      json::Json gpus = json::Json::object();
-      for (const auto& g : cat.gpu_names()) gpus[g] = hw::to_json(cat.gpu(g));
-      doc["gpus"] = gpus;
-      std::set<std::string> ids;
-      for (const auto& [id, s] : cat.sources()) ids.insert(id);
-      doc["sources"] = sources_json(cat, ids);
-      std::fputs(json::dump(doc).c_str(), stdout);
+      std::fputs(json::dump(hw::catalog_json(cat)).c_str(), stdout);
     } else {
       print_list(cat);
     }
@@ -281,26 +266,7 @@ void run(const std::string& name, bool as_json) {
     print_instance(cat, inst);
     return;
   }
-  hw::Cluster cluster = hw::Cluster::build(inst, 1, cat);
-  json::Json doc;
-  doc["instance"] = hw::to_json(inst);
-  doc["gpu"] = hw::to_json(cat.gpu(inst.gpu));
-  doc["link_matrix"] = cluster.intra_node_matrix();
-  json::Json bw = json::Json::array();
-  for (int a = 0; a < inst.gpu_count; ++a) {
-    json::Json row = json::Json::array();
-    for (int b = 0; b < inst.gpu_count; ++b)
-      row.push_back(a == b ? json::Json(nullptr) : json::Json(cluster.route(a, b).bottleneck_bandwidth_bytes_per_s));
-    bw.push_back(row);
-  }
-  doc["route_bandwidth_bytes_per_s"] = bw;
-  std::set<std::string> ids;
-  for (const auto& [group, ref] : inst.sources)
-    for (const auto& id : split(ref, '+')) ids.insert(id);
-  for (const auto& [group, ref] : cat.gpu(inst.gpu).sources)
-    for (const auto& id : split(ref, '+')) ids.insert(id);
-  doc["sources"] = sources_json(cat, ids);
-  std::fputs(json::dump(doc).c_str(), stdout);
+  std::fputs(json::dump(hw::instance_detail_json(cat, inst)).c_str(), stdout);
 }
 
 }  // namespace

@@ -14,73 +14,21 @@
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
-#include "trainplan/planner/analytical.hpp"
+#include "trainplan/planner/job.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/simulator/spot.hpp"
 
 namespace trainplan::cli {
 namespace {
 
-struct JobArgs {
+// `trainplan job`'s options: the job request plus what only the command does.
+struct JobArgs : planner::JobRequest {
   std::string plan_file;
-  std::string step_time;
-  std::string tokens;
-  std::string samples;
-  double epochs = 1;
-  std::string purchase = "on-demand";
-  std::string platform = "ec2";
-  bool warm_pool = false;
-  std::string data_input = "s3-fastfile";
-  std::string dataset_size;
-  std::string sample_size;
-  std::string checkpoint_storage = "s3";
-  std::string fsx_deployment = "persistent-2-250";
-  std::string fsx_size;
-  std::string ebs_throughput;
-  std::string checkpoint_interval;  // auto | none | DURATION; empty = the plan's, else auto
-  int64_t eval_every = 0;
-  std::string eval_time;
-  size_t runs = 1000;
-  uint64_t seed = 1;
-  size_t threads = 0;
-  std::string deadline;
-  std::string max_wait;
-  std::string max_run;
-  std::string trace;
-  std::vector<std::string> fit_traces;
-  int needed = 0;
-  bool no_hardware_failures = false;
   std::string write_plan;
   bool json = false;
 };
 
-std::optional<double> optional_duration(const std::string& text, const char* option) {
-  if (text.empty()) return std::nullopt;
-  return flag_positive_quantity(option, text, units::Dimension::duration);
-}
-
-void parse_purchase(const std::string& text, sim::JobOptions& o) {
-  if (text == "on-demand") {
-    o.purchase = sim::PurchaseOption::on_demand;
-  } else if (text == "spot") {
-    o.purchase = sim::PurchaseOption::spot;
-  } else if (text.rfind("blend:", 0) == 0) {
-    o.purchase = sim::PurchaseOption::blend;
-    o.on_demand_nodes = static_cast<int>(at_flag("--purchase", [&] { return checked::parse_int(text.substr(6), 1, limits::kMaxInstances); }));
-  } else {
-    throw Error(fmt::format("unknown value \"{}\"", text.size() > 40 ? text.substr(0, 37) + "..." : text))
-        .at("--purchase")
-        .hint("use one of: on-demand, spot, blend:K (K instances on-demand, the rest spot)");
-  }
-}
-
 // ---- fitting traces --------------------------------------------------------------------------
-
-std::vector<sim::TraceFit> fit_traces(const JobArgs& a) {
-  std::vector<sim::TraceFit> fits;
-  for (const auto& path : a.fit_traces) fits.push_back(sim::fit_spot_trace(sim::read_spot_trace(path), a.needed));
-  return fits;
-}
 
 void print_fits(const std::vector<sim::TraceFit>& fits, const sim::TraceFit* pooled) {
   bool mixed = false;  // the pooled job rate only means something for traces of one size
@@ -204,74 +152,19 @@ void print_study(const sim::IntervalStudy& s) {
               s.young_within_ci ? "within the confidence interval" : "NOT within the confidence interval");
 }
 
-// trainplan job --fit-trace without a plan: the fits (and their pool) only.
-void run_fit_only(const JobArgs& a) {
-  if (a.fit_traces.empty())
-    throw Error("trainplan job needs a plan file (or --fit-trace FILE to fit spot traces)").hint("trainplan job plan.json --step-time 1.2s --tokens 300B");
-  auto fits = fit_traces(a);
-  std::optional<sim::TraceFit> pooled;
-  if (fits.size() > 1) pooled = sim::pool_fits(fits);
-  if (a.json) {
-    std::fputs(json::dump(fits_json(fits, pooled ? &*pooled : nullptr)).c_str(), stdout);
-  } else {
-    print_fits(fits, pooled ? &*pooled : nullptr);
-  }
-}
-
-// The job options of the flags; `step_source` says where the step time came from.
-sim::JobOptions job_options(const JobArgs& a, const plan::Plan& p, const plan::PlanContext& ctx, std::string& step_source) {
-  sim::JobOptions o;
-  step_source = "given with --step-time";
-  if (!a.step_time.empty()) {
-    o.step_time_s = flag_positive_quantity("--step-time", a.step_time, units::Dimension::duration);
-  } else {
-    o.step_time_s = planner::estimate_step(p, ctx).step_time_s;
-    step_source = "analytical estimate (planner); pass --step-time to use a simulated or measured one";
-  }
-  if (!a.tokens.empty()) o.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
-  if (!a.samples.empty()) o.samples = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
-  o.epochs = a.epochs;
-  parse_purchase(a.purchase, o);
-  o.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
-  o.warm_pool = a.warm_pool;
-  o.data_source = at_flag("--data-input", [&] { return sim::parse_data_source(a.data_input); });
-  if (!a.dataset_size.empty()) o.dataset_bytes = flag_positive_quantity("--dataset-size", a.dataset_size, units::Dimension::bytes);
-  if (!a.sample_size.empty()) o.sample_bytes = flag_positive_quantity("--sample-size", a.sample_size, units::Dimension::bytes);
-  o.checkpoint_storage = at_flag("--checkpoint-storage", [&] { return sim::parse_checkpoint_storage(a.checkpoint_storage); });
-  o.fsx_deployment = a.fsx_deployment;
-  if (!a.fsx_size.empty()) o.fsx_bytes = flag_positive_quantity("--fsx-size", a.fsx_size, units::Dimension::bytes);
-  if (!a.ebs_throughput.empty()) o.ebs_bytes_per_s = flag_positive_quantity("--ebs-throughput", a.ebs_throughput, units::Dimension::bandwidth);
-  o.eval_every_steps = a.eval_every;
-  if (!a.eval_time.empty()) o.eval_duration_s = flag_quantity("--eval-time", a.eval_time, units::Dimension::duration);
-  if (a.no_hardware_failures) o.hardware_failure_rate_per_gpu_per_s = 0;
-  return o;
-}
-
-// The interruption model: none on demand; else a replayed trace, a fitted one, or the
-// instance's default.
-sim::InterruptionModel interruption_model(const JobArgs& a, const sim::JobSpec& job, const plan::PlanContext& ctx) {
-  sim::InterruptionModel model = sim::InterruptionModel::none();
-  if (job.spot_nodes() > 0) {
-    if (!a.trace.empty() && !a.fit_traces.empty())
-      throw Error("--trace replays a trace and --fit-trace fits one: give one of them").hint("drop one of the two");
-    if (!a.trace.empty()) {
-      model = sim::InterruptionModel::replay(sim::read_spot_trace(a.trace));
-    } else if (!a.fit_traces.empty()) {
-      auto fits = fit_traces(a);
-      model = sim::InterruptionModel::from_fit(fits.size() > 1 ? sim::pool_fits(fits) : fits.front());
-    } else {
-      model = sim::default_interruption_model(*ctx.instance);
-    }
-  } else if (!a.trace.empty() || !a.fit_traces.empty()) {
-    throw Error("spot traces apply to spot purchases").hint("add --purchase spot or --purchase blend:K");
-  }
-  return model;
-}
-
 void run_job(const JobArgs& a) {
   // Fitting only.
   if (a.plan_file.empty()) {
-    run_fit_only(a);
+    if (a.fit_traces.empty())
+      throw Error("trainplan job needs a plan file (or --fit-trace FILE to fit spot traces)").hint("trainplan job plan.json --step-time 1.2s --tokens 300B");
+    auto fits = planner::fit_traces(a.fit_traces, a.needed);
+    std::optional<sim::TraceFit> pooled;
+    if (fits.size() > 1) pooled = sim::pool_fits(fits);
+    if (a.json) {
+      std::fputs(json::dump(fits_json(fits, pooled ? &*pooled : nullptr)).c_str(), stdout);
+    } else {
+      print_fits(fits, pooled ? &*pooled : nullptr);
+    }
     return;
   }
 
@@ -279,100 +172,21 @@ void run_job(const JobArgs& a) {
   const hw::Catalog& catalog = user_catalog();
   plan::PlanContext ctx = plan::resolve(p, catalog, a.plan_file);
   plan::validate(p, ctx, a.plan_file);
+  const planner::JobAnalysis an = planner::analyze_job(p, ctx, a);
+  const sim::JobSpec& job = an.job;
+  const sim::JobEstimate& e = an.estimate;
+  const sim::InterruptionModel& model = an.model;
+  const double rate = an.rate_per_s;
+  const sim::MonteCarloOptions& mc = an.monte_carlo_options;
+  const auto& result = an.monte_carlo;
+  const auto& cf = an.closed_form;
+  const auto& study = an.interval_study;
+  const std::string step_source =
+      an.step_time_given ? "given with --step-time" : "analytical estimate (planner); pass --step-time to use a simulated or measured one";
 
-  std::string step_source;
-  const sim::JobOptions o = job_options(a, p, ctx, step_source);
-  sim::JobSpec job = sim::build_job_spec(p, ctx, o);
-
-  // The interruption model.
-  sim::InterruptionModel model = interruption_model(a, job, ctx);
-  const double rate = sim::job_interruption_rate_per_s(job, model);
-
-  // The checkpoint interval.
-  std::string interval = a.checkpoint_interval;
-  if (interval.empty()) interval = p.checkpoint_interval_s > 0 ? "plan" : "auto";
-  if (interval == "auto") {
-    job.checkpoint_interval_s = rate > 0 && job.checkpoint.write_s() > 0 ? sim::young_interval_s(job.checkpoint.write_s(), 1.0 / rate) : 0;
-  } else if (interval == "plan") {
-    job.checkpoint_interval_s = p.checkpoint_interval_s;
-  } else if (interval == "none") {
-    job.checkpoint_interval_s = 0;
-  } else {
-    job.checkpoint_interval_s = flag_positive_quantity("--checkpoint-interval", interval, units::Dimension::duration);
-  }
-
-  const sim::JobEstimate e = sim::estimate_job(job);
-  sim::MonteCarloOptions mc;
-  mc.runs = a.runs;
-  mc.seed = a.seed;
-  mc.threads = a.threads;
-  mc.deadline_s = optional_duration(a.deadline, "--deadline");
-  mc.max_wait_s = optional_duration(a.max_wait, "--max-wait");
-  mc.max_run_s = optional_duration(a.max_run, "--max-run");
-  if ((mc.max_wait_s || mc.max_run_s) && job.platform != plan::Platform::sagemaker)
-    throw Error("--max-wait and --max-run are SageMaker managed spot limits").hint("add --platform sagemaker");
-
-  std::optional<sim::MonteCarloResult> result;
-  std::optional<sim::ClosedForm> cf;
-  std::optional<sim::IntervalStudy> study;
-  if (rate > 0) {
-    result = sim::run_monte_carlo(job, model, mc);
-    if (model.kind() != sim::InterruptionModel::Kind::trace) cf = sim::closed_form(job, model);
-    if (job.checkpoint.write_s() > 0) {
-      sim::MonteCarloOptions sm = mc;
-      sm.deadline_s.reset();
-      sm.max_wait_s.reset();
-      sm.max_run_s.reset();
-      study = sim::study_checkpoint_interval(job, model, sm);
-    }
-  }
-
-  std::vector<std::string> assumptions = job.assumptions;
-  for (const auto& s : model.assumptions()) assumptions.push_back(s);
-  if (a.step_time.empty()) assumptions.push_back("step time from the analytical estimate, not the simulator");
-
-  if (!a.write_plan.empty()) {
-    plan::Plan out = p;
-    out.checkpoint_interval_s = job.checkpoint_interval_s;
-    out.purchase = job.spot_nodes() > 0 ? plan::Purchase::spot : plan::Purchase::on_demand;
-    out.platform = job.platform;
-    if (o.tokens > 0) out.training_tokens = o.tokens;
-    if (!out.predicted.is_object()) out.predicted = json::Json::object();
-    json::Json jj;
-    jj["step_time_s"] = job.step_time_s;
-    jj["steps"] = job.steps;
-    jj["total_s_no_interruptions"] = e.total_s;
-    jj["cost_usd_no_interruptions"] = e.cost_usd;
-    jj["checkpoint_interval_s"] = job.checkpoint_interval_s;
-    if (result) {
-      jj["mean_time_s"] = result->time_s.mean;
-      jj["p90_time_s"] = result->time_s.p90;
-      jj["mean_cost_usd"] = result->cost_usd.mean;
-    }
-    out.predicted["job"] = jj;
-    plan::write_plan_file(a.write_plan, out);
-  }
-
+  if (!a.write_plan.empty()) plan::write_plan_file(a.write_plan, planner::plan_with_job(p, an));
   if (a.json) {
-    json::Json j;
-    j["plan"] = a.plan_file;
-    j["step_time_source"] = a.step_time.empty() ? "analytical" : "given";
-    j["job"] = sim::to_json(job);
-    j["estimate"] = sim::to_json(e);
-    j["interruption_model"] = model.describe();
-    j["job_interruption_rate_per_s"] = rate;
-    if (cf) {
-      j["closed_form"] = {{"rate_per_s", cf->rate_per_s},
-                          {"mean_restart_s", cf->mean_restart_s},
-                          {"expected_time_s", cf->expected_time_s},
-                          {"expected_interruptions", cf->expected_interruptions},
-                          {"expected_cost_usd", cf->expected_cost_usd}};
-    }
-    if (result) j["monte_carlo"] = sim::to_json(*result);
-    if (study) j["checkpoint_interval"] = sim::to_json(*study);
-    j["chosen_checkpoint_interval_s"] = job.checkpoint_interval_s;
-    j["assumptions"] = assumptions;
-    std::fputs(json::dump(j).c_str(), stdout);
+    std::fputs(json::dump(planner::to_json(an, a.plan_file)).c_str(), stdout);
     return;
   }
 
@@ -385,11 +199,11 @@ void run_job(const JobArgs& a) {
   if (study) print_study(*study);
   std::printf("\nchosen checkpoint interval: %s%s\n",
               job.checkpoint_interval_s > 0 ? duration(job.checkpoint_interval_s).c_str() : "none (final checkpoint only)",
-              interval == "auto" ? " (Young)" : "");
+              an.interval_mode == "auto" ? " (Young)" : "");
   if (!a.write_plan.empty()) std::printf("plan with the chosen interval written to %s\n", a.write_plan.c_str());
-  if (!assumptions.empty()) {
+  if (!an.assumptions.empty()) {
     std::printf("\nassumptions:\n");
-    for (const auto& s : assumptions) std::printf("  - %s\n", s.c_str());
+    for (const auto& s : an.assumptions) std::printf("  - %s\n", s.c_str());
   }
 }
 
@@ -403,7 +217,7 @@ void add_job_command(CLI::App& app) {
   cmd->add_option("--step-time", a->step_time, "Seconds per training step (e.g. 1.2s); default: the planner's analytical estimate");
   cmd->add_option("--tokens", a->tokens, "Training tokens (e.g. 300B); default: the plan's training_tokens");
   cmd->add_option("--samples", a->samples, "Samples in the dataset (with --epochs)");
-  add_real(cmd, "--epochs", a->epochs, 1e-6, 1e9, "Passes over --samples");
+  add_real(cmd, "--epochs", a->epochs, planner::kMinEpochs, planner::kMaxEpochs, "Passes over --samples");
   cmd->add_option("--purchase", a->purchase, "on-demand, spot, or blend:K (K instances on-demand, the rest spot)")->capture_default_str();
   add_choice(cmd, "--platform", a->platform, {"ec2", "sagemaker"}, "ec2 or sagemaker");
   cmd->add_flag("--warm-pool", a->warm_pool, "SageMaker managed warm pool for the first start");

@@ -58,15 +58,6 @@ std::string with_commas(double v) {
 
 std::string signed_percent(double ratio) { return fmt::format("{:+.2f}%", 100 * (ratio - 1)); }
 
-// N with the token embedding counted once (untied models: the head does the matmul, the
-// input table is a lookup) and the attention term 12 L s h: the usual decoder estimate.
-double six_n_estimate_per_token(const ModelGraph& g) {
-  const ModelSpec& s = g.spec();
-  double n = g.total_params();
-  if (!s.tied_embeddings) n -= static_cast<double>(s.vocab) * static_cast<double>(s.hidden);
-  return 6 * n + 12 * static_cast<double>(s.layers) * static_cast<double>(s.seq_len) * static_cast<double>(s.hidden);
-}
-
 std::string shape_summary(const ModelSpec& s) {
   using models::Family;
   switch (s.family) {
@@ -154,7 +145,7 @@ void print_model(const ModelGraph& g, const ModelOptions& o) {
                 count4(g.training_flops_per_token()).c_str(), count4(per_sample).c_str(),
                 static_cast<long long>(s.seq_len));
     if (s.is_decoder()) {
-      const double estimate = six_n_estimate_per_token(g);
+      const double estimate = models::six_n_estimate_per_token(g);
       std::printf("            6N + 12Lsh = %s per token (graph %s)\n", count4(estimate).c_str(),
                   signed_percent(g.training_flops_per_token() / estimate).c_str());
     }
@@ -187,105 +178,17 @@ void print_model(const ModelGraph& g, const ModelOptions& o) {
   }
 }
 
-json::Json op_json(const models::Op& op) {
-  json::Json j;
-  j["id"] = op.id;
-  j["name"] = op.name;
-  j["kind"] = std::string(models::op_kind_name(op.kind));
-  j["tp_split"] = std::string(models::tp_split_name(op.tp_split));
-  j["inputs"] = op.inputs;
-  j["batch_input"] = std::string(models::batch_input_name(op.batch_input));
-  j["out_shape"] = op.out_shape;
-  j["weight_shape"] = op.weight_shape;
-  j["params"] = op.params;
-  j["flops_fwd"] = op.flops_fwd;
-  j["flops_bwd"] = op.flops_bwd;
-  j["saved_elems"] = op.saved_elems;
-  j["saved_mask_bytes"] = op.saved_mask_bytes;
-  j["saved_tp_sharded"] = op.saved_tp_sharded;
-  j["dropped_by_selective_recompute"] = op.dropped_by_selective_recompute;
-  j["mem_elems_fwd"] = op.mem_elems_fwd;
-  j["mem_elems_bwd"] = op.mem_elems_bwd;
-  if (op.is_matmul()) j["mnk"] = {op.m, op.n, op.k};
-  if (op.tied_weight_op >= 0) j["tied_weight_op"] = op.tied_weight_op;
-  return j;
-}
-
-json::Json model_json(const ModelGraph& g, const ModelOptions& o) {
-  const ModelSpec& s = g.spec();
-  json::Json j;
-  j["name"] = s.name;
-  j["display_name"] = s.display_name;
-  j["family"] = std::string(models::family_name(s.family));
-  j["source"] = s.source;
-  if (!s.notes.empty()) j["notes"] = s.notes;
-  json::Json shape;
-  if (s.is_transformer()) {
-    shape["layers"] = s.layers;
-    shape["hidden"] = s.hidden;
-    shape["heads"] = s.heads;
-    shape["kv_heads"] = s.kv_heads;
-    shape["ffn_hidden"] = s.ffn_hidden;
-    shape["seq_len"] = s.seq_len;
-    if (s.vocab) shape["vocab"] = s.vocab;
-    shape["norm"] = std::string(models::norm_name(s.norm));
-    shape["activation"] = std::string(models::activation_name(s.activation));
-    shape["position"] = std::string(models::position_name(s.position));
-    shape["tied_embeddings"] = s.tied_embeddings;
-  }
-  if (s.family == models::Family::resnet) shape["resnet_blocks"] = s.resnet_blocks;
-  if (s.family == models::Family::mlp) shape["mlp_widths"] = s.mlp_widths;
-  j["shape"] = shape;
-  j["params"] = g.total_params();
-  if (s.published_params) j["published_params"] = *s.published_params;
-  j["tokens_per_sample"] = g.tokens_per_sample();
-  j["flops_fwd_per_sample"] = g.flops_fwd_per_sample();
-  j["training_flops_per_sample"] = g.training_flops_per_sample();
-  j["training_flops_per_token"] = g.training_flops_per_token();
-  if (s.is_decoder()) j["six_n_plus_12lsh_flops_per_token"] = six_n_estimate_per_token(g);
-  j["saved_bytes_per_sample_16bit"] = g.saved_bytes_per_sample(Precision::bf16);
-  json::Json units = json::Json::array();
-  for (const auto& u : g.units()) {
-    json::Json ju;
-    ju["index"] = u.index;
-    ju["name"] = u.name;
-    ju["ops"] = u.ops.size();
-    ju["params"] = u.params;
-    ju["flops_fwd"] = u.flops_fwd;
-    ju["flops_bwd"] = u.flops_bwd;
-    ju["saved_bytes_16bit"] = u.saved_bytes(Precision::bf16);
-    ju["output_elems"] = u.output_elems;
-    units.push_back(ju);
-  }
-  j["units"] = units;
-  if (o.ops) {
-    json::Json ops = json::Json::array();
-    for (int id : g.unit(o.unit).ops) ops.push_back(op_json(g.op(id)));
-    j["ops"] = ops;
-  }
-  return j;
-}
-
 void list_catalog(bool as_json) {
   const auto& cat = models::ModelCatalog::builtin();
-  json::Json list = json::Json::array();
+  if (as_json) {
+    std::fputs(json::dump(models::catalog_json(cat)).c_str(), stdout);
+    return;
+  }
   Table t({"name", "model", "family", ">params", "source"});
   for (const auto& s : cat.specs()) {
     const double params = models::build_graph(s).total_params();
     std::string source = s.source.size() > 70 ? s.source.substr(0, 67) + "..." : s.source;
     t.add({s.name, s.display_name, std::string(models::family_name(s.family)), count4(params), source});
-    json::Json e;
-    e["name"] = s.name;
-    e["display_name"] = s.display_name;
-    e["family"] = std::string(models::family_name(s.family));
-    e["params"] = params;
-    e["source"] = s.source;
-    e["file"] = s.file;
-    list.push_back(e);
-  }
-  if (as_json) {
-    std::fputs(json::dump(list).c_str(), stdout);
-    return;
   }
   std::printf("%zu models (models/catalog/*.json); `trainplan model NAME` shows one, a path to a Hugging Face config.json "
               "or a model JSON file works too:\n",
@@ -299,12 +202,12 @@ void run(const ModelOptions& o) {
     return;
   }
   ModelGraph g = models::build_graph(models::resolve_model(o.name));
-  if (o.unit < 0 || o.unit >= static_cast<int>(g.units().size()))
-    throw Error(fmt::format("--unit {} is out of range", o.unit))
-        .hint(fmt::format("{} has units 0..{} (0 = input, {} = output)", g.spec().name, g.units().size() - 1,
-                          g.units().size() - 1));
-  if (o.json) std::fputs(json::dump(model_json(g, o)).c_str(), stdout);
-  else print_model(g, o);
+  models::check_unit_index(g, o.unit);
+  if (o.json) {
+    std::fputs(json::dump(models::model_json(g, o.ops ? std::optional<int>(o.unit) : std::nullopt)).c_str(), stdout);
+    return;
+  }
+  print_model(g, o);
 }
 
 }  // namespace

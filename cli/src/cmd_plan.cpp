@@ -38,9 +38,6 @@ std::string split_text(const plan::Plan& p) {
 
 std::string usd_or_na(const std::optional<double>& v) { return v ? short_usd(*v) : "n/a"; }
 
-// MFU at the step time the candidate is ranked by (simulated where it was simulated).
-double mfu_of(const planner::Candidate& c) { return c.step.mfu * c.step.step_time_s / c.step_time_s(); }
-
 bool uses_job_model(const planner::SearchRequest& req) { return req.both_purchases || req.purchase == plan::Purchase::spot; }
 
 void print_table(const planner::SearchResult& res, const planner::SearchRequest& req, size_t top) {
@@ -68,7 +65,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
     row.insert(row.end(), {fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
                            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)),
                            p.sequence_parallel ? "yes" : "no", p.dp_cp() > 1 ? std::string(plan::dp_algorithm_name(p.dp_algorithm)) : "-",
-                           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(mfu_of(c))});
+                           memory_of(c.memory.total_bytes(), c.memory.capacity_bytes), percent(planner::ranked_mfu(c))});
     if (sim) {
       row.push_back(units::format_duration(c.step.step_time_s));
       row.push_back(c.simulated ? units::format_duration(c.simulated->step_time_s) : "-");
@@ -182,38 +179,8 @@ void print_verbose(const planner::SearchResult& res, const hw::Catalog& catalog)
   std::printf("\n");
 }
 
-json::Json predicted_json(const planner::Candidate& c) {
-  json::Json j = {{"source", c.simulated ? "simulated" : "analytical"},
-                  {"step_time_s", c.step_time_s()},
-                  {"analytical_step_time_s", c.step.step_time_s},
-                  {"steps", c.steps},
-                  {"time_to_train_s", c.time_to_train_s},
-                  {"mfu", mfu_of(c)},
-                  {"tokens_per_s", c.step.tokens_per_s * c.step.step_time_s / c.step_time_s()},
-                  {"peak_memory_bytes", c.memory.total_bytes()},
-                  {"gpu_memory_capacity_bytes", c.memory.capacity_bytes}};
-  if (c.simulated) j["simulated_step_time_s"] = c.simulated->step_time_s;
-  if (c.cost_on_demand_usd) j["cost_on_demand_usd"] = *c.cost_on_demand_usd;
-  if (c.cost_spot_usd) j["cost_spot_no_interruptions_usd"] = *c.cost_spot_usd;
-  for (const auto* job : {&c.on_demand_job, &c.spot_job}) {
-    if (!*job) continue;
-    const std::string k = (*job)->purchase == plan::Purchase::spot ? "spot_job" : "on_demand_job";
-    j[k] = {{"expected_time_s", (*job)->expected_time_s},
-            {"expected_cost_usd", (*job)->expected_cost_usd},
-            {"expected_interruptions", (*job)->expected_interruptions},
-            {"checkpoint_interval_s", (*job)->checkpoint_interval_s}};
-    if ((*job)->cost_usd) {
-      j[k]["cost_p50_usd"] = (*job)->cost_usd->p50;
-      j[k]["cost_p90_usd"] = (*job)->cost_usd->p90;
-      j[k]["time_p50_s"] = (*job)->time_s->p50;
-      j[k]["time_p90_s"] = (*job)->time_s->p90;
-    }
-  }
-  return j;
-}
-
 void run(const PlanArgs& a) {
-  const planner::SearchRequest req = search_request(a.search);
+  const planner::SearchRequest req = planner::search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
   planner::SearchResult res = run_search(req);
 
@@ -229,29 +196,7 @@ void run(const PlanArgs& a) {
   std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n\n", res.enumerated, oom, res.ranked.size(),
               res.cancelled ? " (interrupted: showing the best found so far)" : "");
   if (global_options().verbose) print_verbose(res, catalog);
-  if (res.ranked.empty()) {
-    // Nothing fits: say how far the closest attempt was, and what would work.
-    std::string detail;
-    double best_ratio = 1e300;
-    const planner::SearchResult::Closest* best = nullptr;
-    for (const auto& c : res.closest) {
-      double r = c.needed_bytes / c.capacity_bytes;
-      if (r < best_ratio) {
-        best_ratio = r;
-        best = &c;
-      }
-    }
-    std::string hint = "allow more GPUs (--max-gpus) or instance types with more GPU memory";
-    if (best) {
-      const auto& p = best->plan;
-      detail = fmt::format(": the closest, {} x {} with dp/tp/pp {}/{}/{}{}, ZeRO-{}, {} recomputation, micro-batch {}, needs {} per GPU; "
-                           "the GPU has {}",
-                           p.instance_count, p.instance_type, p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
-                           p.zero_stage, plan::recompute_name(p.recompute),
-                           p.micro_batch, units::format_bytes(best->needed_bytes), units::format_bytes(best->capacity_bytes));
-    }
-    throw Error(fmt::format("no plan for {} fits in GPU memory within {} GPUs{}", spec.name, req.max_gpus, detail)).hint(hint);
-  }
+  if (res.ranked.empty()) throw planner::nothing_fits_error(res, req);
   if (!res.ranked.front().meets_constraints)
     std::printf("note: no plan meets the %s; the table shows the closest (%s first)\n\n",
                 req.objective == planner::Objective::cost_under_deadline ? "deadline" : "budget",
@@ -259,27 +204,15 @@ void run(const PlanArgs& a) {
   print_table(res, req, a.search.top);
   print_pareto(res, a.pareto_rows);
   if (a.explain) print_explanation(res);
-  const auto& best = res.ranked.front();
-  plan::Plan out = best.plan;
-  out.predicted = predicted_json(best);
   if (!a.output.empty()) {
-    plan::write_plan_file(a.output, out);
+    plan::write_plan_file(a.output, planner::best_plan(res));
     std::printf("\nbest plan written to %s\n", a.output.c_str());
   }
   if (!a.json_out.empty()) {
-    json::Json all = json::Json::array();
-    for (size_t i = 0; i < res.ranked.size(); ++i) {
-      const auto& c = res.ranked[i];
-      json::Json j = plan::to_json(c.plan);
-      j["predicted"] = predicted_json(c);
-      j["rank"] = i + 1;
-      j["pareto"] = std::find(res.pareto.begin(), res.pareto.end(), i) != res.pareto.end();
-      all.push_back(j);
-    }
-    json::write_file(a.json_out, all);
+    json::write_file(a.json_out, planner::candidates_json(res));
     std::printf("all %zu evaluated candidates written to %s\n", res.ranked.size(), a.json_out.c_str());
   }
-  report_missed_objective(req, best, a.output);
+  report_missed_objective(req, res.ranked.front(), a.output);
 }
 
 }  // namespace

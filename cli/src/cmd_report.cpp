@@ -40,7 +40,7 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");
-  planner::SearchRequest req = search_request(a.search);
+  planner::SearchRequest req = planner::search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
   planner::SearchResult res = run_search(req);
   return reports::build_report(req, res, catalog, o);
@@ -68,7 +68,7 @@ void run(const ReportArgs& a) {
     for (const auto& [part, seconds] : r.timings) std::fprintf(stderr, "report: %s %.3f s\n", part.c_str(), seconds);
   if (to_stdout) {
     std::fputs(reports::render_markdown(r).c_str(), stdout);
-    if (a.plan_file.empty()) report_missed_objective(search_request(a.search), r.plans.front().candidate, "standard output");
+    if (a.plan_file.empty()) report_missed_objective(planner::search_request(a.search), r.plans.front().candidate, "standard output");
     return;
   }
   std::vector<std::string> written;
@@ -86,7 +86,7 @@ void run(const ReportArgs& a) {
               best.plan.cp > 1 ? fmt::format(" x cp {}", best.plan.cp).c_str() : "",
               units::format_duration(best.step.step_time_s).c_str());
   std::printf("report written to %s\n", join(written, " and ").c_str());
-  if (a.plan_file.empty()) report_missed_objective(search_request(a.search), best, join(written, " and "));
+  if (a.plan_file.empty()) report_missed_objective(planner::search_request(a.search), best, join(written, " and "));
 }
 
 }  // namespace

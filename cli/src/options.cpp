@@ -39,16 +39,6 @@ CLI::Option* add_real(CLI::App* cmd, const std::string& names, double& target, d
   return o;
 }
 
-std::string flag_choice(const std::string& flag, const std::string& value, const std::vector<std::string>& choices) {
-  for (const auto& c : choices)
-    if (c == value) return value;
-  const std::string close = closest(value, choices);
-  throw Error(fmt::format("unknown value \"{}\"", value.size() > 40 ? value.substr(0, 37) + "..." : value))
-      .at(flag)
-      .hint(close.empty() ? "use one of: " + join(choices, ", ")
-                          : fmt::format("did you mean \"{}\"? (one of: {})", close, join(choices, ", ")));
-}
-
 CLI::Option* add_choice(CLI::App* cmd, const std::string& names, std::string& target, std::vector<std::string> choices,
                         const std::string& help) {
   const std::string flag = flag_name(names);
@@ -59,19 +49,6 @@ CLI::Option* add_choice(CLI::App* cmd, const std::string& names, std::string& ta
   o->type_name("{" + listed + "}");
   if (!target.empty()) o->default_str(target);
   return o;
-}
-
-double flag_quantity(const std::string& flag, const std::string& text, units::Dimension dim) {
-  return at_flag(flag, [&] { return checked::in_range(units::parse(text, dim), 0.0, units::max_of(dim)); });
-}
-
-double flag_positive_quantity(const std::string& flag, const std::string& text, units::Dimension dim) {
-  const double v = flag_quantity(flag, text, dim);
-  if (!(v > 0))
-    throw Error(fmt::format("must be positive, got \"{}\"", text.size() > 40 ? text.substr(0, 37) + "..." : text))
-        .at(flag)
-        .hint(fmt::format("give {} greater than zero", units::dimension_name(dim)));
-  return v;
 }
 
 }  // namespace trainplan::cli

@@ -11,6 +11,8 @@
 // Integers are parsed as signed 64-bit values and range-checked before they reach the
 // (possibly unsigned or narrower) target, so nothing wraps. Errors are trainplan::Error
 // located at the flag ("--runs: ..."), printed by main as `error: --runs: what — hint`.
+// at_flag, flag_quantity, flag_positive_quantity and flag_choice live in core/flags.hpp: the
+// libraries check the Python module's keyword arguments with them too.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,23 +23,13 @@
 
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/error.hpp"
+#include "trainplan/core/flags.hpp"
 #include "trainplan/core/units.hpp"
 
 namespace trainplan::cli {
 
 /// The long name of an option spec such as "--output,-o" ("--output").
 std::string flag_name(const std::string& names);
-
-/// Runs `f`; an Error it throws without a location gets `flag` as its location.
-template <typename F>
-auto at_flag(const std::string& flag, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (Error& e) {
-    if (e.file().empty()) e.at(flag);
-    throw;
-  }
-}
 
 namespace detail {
 int64_t parse_int_flag(const std::string& flag, const std::string& text, int64_t min, int64_t max);
@@ -64,15 +56,5 @@ CLI::Option* add_real(CLI::App* cmd, const std::string& names, double& target, d
 /// A flag taking one of `choices`; an unknown value lists them.
 CLI::Option* add_choice(CLI::App* cmd, const std::string& names, std::string& target, std::vector<std::string> choices,
                         const std::string& help);
-
-/// The value of a quantity flag ("30d", "300B", "25MB"): parsed with units::parse, at least
-/// zero and at most units::max_of(dim); errors name the flag.
-double flag_quantity(const std::string& flag, const std::string& text, units::Dimension dim);
-/// The same, and greater than zero.
-double flag_positive_quantity(const std::string& flag, const std::string& text, units::Dimension dim);
-
-/// One of `choices` for `flag`; an unknown value lists them (for values read later, e.g. a
-/// list item).
-std::string flag_choice(const std::string& flag, const std::string& value, const std::vector<std::string>& choices);
 
 }  // namespace trainplan::cli

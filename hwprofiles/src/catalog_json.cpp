@@ -1,6 +1,10 @@
 // Machine-readable catalog entries: SI units with the unit in the key, missing values null.
 #include "trainplan/hwprofiles/catalog.hpp"
 
+#include <set>
+
+#include "trainplan/core/strings.hpp"
+
 namespace trainplan::hw {
 namespace {
 
@@ -116,6 +120,30 @@ json::Json to_json(const InstanceType& inst) {
   j["notes"] = inst.notes;
   j["file"] = inst.file;
   return j;
+}
+
+json::Json catalog_json(const Catalog& cat) {
+  json::Json doc;
+  doc["instances"] = json::Json::array();
+  for (const auto& n : cat.instance_names()) doc["instances"].push_back(to_json(cat.instance(n)));
+  json::Json gpus = json::Json::object();
+  for (const auto& g : cat.gpu_names()) gpus[g] = to_json(cat.gpu(g));
+  doc["gpus"] = gpus;
+  json::Json sources = json::Json::object();
+  for (const auto& [id, s] : cat.sources()) sources[id] = to_json(s);
+  doc["sources"] = sources;
+  return doc;
+}
+
+json::Json instance_sources_json(const Catalog& cat, const InstanceType& inst) {
+  std::set<std::string> ids;
+  for (const auto& [group, ref] : inst.sources)
+    for (const auto& id : split(ref, '+')) ids.insert(id);
+  for (const auto& [group, ref] : cat.gpu(inst.gpu).sources)
+    for (const auto& id : split(ref, '+')) ids.insert(id);
+  json::Json out = json::Json::object();
+  for (const auto& id : ids) out[id] = to_json(cat.source(id));
+  return out;
 }
 
 }  // namespace trainplan::hw

@@ -243,6 +243,11 @@ Catalog load_catalog(const std::string& dir, const std::string& price_file);
 json::Json to_json(const Source& source);
 json::Json to_json(const GpuSpec& gpu);
 json::Json to_json(const InstanceType& instance);
+/// The whole catalog as `trainplan catalog --json` writes it: {"instances": [...], "gpus":
+/// {name: gpu}, "sources": {id: source}}.
+json::Json catalog_json(const Catalog& catalog);
+/// The sources named by an instance's and its GPU's field groups ("a+b" names two), by id.
+json::Json instance_sources_json(const Catalog& catalog, const InstanceType& instance);
 
 /// Checks the internal consistency of an instance type (GPU count vs topology matrix,
 /// sockets, PCIe switches, NICs, prices). Throws Error without a location; the catalog

@@ -108,4 +108,14 @@ class Cluster {
   std::unique_ptr<Impl> impl_;
 };
 
+/// One instance type in detail, as `trainplan catalog NAME --json` writes it: {"instance",
+/// "gpu", "link_matrix" (intra_node_matrix of one instance), "route_bandwidth_bytes_per_s"
+/// (GPU x GPU bottleneck, null on the diagonal), "sources"}.
+json::Json instance_detail_json(const Catalog& catalog, const InstanceType& instance);
+
+/// A cluster's topology in numbers: instance type, nodes, GPUs, vertex and link counts by
+/// kind (with the slowest and fastest directed link of each kind), and the route between the
+/// first GPU and the farthest one (the next node's first GPU when there is one).
+json::Json cluster_summary_json(const Cluster& cluster);
+
 }  // namespace trainplan::hw

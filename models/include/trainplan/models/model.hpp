@@ -391,4 +391,22 @@ class ModelCatalog {
 /// path to a model JSON in the catalog format.
 ModelSpec resolve_model(const std::string& name_or_path);
 
+/// Training FLOPs per token by the usual decoder estimate 6N + 12 L s h, with the token
+/// embedding counted once (untied models: the head does the matmul, the input table is a
+/// lookup).
+double six_n_estimate_per_token(const ModelGraph& graph);
+
+/// Throws Error (naming `--unit`, with the valid range) unless 0 <= unit < units().size().
+void check_unit_index(const ModelGraph& graph, int unit);
+
+/// A model as `trainplan model NAME --json` writes it: name, family, source, shape, params
+/// (and published_params), FLOPs per sample and per token, saved activation bytes, one entry
+/// per layer unit; with `ops_unit`, every op of that unit ("ops"). Throws Error (naming
+/// `--unit`) for a unit out of range.
+json::Json model_json(const ModelGraph& graph, std::optional<int> ops_unit = std::nullopt);
+
+/// The catalog as `trainplan model --json` lists it: one {name, display_name, family, params,
+/// source, file} per model.
+json::Json catalog_json(const ModelCatalog& catalog);
+
 }  // namespace trainplan::models

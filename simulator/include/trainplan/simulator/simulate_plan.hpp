@@ -11,7 +11,12 @@
 // symmetric fidelity (exact for the symmetric programs lowering produces; tested).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
@@ -42,5 +47,49 @@ struct PlanSimResult {
 
 /// Lowers and simulates `plan` (validated against `ctx`). Deterministic.
 PlanSimResult simulate_plan(const plan::Plan& plan, const plan::PlanContext& ctx, const PlanSimOptions& options = {});
+
+/// Model FLOPs utilization of a simulated step: the model's training FLOPs (6N + attention,
+/// no recomputation) of the global batch / (step time x GPUs x the dense peak of the plan's
+/// precision).
+double simulated_mfu(const plan::Plan& plan, const plan::PlanContext& ctx, double step_time_s);
+
+/// The result as `trainplan simulate --json` writes it: to_json(StepResult) plus "fidelity",
+/// "granularity" and "mfu".
+json::Json to_json(const PlanSimResult& result, const plan::Plan& plan, const plan::PlanContext& ctx);
+
+/// Reads a calibration table for simulating `plan`: Error (at the table's /gpu or /precision)
+/// when it was measured on another GPU type or in another precision.
+std::shared_ptr<const CalibrationTable> read_calibration_for(const std::string& path, const plan::Plan& plan,
+                                                             const plan::PlanContext& ctx);
+
+/// The options of `trainplan simulate` as typed (the Python module's simulate() keywords);
+/// plan_sim_options() checks and applies them.
+struct SimulateRequest {
+  std::string fidelity = "auto";     // auto, full, symmetric
+  std::string granularity = "auto";  // auto, op, layer
+  std::string calibration;           // a calibration table file (empty: the defaults)
+  double straggler_stddev = 0;       // [0, kMaxStragglerStddev]
+  uint64_t seed = 1;                 // of the straggler jitter
+  double overlap_slowdown = 0;       // [0, kMaxOverlapSlowdown]
+  std::string trace_ranks = "auto";  // see timeline_ranks
+};
+inline constexpr double kMaxStragglerStddev = 1;
+inline constexpr double kMaxOverlapSlowdown = 10;
+/// Above this many GPUs the trace and timeline hold one data-parallel replica by default.
+inline constexpr int kTraceAllRanksUpTo = 64;
+
+/// Ranks whose events a recorded timeline keeps: "all", "auto" (every rank up to
+/// kTraceAllRanksUpTo GPUs; above, in data-parallel replica 0 (cp 0): the first stage's tp
+/// group and tp rank 0 of every later stage, which shows every kind of task and the whole
+/// pipeline) or a list such as "0,8-15". Returns the ranks (empty: all) and a description.
+/// Errors name `--trace-ranks`.
+std::pair<std::vector<int>, std::string> timeline_ranks(const std::string& spec, const plan::Plan& plan);
+
+/// The simulator options of `request` for `plan` (validated against `ctx`): every bound and
+/// choice of `trainplan simulate`'s flags checked (Errors name the flag), the calibration
+/// table read (read_calibration_for), the timeline recorded when `record_timeline`, for the
+/// ranks of timeline_ranks (whose description goes to `*shown_ranks` when given).
+PlanSimOptions plan_sim_options(const SimulateRequest& request, const plan::Plan& plan, const plan::PlanContext& ctx,
+                                bool record_timeline, std::string* shown_ranks = nullptr);
 
 }  // namespace trainplan::sim

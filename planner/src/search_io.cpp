@@ -1,0 +1,253 @@
+#include "trainplan/planner/search_io.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "trainplan/core/checked.hpp"
+#include "trainplan/core/flags.hpp"
+#include "trainplan/core/strings.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/models/model.hpp"
+#include "trainplan/planner/export.hpp"
+#include "trainplan/planner/partition.hpp"
+
+namespace trainplan::planner {
+namespace {
+
+// A comma-separated list option; an item's error names the option.
+template <typename T, typename F>
+std::vector<T> list_of(const std::string& text, const std::string& option, F&& parse) {
+  std::vector<T> out;
+  if (text.empty()) return out;
+  const auto items = split(text, ',');
+  if (items.size() > 1000)
+    throw Error(fmt::format("lists {} values, more than 1000", items.size())).at(option).hint("give a few values to try");
+  for (const auto& item : items) out.push_back(at_flag(option, [&] { return parse(item); }));
+  return out;
+}
+
+template <typename E>
+E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& flag) {
+  std::vector<std::string> names;
+  for (E e : all) names.emplace_back(name(e));
+  const std::string chosen = flag_choice(flag, s, names);
+  for (E e : all)
+    if (name(e) == chosen) return e;
+  TP_ASSERT(false);
+  return *all.begin();
+}
+
+// The bounds and choices the CLI's flags declare (cli/src/search_options.cpp: add_int,
+// add_choice), for options set without the CLI.
+void check_option_values(const SearchOptions& a) {
+  if (a.global_batch != 0) flag_in_range("--global-batch", a.global_batch, 1, limits::kMaxBatch);
+  if (a.seq_len != 0) flag_in_range("--seq-len", a.seq_len, 1, limits::kMaxSeqLen);
+  flag_in_range("--max-gpus", a.max_gpus, 1, kMaxSearchGpus);
+  flag_in_range("--max-instances", a.max_instances, 0, limits::kMaxInstances);
+  flag_choice("--platform", a.platform, {"ec2", "sagemaker"});
+  flag_choice("--purchase", a.purchase, {"on-demand", "spot", "both"});
+  flag_in_range("--simulate-top", static_cast<int64_t>(a.simulate_top), 0, limits::kMaxRows);
+  flag_in_range("--exact-top", static_cast<int64_t>(a.exact_top), 0, limits::kMaxRows);
+  flag_in_range("--spot-runs", static_cast<int64_t>(a.spot_runs), 1, limits::kMaxRuns);
+  flag_in_range("--seed", static_cast<int64_t>(a.seed), 0, std::numeric_limits<int64_t>::max());
+  flag_in_range("--top", static_cast<int64_t>(a.top), 1, limits::kMaxRows);
+  flag_in_range("--threads", a.threads, 0, limits::kMaxThreads);
+}
+
+}  // namespace
+
+SearchRequest search_request(const SearchOptions& a) {
+  check_option_values(a);
+  SearchRequest req;
+  req.model = a.model;
+  if (!a.model.empty()) {
+    const models::ModelSpec spec = at_flag("--model", [&] { return models::resolve_model(a.model); });
+    if (spec.layers > kMaxSearchLayers)
+      throw Error(fmt::format("{} has {} layers; a search takes models of up to {}", spec.name, spec.layers, kMaxSearchLayers))
+          .at("--model")
+          .hint("a search's time grows with the layer count; write a plan file and run `trainplan check` or `simulate` on it");
+  }
+  req.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
+  req.global_batch = a.global_batch;
+  if (!a.global_batch_range.empty()) {
+    const auto parts = split(a.global_batch_range, ':');
+    if (parts.size() != 2)
+      throw Error(fmt::format("takes MIN:MAX, got \"{}\"", a.global_batch_range)).at("--global-batch-range").hint("e.g. 512:2048");
+    req.global_batch_min = at_flag("--global-batch-range", [&] { return checked::parse_int(parts[0], 1, limits::kMaxBatch); });
+    req.global_batch_max = at_flag("--global-batch-range", [&] { return checked::parse_int(parts[1], 1, limits::kMaxBatch); });
+  }
+  req.seq_len = a.seq_len;
+  req.instance_types = split(a.instances, ',');
+  req.instance_counts = list_of<int>(a.counts, "--counts", [](const std::string& s) {
+    return static_cast<int>(checked::parse_int(s, 1, limits::kMaxInstances));
+  });
+  req.max_gpus = static_cast<int>(a.max_gpus);
+  req.max_instances = static_cast<int>(a.max_instances);
+  req.objective = at_flag("--objective", [&] { return parse_objective(a.objective); });
+  if (!a.deadline.empty()) req.deadline_s = flag_positive_quantity("--deadline", a.deadline, units::Dimension::duration);
+  if (!a.budget.empty()) {
+    std::string b = a.budget;
+    if (!b.empty() && b.front() == '$') b.erase(0, 1);
+    req.budget_usd = flag_positive_quantity("--budget", b, units::Dimension::count);
+  }
+  req.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
+  const std::string purchase = a.spot ? "spot" : a.purchase;
+  req.both_purchases = purchase == "both";
+  req.purchase = purchase == "spot" ? plan::Purchase::spot : plan::Purchase::on_demand;
+  if (!a.micro_batches.empty())
+    req.micro_batches = list_of<int64_t>(a.micro_batches, "--micro-batches", [](const std::string& s) { return checked::parse_int(s, 1, limits::kMaxBatch); });
+  if (!a.zero.empty())
+    req.zero_stages = list_of<int>(a.zero, "--zero", [](const std::string& s) {
+      return static_cast<int>(checked::parse_int(s, 0, 3));
+    });
+  if (!a.recompute.empty())
+    req.recomputes = list_of<plan::Recompute>(a.recompute, "--recompute", [](const std::string& s) {
+      return choice(s, {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full}, plan::recompute_name, "--recompute");
+    });
+  if (!a.schedules.empty())
+    req.schedules = list_of<plan::Schedule>(a.schedules, "--schedules", [](const std::string& s) {
+      return choice(s, {plan::Schedule::gpipe, plan::Schedule::one_f_one_b, plan::Schedule::interleaved_1f1b}, plan::schedule_name, "--schedules");
+    });
+  if (!a.virtual_stages.empty())
+    req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxLayers)); });
+  if (!a.context_parallel.empty())
+    req.context_parallel = list_of<int>(a.context_parallel, "--cp", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxGpus)); });
+  if (!a.dp_algorithms.empty())
+    req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
+      return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
+                    plan::dp_algorithm_name, "--dp-algorithms");
+    });
+  if (!a.bucket_sizes.empty())
+    req.bucket_sizes_bytes = list_of<double>(a.bucket_sizes, "--bucket-sizes", [](const std::string& s) { return flag_positive_quantity("--bucket-sizes", s, units::Dimension::bytes); });
+  req.sequence_parallel = !a.no_sequence_parallel;
+  req.allow_tp_across_nodes = a.tp_across_nodes;
+  req.partition = at_flag("--partition", [&] { return parse_partition_mode(a.partition); });
+  if (!a.framework.empty()) req.framework = at_flag("--for", [&] { return parse_export_target(a.framework); });
+  req.simulate_top = a.simulate_top;
+  req.exact_top = std::max<size_t>(1, std::max(a.exact_top, a.top));
+  req.spot_runs = a.spot_runs;
+  req.spot_rows = a.top;
+  req.seed = a.seed;
+  req.threads = static_cast<int>(a.threads);
+  for (const auto& stage : a.off) {
+    if (stage == "partition") req.stages.partition = false;
+    else if (stage == "prune-memory") req.stages.prune_memory = false;
+    else if (stage == "expand") req.stages.expand = false;
+    else if (stage == "lazy") req.stages.lazy = false;
+    else if (stage == "checks") req.stages.check_invariants = false;
+    else
+      flag_choice("--off", stage, {"partition", "prune-memory", "expand", "lazy", "checks"});
+  }
+  return req;
+}
+
+double ranked_mfu(const Candidate& c) { return c.step.mfu * c.step.step_time_s / c.step_time_s(); }
+
+json::Json predicted_json(const Candidate& c) {
+  json::Json j = {{"source", c.simulated ? "simulated" : "analytical"},
+                  {"step_time_s", c.step_time_s()},
+                  {"analytical_step_time_s", c.step.step_time_s},
+                  {"steps", c.steps},
+                  {"time_to_train_s", c.time_to_train_s},
+                  {"mfu", ranked_mfu(c)},
+                  {"tokens_per_s", c.step.tokens_per_s * c.step.step_time_s / c.step_time_s()},
+                  {"peak_memory_bytes", c.memory.total_bytes()},
+                  {"gpu_memory_capacity_bytes", c.memory.capacity_bytes}};
+  if (c.simulated) j["simulated_step_time_s"] = c.simulated->step_time_s;
+  if (c.cost_on_demand_usd) j["cost_on_demand_usd"] = *c.cost_on_demand_usd;
+  if (c.cost_spot_usd) j["cost_spot_no_interruptions_usd"] = *c.cost_spot_usd;
+  for (const auto* job : {&c.on_demand_job, &c.spot_job}) {
+    if (!*job) continue;
+    const std::string k = (*job)->purchase == plan::Purchase::spot ? "spot_job" : "on_demand_job";
+    j[k] = {{"expected_time_s", (*job)->expected_time_s},
+            {"expected_cost_usd", (*job)->expected_cost_usd},
+            {"expected_interruptions", (*job)->expected_interruptions},
+            {"checkpoint_interval_s", (*job)->checkpoint_interval_s}};
+    if ((*job)->cost_usd) {
+      j[k]["cost_p50_usd"] = (*job)->cost_usd->p50;
+      j[k]["cost_p90_usd"] = (*job)->cost_usd->p90;
+      j[k]["time_p50_s"] = (*job)->time_s->p50;
+      j[k]["time_p90_s"] = (*job)->time_s->p90;
+    }
+  }
+  return j;
+}
+
+plan::Plan best_plan(const SearchResult& result) {
+  TP_ASSERT(!result.ranked.empty());
+  const auto& best = result.ranked.front();
+  plan::Plan out = best.plan;
+  out.predicted = predicted_json(best);
+  return out;
+}
+
+json::Json candidates_json(const SearchResult& result) {
+  json::Json all = json::Json::array();
+  for (size_t i = 0; i < result.ranked.size(); ++i) {
+    const auto& c = result.ranked[i];
+    json::Json j = plan::to_json(c.plan);
+    j["predicted"] = predicted_json(c);
+    j["rank"] = i + 1;
+    j["pareto"] = std::find(result.pareto.begin(), result.pareto.end(), i) != result.pareto.end();
+    all.push_back(j);
+  }
+  return all;
+}
+
+json::Json search_summary_json(const SearchResult& r) {
+  json::Json j;
+  j["global_batch"] = r.global_batch;
+  j["seq_len"] = r.seq_len;
+  j["enumerated"] = r.enumerated;
+  j["cancelled"] = r.cancelled;
+  const auto& k = r.counts;
+  j["counts"] = {{"enumerated", k.enumerated},
+                 {"families", k.families},
+                 {"memory_evaluations", k.memory_evaluations},
+                 {"inferred_out_of_memory", k.inferred_out_of_memory},
+                 {"repartitioned", k.repartitioned},
+                 {"partitions_computed", k.partitions_computed},
+                 {"analytical", k.analytical},
+                 {"expanded", k.expanded},
+                 {"expansion_skipped", k.expansion_skipped},
+                 {"job_evaluations", k.job_evaluations},
+                 {"simulated", k.simulated}};
+  j["dropped"] = r.dropped;
+  json::Json stages = json::Json::array();
+  for (const auto& s : r.stages)
+    stages.push_back({{"name", s.name}, {"seconds", s.seconds}, {"kept", s.kept}, {"note", s.note}, {"enabled", s.enabled}});
+  j["stages"] = stages;
+  j["pareto"] = r.pareto;
+  j["rank_correlation"] = r.rank_correlation ? json::Json(*r.rank_correlation) : json::Json(nullptr);
+  return j;
+}
+
+Error nothing_fits_error(const SearchResult& result, const SearchRequest& req) {
+  // Nothing fits: say how far the closest attempt was, and what would work.
+  std::string detail;
+  double best_ratio = 1e300;
+  const SearchResult::Closest* best = nullptr;
+  for (const auto& c : result.closest) {
+    double r = c.needed_bytes / c.capacity_bytes;
+    if (r < best_ratio) {
+      best_ratio = r;
+      best = &c;
+    }
+  }
+  std::string hint = "allow more GPUs (--max-gpus) or instance types with more GPU memory";
+  if (best) {
+    const auto& p = best->plan;
+    detail = fmt::format(": the closest, {} x {} with dp/tp/pp {}/{}/{}{}, ZeRO-{}, {} recomputation, micro-batch {}, needs {} per GPU; "
+                         "the GPU has {}",
+                         p.instance_count, p.instance_type, p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
+                         p.zero_stage, plan::recompute_name(p.recompute),
+                         p.micro_batch, units::format_bytes(best->needed_bytes), units::format_bytes(best->capacity_bytes));
+  }
+  return Error(fmt::format("no plan for {} fits in GPU memory within {} GPUs{}", models::resolve_model(req.model).name, req.max_gpus, detail))
+      .hint(hint);
+}
+
+}  // namespace trainplan::planner

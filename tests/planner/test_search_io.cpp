@@ -1,0 +1,141 @@
+// The option parsers front ends share (planner::search_request, planner::analyze_job,
+// sim::plan_sim_options): the bounds and choices of the CLI's flags hold for values set
+// without the CLI (the Python module's keywords), with the CLI's error text. Oracle: the same
+// value parsed as flag text by checked::parse_int / parse_real (what the CLI's add_int /
+// add_real do), and core's flag_choice.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "trainplan/core/checked.hpp"
+#include "trainplan/core/flags.hpp"
+#include "trainplan/hwprofiles/catalog.hpp"
+#include "trainplan/planner/job.hpp"
+#include "trainplan/planner/search_io.hpp"
+#include "trainplan/simulator/simulate_plan.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+planner::SearchOptions small_search() {
+  planner::SearchOptions o;
+  o.model = "gpt2-124m";
+  o.tokens = "1e9";
+  return o;
+}
+
+// The error checked::parse_int gives for `text` in [min, max], located at `flag`.
+std::string cli_int_error(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  try {
+    at_flag(flag, [&] { return checked::parse_int(text, min, max); });
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("parse_int accepted " << text);
+  return "";
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("no Error");
+  return "";
+}
+
+struct Resolved {
+  plan::Plan plan;
+  plan::PlanContext ctx;
+};
+
+Resolved small_plan() {
+  plan::Plan p;
+  p.model = "gpt2-124m";
+  p.instance_type = "p3.8xlarge";
+  p.instance_count = 1;
+  p.dp = 4;
+  p.global_batch = 64;
+  p.micro_batch = 4;
+  p.training_tokens = 1e9;
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
+  plan::validate(p, ctx, "test");
+  return {p, std::move(ctx)};
+}
+
+}  // namespace
+
+TEST_CASE("planner: search_request takes the CLI's defaults and refuses out-of-range numbers with the CLI's text", "[planner]") {
+  const planner::SearchRequest req = planner::search_request(small_search());
+  CHECK(req.simulate_top == 32);
+  CHECK(req.tokens == 1e9);
+  CHECK(req.max_gpus == 1024);
+
+  planner::SearchOptions o = small_search();
+  o.max_gpus = 100000;
+  CHECK(error_of([&] { planner::search_request(o); }) == cli_int_error("--max-gpus", "100000", 1, planner::kMaxSearchGpus));
+  o = small_search();
+  o.top = 0;
+  CHECK(error_of([&] { planner::search_request(o); }) == cli_int_error("--top", "0", 1, limits::kMaxRows));
+  o = small_search();
+  o.threads = -1;
+  CHECK(error_of([&] { planner::search_request(o); }) == cli_int_error("--threads", "-1", 0, limits::kMaxThreads));
+  o = small_search();
+  o.spot_runs = static_cast<size_t>(-5);  // a negative keyword stored in an unsigned field
+  CHECK(error_of([&] { planner::search_request(o); }) == cli_int_error("--spot-runs", "-5", 1, limits::kMaxRuns));
+}
+
+TEST_CASE("planner: search_request refuses unknown choices and bad quantities naming the flag", "[planner]") {
+  planner::SearchOptions o = small_search();
+  o.platform = "ec3";
+  CHECK(error_of([&] { planner::search_request(o); }) ==
+        error_of([] { flag_choice("--platform", "ec3", {"ec2", "sagemaker"}); }));
+  o = small_search();
+  o.tokens = "-5";
+  CHECK(error_of([&] { planner::search_request(o); }).rfind("--tokens: ", 0) == 0);
+  o = small_search();
+  o.model = "gpt3-175b";
+  o.tokens = "300B";
+  o.max_gpus = planner::kMaxSearchGpus;  // the largest search the bound allows is accepted
+  CHECK(planner::search_request(o).max_gpus == planner::kMaxSearchGpus);
+}
+
+TEST_CASE("planner: analyze_job checks the job flags' bounds and choices", "[planner]") {
+  const Resolved r = small_plan();
+  planner::JobRequest j;
+  j.runs = 0;
+  CHECK(error_of([&] { planner::analyze_job(r.plan, r.ctx, j); }) == cli_int_error("--runs", "0", 1, limits::kMaxRuns));
+  j = {};
+  j.data_input = "s4";
+  CHECK(error_of([&] { planner::analyze_job(r.plan, r.ctx, j); }) ==
+        error_of([] { flag_choice("--data-input", "s4", sim::data_source_names()); }));
+  j = {};
+  j.epochs = 0;
+  CHECK(error_of([&] { planner::analyze_job(r.plan, r.ctx, j); }).rfind("--epochs: ", 0) == 0);
+  j = {};
+  j.purchase = "blend:0";
+  CHECK(error_of([&] { planner::analyze_job(r.plan, r.ctx, j); }) == cli_int_error("--purchase", "0", 1, limits::kMaxInstances));
+}
+
+TEST_CASE("simulator: plan_sim_options checks the simulate flags and picks the timeline ranks", "[simulator]") {
+  const Resolved r = small_plan();
+  sim::SimulateRequest s;
+  s.straggler_stddev = 2;
+  CHECK(error_of([&] { sim::plan_sim_options(s, r.plan, r.ctx, false); }) ==
+        error_of([] { at_flag("--straggler-stddev", [] { return checked::parse_real("2", 0, sim::kMaxStragglerStddev); }); }));
+  s = {};
+  s.fidelity = "fast";
+  CHECK(error_of([&] { sim::plan_sim_options(s, r.plan, r.ctx, false); }).rfind("--fidelity: unknown value \"fast\"", 0) == 0);
+  s = {};
+  s.trace_ranks = "1-2,0";
+  std::string shown;
+  const sim::PlanSimOptions o = sim::plan_sim_options(s, r.plan, r.ctx, true, &shown);
+  CHECK(o.sim.record_timeline);
+  CHECK(o.sim.timeline_ranks == std::vector<int>{0, 1, 2});
+  CHECK(shown == "3 of 4 ranks (--trace-ranks)");
+  s.trace_ranks = "4";
+  CHECK(error_of([&] { sim::plan_sim_options(s, r.plan, r.ctx, true); }).rfind("--trace-ranks: rank 4 is outside", 0) == 0);
+}
