@@ -151,25 +151,25 @@ constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 
 int log2_floor(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
 
-// The link classes of a group's routes: every link classified, the intra-node hops (NVLink
-// unless a PCIe link is on an intra-node route) and whether any route leaves the node.
+// The link classes a pattern crosses: every link classified (hand-built topologies leave
+// them `other`), and whether the intra-node hops between ring neighbours are PCIe (else NVLink).
 struct GroupLinks {
   bool classified = true;
   bool pcie_intra = false;
 };
 
-GroupLinks group_links(const std::vector<int>& g, const Topology& topology) {
+GroupLinks group_links(const CommPattern& p, const std::vector<int>& g, const Topology& topology) {
   GroupLinks out;
-  for (size_t i = 0; i < g.size(); ++i)
-    for (size_t j = 0; j < g.size(); ++j) {
-      if (i == j) continue;
-      const bool same_node = topology.node_of(g[i]) == topology.node_of(g[j]);
-      for (int l : topology.route(g[i], g[j])) {
-        const LinkClass c = topology.links()[static_cast<size_t>(l)].cls;
-        if (c == LinkClass::other) out.classified = false;
-        if (same_node && c == LinkClass::pcie) out.pcie_intra = true;
-      }
-    }
+  const auto& links = topology.links();
+  for (const CommPhase& ph : p.phases)
+    for (const LinkUse& u : ph.uses)
+      if (links[static_cast<size_t>(u.link)].cls == LinkClass::other) out.classified = false;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const int a = g[i], b = g[(i + 1) % g.size()];
+    if (a == b || topology.node_of(a) != topology.node_of(b)) continue;
+    for (int l : topology.route(a, b))
+      if (links[static_cast<size_t>(l)].cls == LinkClass::pcie) out.pcie_intra = true;
+  }
   return out;
 }
 
@@ -184,7 +184,7 @@ double uncontended_busbw(const CommPattern& p, Kind kind, int n) {
 
 // Fills the NCCL timing of a ring, tree or hierarchical pattern (phases already built).
 void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, const Topology& topology) {
-  const GroupLinks links = group_links(group, topology);
+  const GroupLinks links = group_links(p, group, topology);
   if (!links.classified || p.phases.empty()) return;
   const Topology::NcclHost host = topology.nccl_host();
   const int n = static_cast<int>(group.size());
