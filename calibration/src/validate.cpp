@@ -141,10 +141,13 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
   }
   if (auto tf = measured(x, "tflops_per_gpu")) {
     const std::string kind = str(x, "tflops_kind");
-    if (contains(kind, "96Bslh")) {
+    const auto layers = whole(m, "layers", 1, limits::kMaxLayers);
+    const auto hidden = whole(m, "hidden", 1, limits::kMaxWidth);
+    if (contains(kind, "96Bslh") && layers && hidden) {
       // Narayanan et al. 2021, eq. 3 (counts the recomputed forward).
-      const double B = static_cast<double>(p.global_batch), s = static_cast<double>(seq), l = *num(m, "layers"),
-                   h = *num(m, "hidden"), V = num(m, "vocab").value_or(51200);
+      const double B = static_cast<double>(p.global_batch), s = static_cast<double>(seq),
+                   l = static_cast<double>(*layers), h = static_cast<double>(*hidden),
+                   V = static_cast<double>(whole(m, "vocab", 1, limits::kMaxVocab).value_or(51200));
       const double F = 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
       how = "published TFLOP/s per GPU converted with the source's F = 96Bslh^2(1 + s/6h + V/16lh)";
       return F / (*tf * 1e12 * gpus);

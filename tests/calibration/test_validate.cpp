@@ -166,3 +166,23 @@ TEST_CASE("validate: training points carry predicted peak memory and are grouped
   CHECK(j["training"]["loso_mape"].get<double>() == Approx(r.training.mape));
   CHECK(j["groups"].size() == r.groups.size());
 }
+
+TEST_CASE("validate: a FLOP-formula point without the formula's layers or hidden size is skipped, not read", "[calibration]") {
+  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json kept = json::Json::array();
+  for (const auto& p : doc["data_points"])
+    if (p["id"] == "mini-narayanan-1.7B") kept.push_back(p);
+  REQUIRE(kept.size() == 1);
+  for (const char* field : {"layers", "hidden"}) {
+    json::Json one = kept;
+    one[0]["model"].erase(field);
+    json::Json d = doc;
+    d["data_points"] = one;
+    const auto r = calibration::validate_published_json(d, "mini.json", hw::Catalog::builtin());
+    REQUIRE(r.points.size() == 1);
+    const auto& p = r.points[0];
+    // Nothing converts 137 TFLOP/s back to a step time without l and h: no measured value.
+    CHECK_FALSE(p.mapped);
+    CHECK_FALSE(p.reason.empty());
+  }
+}
