@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 #include <map>
 
 #include "trainplan/core/checked.hpp"
@@ -95,6 +96,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     return "";
   }
   const auto& inst = catalog.instance(name);
+  if (num_gpus < inst.gpu_count) return name;  // part of one node: see on_part_of_node
   if (num_gpus % inst.gpu_count != 0) {
     reason = fmt::format("{} GPUs is not a whole number of {} instances ({} GPUs each)", num_gpus, name, inst.gpu_count);
     return "";
@@ -102,13 +104,38 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   return name;
 }
 
-// The catalog model with the point's shape.
-std::string map_model(const Json& m, std::string& reason) {
+// A run on fewer GPUs than one `cluster` node holds runs on the first `gpus` of them: the
+// catalog gains that part of the node as an instance (hw::Catalog::add_partial_instance).
+// Returns the catalog to use and renames `cluster`; nullptr (with `reason`) when the part
+// cannot be built.
+const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& cluster, int gpus,
+                                   std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions,
+                                   std::string& reason) {
+  const int per_node = catalog.instance(cluster).gpu_count;
+  if (gpus >= per_node) return &catalog;
+  local.emplace(catalog);
+  try {
+    const std::string part = local->add_partial_instance(cluster, gpus);
+    assumptions.push_back(fmt::format("{} of the {} GPUs of one {} node (their NVLink, PCIe and NICs)", gpus, per_node, cluster));
+    cluster = part;
+  } catch (const Error& e) {
+    reason = e.what();
+    return nullptr;
+  }
+  return &*local;
+}
+
+// The model of a point: the catalog model with the point's shape, else one built from the
+// shape (decoder-only; Llama-style with SwiGLU, RMSNorm, rotary and untied embeddings when the
+// point's notes, grouped-query attention or a non-4h FFN say so; GPT-style otherwise). What a
+// built model assumes goes to `assumptions`. nullopt (with `reason`) without layers, hidden
+// size and heads.
+std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::string>& assumptions, std::string& reason) {
   auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
   const int64_t layers = get("layers"), hidden = get("hidden"), heads = get("heads");
   if (!layers || !hidden || !heads) {
     reason = "the model's layers / hidden / heads are not given";
-    return "";
+    return std::nullopt;
   }
   const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;
   std::string best;
@@ -118,8 +145,46 @@ std::string map_model(const Json& m, std::string& reason) {
     if (get("ffn_hidden") && s.ffn_hidden != get("ffn_hidden")) continue;
     if (best.empty() || (get("seq_len") && s.seq_len == get("seq_len"))) best = s.name;
   }
-  if (best.empty()) reason = fmt::format("no catalog model with {} layers, hidden {}, {} heads", layers, hidden, heads);
-  return best;
+  if (!best.empty()) return models::ModelCatalog::builtin().spec(best);
+  const std::string notes = to_lower(str(m, "arch_notes") + " " + str(m, "name"));
+  const int64_t ffn = get("ffn_hidden");
+  const bool llama = kv != heads || contains(notes, "llama") || contains(notes, "swiglu") || contains(notes, "rmsnorm") ||
+                     contains(notes, "mistral") || contains(notes, "qwen") || (ffn && ffn != 4 * hidden);
+  models::ModelSpec spec;
+  spec.family = llama ? models::Family::llama : models::Family::gpt;
+  spec.layers = layers;
+  spec.hidden = hidden;
+  spec.heads = heads;
+  spec.kv_heads = kv;
+  spec.ffn_hidden = ffn;
+  spec.seq_len = get("seq_len") ? get("seq_len") : 2048;
+  spec.vocab = get("vocab");
+  if (!spec.vocab) {
+    spec.vocab = llama ? 32000 : 51200;
+    assumptions.push_back(fmt::format("vocabulary not stated: {} assumed", spec.vocab));
+  }
+  if (!get("seq_len")) assumptions.push_back("sequence length not stated: 2048 assumed");
+  if (llama) {
+    spec.norm = models::Norm::rmsnorm;
+    spec.activation = models::Activation::swiglu;
+    spec.position = models::PositionEmbedding::rotary;
+    spec.tied_embeddings = false;
+    spec.bias = false;
+  } else {
+    spec.norm = models::Norm::layernorm;
+    spec.activation = models::Activation::gelu;
+    spec.position = models::PositionEmbedding::learned;
+  }
+  spec.dropout = false;
+  spec.name = fmt::format("{}-l{}-h{}-a{}{}", llama ? "llama-shape" : "gpt-shape", layers, hidden, heads,
+                          kv != heads ? fmt::format("-kv{}", kv) : "");
+  spec.display_name = spec.name;
+  spec.source = "built from the published shape";
+  assumptions.push_back(fmt::format("no catalog model has this shape: built as a {} decoder ({}, {}, {}{})",
+                                    llama ? "Llama-style" : "GPT-style", models::norm_name(spec.norm),
+                                    models::activation_name(spec.activation), models::position_name(spec.position),
+                                    spec.tied_embeddings ? ", tied embeddings" : ""));
+  return spec;
 }
 
 // The measured step time of a training point and how it was obtained.
@@ -169,11 +234,15 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = "expert parallelism is not modelled";
     return;
   }
-  std::string model = map_model(m, vp.reason);
-  if (model.empty()) return;
+  const std::optional<models::ModelSpec> spec = map_model(m, vp.assumptions, vp.reason);
+  if (!spec) return;
+  const std::string model = spec->name;
   std::string cluster = map_cluster(hwj, catalog, gpus, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
-  const auto& inst = catalog.instance(cluster);
+  std::optional<hw::Catalog> local;
+  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, vp.assumptions, vp.reason);
+  if (!cat) return;
+  const auto& inst = cat->instance(cluster);
   plan::Plan p;
   p.model = model;
   p.instance_type = cluster;
@@ -250,7 +319,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
   plan::PlanContext ctx = [&] {
     try {
-      return plan::resolve(p, catalog, vp.id);
+      return plan::resolve(p, *cat, *spec, vp.id);
     } catch (const Error& e) {
       vp.reason = fmt::format("cannot build the plan: {}", e.what());
       throw;
@@ -333,9 +402,12 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
     vp.reason = "neither busbw nor algbw is given";
     return;
   }
-  const auto& inst = catalog.instance(cluster);
+  std::optional<hw::Catalog> local;
+  const hw::Catalog* cat = on_part_of_node(catalog, cluster, n, local, vp.assumptions, vp.reason);
+  if (!cat) return;
+  const auto& inst = cat->instance(cluster);
   const int count = n / inst.gpu_count;
-  hw::Cluster cl = hw::Cluster::build(inst, count, catalog);
+  hw::Cluster cl = hw::Cluster::build(inst, count, *cat);
   plan::StepProgram prog;
   prog.world_size = n;
   prog.dp = n;

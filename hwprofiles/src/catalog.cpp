@@ -155,3 +155,61 @@ Catalog load_catalog(const std::string& dir, const std::string& price_file) {
 }
 
 }  // namespace trainplan::hw
+
+namespace trainplan::hw {
+namespace {
+
+// How many of `per_unit`-sized units `gpus` GPUs occupy: 1 when they fit in one, else a whole
+// number of them; 0 when they would split a unit.
+int units_for(int gpus, int per_unit) {
+  if (per_unit <= 0 || gpus <= per_unit) return 1;
+  return gpus % per_unit == 0 ? gpus / per_unit : 0;
+}
+
+}  // namespace
+
+std::string Catalog::add_partial_instance(const std::string& name, int gpus) {
+  const InstanceType& base = instance(name);
+  if (gpus < 1 || gpus >= base.gpu_count)
+    throw Error(fmt::format("part of {} must be 1 to {} GPUs, got {}", name, base.gpu_count - 1, gpus))
+        .hint("a whole instance is the instance itself");
+  const std::string part = fmt::format("{}:{}gpu", name, gpus);
+  if (instances_.count(part)) return part;
+  InstanceType t = base;
+  const double share = static_cast<double>(gpus) / base.gpu_count;
+  t.name = part;
+  t.gpu_count = gpus;
+  auto& topo = t.topology;
+  if (!topo.nvlink_lanes.empty()) {
+    topo.nvlink_lanes.resize(static_cast<size_t>(gpus));
+    for (auto& row : topo.nvlink_lanes) row.resize(static_cast<size_t>(gpus));
+  }
+  const int sockets = units_for(gpus, base.gpu_count / std::max(1, topo.sockets));
+  const int nics = units_for(gpus, base.gpu_count / std::max(1, base.network.nics));
+  if (sockets == 0 || nics == 0 || (topo.gpus_per_pcie_switch > 0 && units_for(gpus, topo.gpus_per_pcie_switch) == 0))
+    throw Error(fmt::format("{} GPUs of {} would split a CPU socket, PCIe switch or NIC group", gpus, name))
+        .hint("use a number of GPUs that fills whole sockets (e.g. 1, 2, 4 of 8)");
+  topo.sockets = sockets;
+  if (gpus == 1) {  // one GPU talks to nothing but its host
+    topo.kind = IntraNodeKind::single;
+    topo.nvlink_lanes.clear();
+    topo.nvswitch_bandwidth_bytes_per_s = 0;
+  }
+  if (topo.gpus_per_pcie_switch > gpus) topo.gpus_per_pcie_switch = gpus;
+  t.network.bandwidth_bytes_per_s *= static_cast<double>(nics) / base.network.nics;
+  t.network.nics = nics;
+  t.vcpus = std::max(1, static_cast<int>(base.vcpus * share));
+  t.host_memory_bytes = base.host_memory_bytes * share;
+  for (auto* price : {&t.prices.ec2_on_demand, &t.prices.sagemaker_on_demand, &t.prices.spot, &t.prices.spot_min,
+                      &t.prices.spot_max})
+    if (*price) **price *= share;
+  t.description = fmt::format("{} of the {} GPUs of one {}", gpus, base.gpu_count, name);
+  t.notes.push_back(fmt::format("part of a node: {} of {}'s {} GPUs, NICs and prices in proportion", gpus, name,
+                                base.gpu_count));
+  check_instance(t);
+  instances_.emplace(part, std::move(t));
+  instance_order_.push_back(part);
+  return part;
+}
+
+}  // namespace trainplan::hw

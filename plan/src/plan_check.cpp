@@ -47,7 +47,10 @@ std::vector<StageAssignment> even_stages(int num_units, int stages) {
 }
 
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& file) {
-  models::ModelSpec spec = located(file, "/model", [&] { return models::resolve_model(plan.model); });
+  return resolve(plan, catalog, located(file, "/model", [&] { return models::resolve_model(plan.model); }), file);
+}
+
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const std::string& file) {
   if (plan.seq_len > 0) spec.seq_len = plan.seq_len;
   models::ModelGraph graph = located(file, "/model", [&] { return models::build_graph(spec); });
   const hw::InstanceType& inst =

@@ -1,4 +1,5 @@
 // Validation against published measurements: mapping, FLOP-convention conversions, errors.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
@@ -185,4 +186,42 @@ TEST_CASE("validate: a FLOP-formula point without the formula's layers or hidden
     CHECK_FALSE(p.mapped);
     CHECK_FALSE(p.reason.empty());
   }
+}
+
+TEST_CASE("validate: a shape no catalog model has is built from the point, and part of a node is modelled", "[calibration]") {
+  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json points = json::Json::array();
+  for (const auto& p : doc["data_points"]) {
+    if (p["id"] == "mini-narayanan-1.7B") {
+      json::Json q = p;
+      q["id"] = "shape-only";
+      q["model"]["hidden"] = 2560;  // 24 layers, hidden 2560, 20 heads: no catalog model
+      q["model"]["heads"] = 20;
+      points.push_back(q);
+    }
+    if (p["id"] == "mini-nccl-1n") {
+      json::Json q = p;
+      q["id"] = "four-of-eight";
+      q["hardware"]["num_gpus"] = 4;
+      points.push_back(q);
+    }
+  }
+  REQUIRE(points.size() == 2);
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& s = point(r, "shape-only");
+  REQUIRE(s.mapped);
+  CHECK(s.setup.find("gpt-shape-l24-h2560-a20") != std::string::npos);
+  const auto built = std::find_if(s.assumptions.begin(), s.assumptions.end(),
+                                  [](const std::string& a) { return a.find("GPT-style decoder") != std::string::npos; });
+  CHECK(built != s.assumptions.end());
+  CHECK(s.predicted > 0);
+  // Same F = 96 B s l h^2 (...) conversion, with the new hidden size.
+  const double B = 512, sq = 2048, l = 24, h = 2560, V = 51200;
+  CHECK(s.measured == Approx(96 * B * sq * l * h * h * (1 + sq / (6 * h) + V / (16 * l * h)) / (137e12 * 32)));
+  const auto& f = point(r, "four-of-eight");
+  REQUIRE(f.mapped);
+  CHECK(f.cluster == "1 x dgx-h100:4gpu");
+  CHECK(f.num_gpus == 4);
+  CHECK(f.predicted > 0);
 }

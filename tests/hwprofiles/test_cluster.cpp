@@ -345,3 +345,32 @@ TEST_CASE("hwprofiles: every catalog instance builds a connected cluster", "[hwp
     CHECK(c.gpu_spec().name == c.instance().gpu);
   }
 }
+
+TEST_CASE("hwprofiles: part of a node keeps its GPUs' links, sockets and NICs", "[hwprofiles][cluster]") {
+  hw::Catalog cat = hw::Catalog::builtin();
+  const hw::InstanceType& p4d = cat.instance("p4d.24xlarge");
+  const std::string four = cat.add_partial_instance("p4d.24xlarge", 4);
+  CHECK(four == "p4d.24xlarge:4gpu");
+  CHECK(cat.add_partial_instance("p4d.24xlarge", 4) == four);  // added once
+  const hw::InstanceType& part = cat.instance(four);
+  CHECK(part.gpu_count == 4);
+  CHECK(part.topology.kind == hw::IntraNodeKind::nvswitch);
+  CHECK(part.topology.sockets == 1);               // 4 GPUs per socket: the first socket
+  CHECK(part.network.nics == 2);                   // 2 GPUs per EFA device
+  CHECK(part.network.bandwidth_bytes_per_s == Approx(p4d.network.bandwidth_bytes_per_s / 2));
+  CHECK(*part.prices.ec2_on_demand == Approx(*p4d.prices.ec2_on_demand / 2));
+  const hw::Cluster c = hw::Cluster::build(part, 1, cat);
+  CHECK(c.num_gpus() == 4);
+  // p3.16xlarge: the first two GPUs keep the NVLink lanes between them.
+  const hw::InstanceType& p3 = cat.instance("p3.16xlarge");
+  const hw::InstanceType& two = cat.instance(cat.add_partial_instance("p3.16xlarge", 2));
+  REQUIRE(two.topology.nvlink_lanes.size() == 2);
+  CHECK(two.topology.nvlink_lanes[0][1] == p3.topology.nvlink_lanes[0][1]);
+  // One GPU is a single-GPU instance.
+  CHECK(cat.instance(cat.add_partial_instance("p4d.24xlarge", 1)).topology.kind == hw::IntraNodeKind::single);
+  // Whole nodes, nothing, and parts that split a PCIe switch pair are refused.
+  REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("p4d.24xlarge", 8), "must be 1 to 7 GPUs");
+  REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("p4d.24xlarge", 0), "must be 1 to 7 GPUs");
+  REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("p4d.24xlarge", 3), "would split");
+  REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("no-such", 1), "unknown instance type");
+}

@@ -226,6 +226,14 @@ class Catalog {
 
   /// The instance named `name`, or nullptr.
   const InstanceType* find_instance(const std::string& name) const;
+
+  /// Adds the first `gpus` GPUs of instance `name` as an instance of their own, for runs that
+  /// use part of a node (nccl-tests or training on 1, 2 or 4 GPUs of an 8-GPU node): the NVLink
+  /// lanes among those GPUs, the sockets and PCIe switches they sit on, the NICs local to them
+  /// (network bandwidth in proportion), vCPUs, host memory and prices in proportion. Named
+  /// "<name>:<gpus>gpu"; returns the name (adding it once). Throws Error when `gpus` is not in
+  /// [1, gpu_count) or does not fill whole sockets / PCIe switches / NICs beyond the first.
+  std::string add_partial_instance(const std::string& name, int gpus);
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
  private:

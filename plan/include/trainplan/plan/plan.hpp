@@ -135,6 +135,9 @@ struct PlanContext {
 /// Resolves model, instance type and cluster; fills defaults that depend on them (precision,
 /// even stage assignment, num_micro_batches, seq_len). Errors name `plan_file`.
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& plan_file = "plan");
+/// The same with the model given as a spec (a model built from a published shape; plan.model
+/// names it for display).
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const std::string& plan_file);
 
 /// Cross-field rules. Throws Error with the plan file, JSON pointer and a hint:
 /// tp divides heads, kv_heads and hidden (and ffn_hidden); pp <= blocks; dp*tp*pp*cp = GPUs of
