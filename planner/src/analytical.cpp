@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -10,6 +11,7 @@
 
 #include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/tp_comm.hpp"
+#include "trainplan/simulator/collectives.hpp"
 
 namespace trainplan::planner {
 
@@ -25,10 +27,11 @@ using models::TpSplit;
 // Per-flow bandwidth and latency of ring collectives run at the same time by `groups`, with
 // every flow's share of each link it crosses (links shared by k flows give each 1/k).
 struct RingNet {
-  double bandwidth_bytes_per_s = 0;  // slowest ring link, after sharing
+  double bandwidth_bytes_per_s = 0;  // slowest ring link, after sharing (NVLink at NCCL's rate)
   double latency_s = 0;              // slowest ring link's route latency
   int size = 1;                      // ranks per group
   int nodes = 1;                     // nodes one group spans
+  sim::NcclRingLatency nccl;         // NCCL Simple ring latencies (the simulator's NCCL model)
 };
 
 RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>& groups) {
@@ -55,7 +58,11 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
     double fb = std::numeric_limits<double>::infinity();
     for (int l : flows[f]) {
       const auto& link = cluster.links()[static_cast<size_t>(l)];
-      fb = std::min(fb, link.bandwidth_bytes_per_s / usage[static_cast<size_t>(l)]);
+      const bool nvl = link.kind == hw::LinkKind::nvlink || link.kind == hw::LinkKind::nvswitch;
+      const double share = nvl ? sim::nccl_nvlink_share(cluster.gpu_spec().compute_capability,
+                                                        link.kind == hw::LinkKind::nvswitch)
+                               : 1.0;
+      fb = std::min(fb, link.bandwidth_bytes_per_s * share / usage[static_cast<size_t>(l)]);
     }
     bw = std::min(bw, fb);
     lat = std::max(lat, flow_latency[f]);
@@ -66,19 +73,39 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   for (int g : groups[0]) nodes.push_back(cluster.node_of(g));
   std::sort(nodes.begin(), nodes.end());
   out.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+  // Intra-node ring hops over PCIe (NCCL's PCI step latency) unless they are NVLink.
+  bool pcie_intra = false;
+  const std::vector<int> order = cluster.ring_order(groups[0]);
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int a = order[i], b = order[(i + 1) % order.size()];
+    if (cluster.node_of(a) != cluster.node_of(b)) continue;
+    for (int l : cluster.route(a, b).links) {
+      const auto k = cluster.links()[static_cast<size_t>(l)].kind;
+      if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
+    }
+  }
+  const int cc = static_cast<int>(std::lround(std::atof(cluster.gpu_spec().compute_capability.c_str()) * 10));
+  out.nccl = sim::nccl_ring_simple_latency(pcie_intra, out.nodes, cluster.instance().cpu.find("AMD") != std::string::npos, cc);
   return out;
+}
+
+// A ring collective's latency under NCCL's model: `steps` steps, `inter_steps` of them across
+// nodes, times the plateau for all-reduces across nodes.
+double ring_latency_s(const RingNet& n, int steps, int inter_steps, bool all_reduce) {
+  const double lat = n.nccl.base_s + (steps - inter_steps) * n.nccl.intra_step_s + inter_steps * n.nccl.inter_step_s;
+  return all_reduce ? lat * n.nccl.plateau : lat;
 }
 
 double ring_all_reduce_s(const RingNet& n, double bytes) {
   if (n.size < 2 || bytes <= 0) return 0.0;
   const double k = n.size;
-  return 2.0 * (k - 1) / k * bytes / n.bandwidth_bytes_per_s + 2.0 * (k - 1) * n.latency_s;
+  return 2.0 * (k - 1) / k * bytes / n.bandwidth_bytes_per_s + ring_latency_s(n, 2 * (n.size - 1), 2 * (n.nodes - 1), true);
 }
 
 double ring_gather_s(const RingNet& n, double bytes) {  // all-gather or reduce-scatter of `bytes` total
   if (n.size < 2 || bytes <= 0) return 0.0;
   const double k = n.size;
-  return (k - 1) / k * bytes / n.bandwidth_bytes_per_s + (k - 1) * n.latency_s;
+  return (k - 1) / k * bytes / n.bandwidth_bytes_per_s + ring_latency_s(n, n.size - 1, n.nodes - 1, false);
 }
 
 }  // namespace
@@ -332,8 +359,13 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
         RingNet intra = dp_net;
         intra.size = std::min(k, dpcp);
         const hw::Route& r = ctx.cluster.route(0, std::min(ctx.cluster.gpus_per_node() - 1, p.tp));
-        intra.bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
+        const auto kind = ctx.instance->topology.kind;
+        const bool nvl = kind == hw::IntraNodeKind::nvswitch || kind == hw::IntraNodeKind::nvlink_mesh;
+        intra.bandwidth_bytes_per_s =
+            r.bottleneck_bandwidth_bytes_per_s *
+            (nvl ? sim::nccl_nvlink_share(ctx.gpu->compute_capability, kind == hw::IntraNodeKind::nvswitch) : 1.0);
         intra.latency_s = r.latency_s;
+        intra.nodes = 1;  // intra-node steps only
         RingNet inter = dp_net;
         inter.size = nodes;
         reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes / intra.size);

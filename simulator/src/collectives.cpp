@@ -344,6 +344,17 @@ double CommPattern::uncontended_time_s(double size_bytes) const {
   return uncontended_time_s(size_bytes, protocol_for(size_bytes));
 }
 
+NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability) {
+  NcclRingLatency r;
+  r.base_s = kBaseLatUs[kRing][kSimple] * 1e-6;
+  double intra = kHwLatUs[pcie_intra ? kHwPci : kHwNvlink][kRing][kSimple];
+  if (nodes > 1) intra = std::max(intra, 3.0 * (amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs));
+  r.intra_step_s = intra * 1e-6;
+  r.inter_step_s = kHwLatUs[kHwNet][kRing][kSimple] * 1e-6;
+  r.plateau = nodes > 1 ? (compute_capability > 0 && compute_capability < 80 ? 1.9 : 1.4) : 1.0;
+  return r;
+}
+
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch) {
   // NCCL's per-link NVLink bandwidth (topo.h SMxx_NVLINK_BW) over the link's signalling rate
   // per direction (NVLink 2, 3, 4: 25 GB/s per link; GA10x NVLink 3: 14.0625; NVLink 5: 50).

@@ -115,6 +115,17 @@ struct CommPattern {
   double uncontended_time_s(double size_bytes, NcclProtocol p) const;
 };
 
+/// NCCL's Simple-protocol ring latencies (the NCCL model above), for closed-form estimates:
+/// a ring collective of s steps, i of them over the network, takes base + (s - i) x intra +
+/// i x inter, times plateau for all-reduces across nodes.
+struct NcclRingLatency {
+  double base_s = 0;
+  double intra_step_s = 0;
+  double inter_step_s = 0;
+  double plateau = 1.0;
+};
+NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability);
+
 /// Fraction of an NVLink's per-direction signalling rate that NCCL's kernels move: NCCL's
 /// per-link NVLink bandwidth (topo.h: 20.0 GB/s for sm_70/sm_80, 12.0 sm_86, 20.6 sm_90, 40.1
 /// sm_100) over the link's rate (25 GB/s NVLink 2-4, 14.06 GA10x NVLink 3, 50 NVLink 5).
