@@ -42,10 +42,16 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   std::vector<int> usage(cluster.links().size(), 0);
   std::vector<double> flow_latency;
   std::vector<size_t> flow_group;
+  bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     std::vector<int> order = cluster.ring_order(groups[gi]);
     for (size_t i = 0; i < order.size(); ++i) {
       const hw::Route& r = cluster.route(order[i], order[(i + 1) % order.size()]);
+      if (gi == 0 && cluster.node_of(order[i]) == cluster.node_of(order[(i + 1) % order.size()]))
+        for (int l : r.links) {
+          const auto k = cluster.links()[static_cast<size_t>(l)].kind;
+          if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
+        }
       for (int l : r.links) ++usage[static_cast<size_t>(l)];
       flows.push_back(r.links);
       flow_latency.push_back(r.latency_s);
@@ -73,17 +79,6 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   for (int g : groups[0]) nodes.push_back(cluster.node_of(g));
   std::sort(nodes.begin(), nodes.end());
   out.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
-  // Intra-node ring hops over PCIe (NCCL's PCI step latency) unless they are NVLink.
-  bool pcie_intra = false;
-  const std::vector<int> order = cluster.ring_order(groups[0]);
-  for (size_t i = 0; i < order.size(); ++i) {
-    const int a = order[i], b = order[(i + 1) % order.size()];
-    if (cluster.node_of(a) != cluster.node_of(b)) continue;
-    for (int l : cluster.route(a, b).links) {
-      const auto k = cluster.links()[static_cast<size_t>(l)].kind;
-      if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
-    }
-  }
   const int cc = static_cast<int>(std::lround(std::atof(cluster.gpu_spec().compute_capability.c_str()) * 10));
   out.nccl = sim::nccl_ring_simple_latency(pcie_intra, out.nodes, cluster.instance().cpu.find("AMD") != std::string::npos, cc);
   return out;
