@@ -64,9 +64,27 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   const std::string system = str(hw, "system");
   const bool single_node = num_gpus <= 8;
   std::string name;
-  if (contains(gpu, "H100")) {
-    if (contains(inter, "EFA") || contains(system, "p5.48xlarge")) name = "p5.48xlarge";
-    else if (contains(inter, "NDR") || contains(system, "DGX H100") || (single_node && inter.empty())) name = "dgx-h100";
+  // InfiniBand named any way a source writes it ("InfiniBand", "IB", "NDR", "HDR", "400 Gb/s").
+  const bool infiniband = contains(inter, "infiniband") || contains(inter, "ib ") || contains(inter, " ib") ||
+                          contains(inter, "NDR") || contains(inter, "HDR") || contains(inter, "ConnectX");
+  if (contains(gpu, "H200")) {
+    if (contains(inter, "EFA") || contains(system, "p5e") || single_node || infiniband) {
+      name = contains(system, "p5en") ? "p5en.48xlarge" : "p5e.48xlarge";
+      if (!contains(inter, "EFA") && !contains(system, "p5e"))
+        assumptions.push_back(fmt::format("8-GPU H200 node ({}) modelled as a {} (NVSwitch; 3200 Gb/s per node, as 8 x 400 Gb/s)",
+                                          system.empty() ? inter : system, name));
+    }
+  } else if (contains(gpu, "H100")) {
+    if (contains(inter, "EFA") || contains(system, "p5.48xlarge")) {
+      name = "p5.48xlarge";
+    } else if (contains(inter, "NDR") || contains(system, "DGX H100")) {
+      name = "dgx-h100";
+    } else if (infiniband || (single_node && inter.empty()) || contains(system, "HGX") || contains(system, "DGX") || contains(system, "Eos") ||
+               (single_node && (contains(gpu, "SXM") || contains(system, "NVSwitch")))) {
+      name = "dgx-h100";
+      assumptions.push_back(fmt::format("8-GPU H100 NVSwitch node ({}) modelled as a DGX H100 (8 x 400 Gb/s InfiniBand NDR)",
+                                        system.empty() ? inter : system));
+    }
   } else if (contains(gpu, "A100")) {
     const bool gb80 = contains(gpu, "80") || num(hw, "gpu_mem_gb").value_or(0) >= 80;
     if (contains(inter, "EFA") || contains(system, "p4d")) {
@@ -77,6 +95,10 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     } else if (contains(inter, "HDR") || contains(inter, "1600") || contains(inter, "RoCE") || contains(system, "DGX A100") ||
                contains(system, "Selene")) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
+    } else if (infiniband || contains(system, "HGX") || contains(system, "DGX")) {
+      name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
+      assumptions.push_back(fmt::format("8-GPU A100 NVSwitch node ({}) modelled as a {} (8 x 200 Gb/s InfiniBand HDR)",
+                                        system.empty() ? inter : system, name));
     } else if (single_node && (contains(system, "NVSwitch") || contains(gpu, "SXM"))) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
       assumptions.push_back(fmt::format("single 8-GPU A100 NVSwitch node ({}) modelled as a {} node", system, name));
@@ -87,8 +109,17 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
       reason = "DGX-2 (16 V100 SXM3 on NVSwitch) is not in the catalog";
       return "";
     }
-    if (contains(system, "p3dn") || (contains(inter, "100 Gbps") && contains(inter, "EFA"))) name = "p3dn.24xlarge";
-    else if (contains(system, "p3.16xlarge") || contains(inter, "p3.16xlarge")) name = "p3.16xlarge";
+    if (contains(system, "p3dn") || (contains(inter, "100 Gbps") && contains(inter, "EFA"))) {
+      name = "p3dn.24xlarge";
+    } else if (contains(system, "p3.16xlarge") || contains(inter, "p3.16xlarge")) {
+      name = "p3.16xlarge";
+    } else if (single_node && (contains(system, "DGX-1") || contains(system, "NVLink") || contains(gpu, "SXM2"))) {
+      // DGX-1V and p3.16xlarge / p3dn.24xlarge share the 8-GPU NVLink hybrid cube-mesh.
+      const bool gb32 = contains(gpu, "32") || num(hw, "gpu_mem_gb").value_or(0) >= 32;
+      name = gb32 ? "p3dn.24xlarge" : "p3.16xlarge";
+      assumptions.push_back(fmt::format("one 8-GPU V100 NVLink hybrid cube-mesh node ({}) modelled as a {}",
+                                        system.empty() ? gpu : system, name));
+    }
   }
   if (name.empty()) {
     reason = fmt::format("no catalog cluster for {} with \"{}\"", gpu.empty() ? "an unknown GPU" : gpu,

@@ -225,3 +225,51 @@ TEST_CASE("validate: a shape no catalog model has is built from the point, and p
   CHECK(f.num_gpus == 4);
   CHECK(f.predicted > 0);
 }
+
+TEST_CASE("validate: clusters from the point's GPU and interconnect fields, each assumption listed", "[calibration]") {
+  // The context-parallel point (Llama 3 8B on 8 H100) under other hardware descriptions.
+  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json base;
+  for (const auto& p : doc["data_points"])
+    if (p["id"] == "mini-cp") base = p;
+  REQUIRE(base.is_object());
+  struct Case {
+    const char* id;
+    const char* gpu;
+    const char* inter;
+    const char* system;
+    int gpus;
+    const char* cluster;
+  };
+  const Case cases[] = {
+      {"ib-h100-16", "H100 80GB SXM", "InfiniBand 400 Gb/s per GPU", "", 16, "2 x dgx-h100"},
+      {"hgx-h100", "H100", "", "HGX H100 8-GPU", 8, "1 x dgx-h100"},
+      {"h200-one-node", "H200", "", "8x H200 server", 8, "1 x p5e.48xlarge"},
+  };
+  json::Json points = json::Json::array();
+  for (const Case& c : cases) {
+    json::Json q = base;
+    q["id"] = c.id;
+    q["hardware"] = {{"gpu", c.gpu}, {"inter_node", c.inter}, {"system", c.system}, {"num_gpus", c.gpus}};
+    q["parallelism"]["dp"] = c.gpus / 2;
+    q["parallelism"]["global_batch"] = 16 * c.gpus;
+    points.push_back(q);
+  }
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  for (const Case& c : cases) {
+    INFO(c.id);
+    const auto& p = point(r, c.id);
+    REQUIRE(p.mapped);
+    CHECK(p.cluster == c.cluster);
+    CHECK(p.predicted > 0);
+  }
+  // Only the clusters inferred from loose descriptions carry an assumption saying so.
+  auto says_modelled = [](const calibration::ValidationPoint& p) {
+    return std::any_of(p.assumptions.begin(), p.assumptions.end(),
+                       [](const std::string& a) { return a.find("modelled as") != std::string::npos; });
+  };
+  CHECK(says_modelled(point(r, "ib-h100-16")));
+  CHECK(says_modelled(point(r, "hgx-h100")));
+  CHECK(says_modelled(point(r, "h200-one-node")));
+}
