@@ -287,15 +287,6 @@ CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a) {
   return CollectiveAlgorithm::ring;
 }
 
-std::string_view nccl_protocol_name(NcclProtocol p) {
-  switch (p) {
-    case NcclProtocol::ll: return "LL";
-    case NcclProtocol::ll128: return "LL128";
-    case NcclProtocol::simple: return "Simple";
-  }
-  return "?";
-}
-
 double CommPattern::phase_latency_s(int phase, NcclProtocol p, double size_bytes) const {
   const CommPhase& ph = phases[static_cast<size_t>(phase)];
   if (!nccl) return ph.latency_s;

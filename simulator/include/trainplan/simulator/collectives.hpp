@@ -67,7 +67,6 @@ struct FlowEnds {
 /// (128-byte lines carrying 120 bytes; NVLink only), Simple (bulk copies with a fence per step).
 enum class NcclProtocol : uint8_t { ll, ll128, simple };
 inline constexpr int kNumNcclProtocols = 3;
-std::string_view nccl_protocol_name(NcclProtocol p);
 
 struct CommPhase {
   std::vector<LinkUse> uses;   // links with the number of the phase's flows crossing each
