@@ -3,7 +3,7 @@
 #
 #   scripts/device-check.sh [OUT_DIR] [STAGES]      (OUT_DIR default: $OUT, else ./device-check)
 #
-# STAGES (comma-separated, default "build,test,calibrate,bench,runtime,torch"):
+# STAGES (comma-separated, default "build,test,calibrate,bench,runtime,torch,loop"):
 #   build      Release build for this GPU's architecture only (nvidia-smi compute_cap) in
 #              build-device/: the GPU test binary, the CUDA benchmarks, the trainplan CLI
 #   test       the GPU tests: every CUDA kernel vs the CPU reference, the tiny GPT step and loss
@@ -17,6 +17,9 @@
 #   runtime    `trainplan execute` of the dp2 x tp2 x pp2 tiny plan on the GPU (8 ranks sharing
 #              it through the staging communicator), measured timeline -> timeline-cuda.json
 #   torch      the PyTorch baseline, when torch imports            -> pytorch-baseline.json
+#   loop       the calibration loop on the GPU (tests/calibration/loop.py --backend cuda):
+#              execute set A, trainplan bench + calibrate, predict and execute set B
+#                                                                  -> calibration-loop-cuda.json
 # A summary of every stage (exit codes, log tails, nvidia-smi) goes to summary.txt: at most 8
 # files in OUT_DIR. Each stage runs even when an earlier one failed; the exit code is the number
 # of failed stages. On a machine where one call may run 10 minutes, run "build" first, then the
@@ -26,7 +29,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-${OUT:-$root/device-check}}
 cd "$root"  # plan files name their model relative to the repository
-stages=${2:-build,test,calibrate,bench,runtime,torch}
+stages=${2:-build,test,calibrate,bench,runtime,torch,loop}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build=${BUILD_DIR:-$root/build-device}
@@ -93,6 +96,11 @@ if want torch; then
   else
     note "== torch: skipped (torch with CUDA does not import here)"
   fi
+fi
+
+if want loop; then
+  run loop python3 "$root/tests/calibration/loop.py" "$bin_cli" "$build/calibration-loop" --backend cuda \
+    --results "$out/calibration-loop-cuda.json"
 fi
 
 note "== $failed stage(s) failed; results in $out"

@@ -4,12 +4,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "options.hpp"
 #include "table.hpp"
+#include "trainplan/calibration/compare.hpp"
+#include "trainplan/calibration/history.hpp"
+#include "trainplan/calibration/profile.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/executor/data.hpp"
 #include "trainplan/executor/registry.hpp"
@@ -35,11 +41,67 @@ struct ExecuteArgs {
   double learning_rate = 1e-3;
   double timeout_s = 60;
   bool skip_nonfinite = false;
+  std::string calibration;
+  std::string compare_trace;
+  std::string history_db;
+  bool no_history = false;
 };
 
 double host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+}
+
+// The measured step against the prediction (the given profile, or this hardware's default
+// one), into the error history and optionally as one comparison trace. Also stamps the
+// timeline's meta with what calibrate needs to lower the plan again and to keep machines apart.
+void compare_and_record(const ExecuteArgs& a, const plan::Plan& p, const executor::Runtime& rt, executor::StepResult& last) {
+  // The profile key: the CPU model, or the device as the backend describes it (what bench writes).
+  const std::string hardware =
+      a.backend == "cpu" ? calibration::host_cpu_hardware() : executor::make_backend(a.backend)->description();
+  last.timeline.meta["plan_file"] = std::filesystem::absolute(a.plan_file).string();
+  last.timeline.meta["hardware"] = hardware;
+  // Predicted next to measured: with the profile given, or this hardware's default one.
+  const std::string profile_file = a.calibration.empty() ? calibration::find_default_profile(hardware) : a.calibration;
+  calibration::HistoryRun hr;
+  hr.date = calibration::utc_now();
+  hr.command = "execute";
+  hr.hardware = hardware;
+  hr.backend = a.backend;
+  hr.plan = a.plan_file;
+  hr.profile = profile_file.empty() ? "uncalibrated" : profile_file;
+  hr.measured_step_s = last.step_time_s;
+  for (double b : last.peak_memory_bytes) hr.measured_peak_bytes = std::max(hr.measured_peak_bytes, b);
+  std::optional<sim::StepResult> predicted;
+  if (!profile_file.empty()) {
+    const calibration::Profile prof = calibration::read_profile_file(profile_file);
+    calibration::check_profile_applies(prof, hardware, false, profile_file);
+    predicted = calibration::predict_on_profile_hardware(rt.program(), p, prof);
+    hr.predicted_step_s = predicted->step_time_s;
+    double peak = 0;
+    for (double b : predicted->peak_memory_bytes) peak = std::max(peak, b);
+    hr.predicted_peak_bytes = peak;
+    if (!a.compare_trace.empty()) {
+      json::write_file(a.compare_trace, calibration::comparison_trace(predicted->timeline, last.timeline, profile_file));
+      std::printf("predicted and measured timelines as one Chrome trace: %s (open in ui.perfetto.dev)\n",
+                  a.compare_trace.c_str());
+    }
+    std::printf("predicted step time %s with %s: measured %s (%+.1f%%)\n", units::format_duration(predicted->step_time_s).c_str(),
+                profile_file.c_str(), units::format_duration(last.step_time_s).c_str(), 100 * *hr.step_error());
+  } else {
+    if (!a.compare_trace.empty())
+      throw Error("--compare-trace needs a prediction: no calibration profile for " + hardware)
+          .hint("pass --calibration PROFILE (trainplan bench, then trainplan calibrate, make one)");
+    std::printf("calibration: uncalibrated (no profile for %s; trainplan bench + trainplan calibrate make one), no "
+                "prediction to compare\n",
+                hardware.c_str());
+  }
+  hr.task_classes = calibration::task_class_totals(predicted ? &predicted->timeline : nullptr, last.timeline);
+  if (!a.no_history) {
+    calibration::History history(a.history_db.empty() ? calibration::default_history_path() : a.history_db);
+    history.record(hr);
+    std::printf("recorded in the error history (trainplan history)\n");
+  }
 }
 
 void run(const ExecuteArgs& a) {
@@ -150,6 +212,7 @@ void run(const ExecuteArgs& a) {
   std::fputs(mem.render("  ").c_str(), stdout);
   for (const auto& note : last.timeline.meta["implicit_communication"])
     std::printf("note: the runtime added communication the program does not have: %s\n", note.get<std::string>().c_str());
+  compare_and_record(a, p, rt, last);
   if (!a.timeline.empty()) {
     plan::write_timeline_file(a.timeline, last.timeline);
     std::printf("measured timeline of step %lld: %s\n", static_cast<long long>(last.step), a.timeline.c_str());
@@ -183,6 +246,13 @@ void add_execute_command(CLI::App& app) {
   cmd->add_flag("--skip-nonfinite-steps", args->skip_nonfinite,
                 "Skip a step whose gradient norm is NaN or infinite (no update, as dynamic loss scaling does) instead of "
                 "stopping with an error");
+  cmd->add_option("--calibration", args->calibration,
+                  "Calibration profile to predict the run with (default: this hardware's profile in the profile directory)");
+  cmd->add_option("--compare-trace", args->compare_trace,
+                  "Write the predicted and the measured timeline of the last step as one Chrome trace (two processes)");
+  cmd->add_option("--history-db", args->history_db, "Error history database (default: $TRAINPLAN_HISTORY_DB, else "
+                                                    "$XDG_DATA_HOME/trainplan/history.sqlite)");
+  cmd->add_flag("--no-history", args->no_history, "Do not record this run in the error history");
   cmd->callback([args] { run(*args); });
 }
 

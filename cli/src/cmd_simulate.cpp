@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "options.hpp"
 #include "table.hpp"
+#include "trainplan/calibration/profile.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/timeline.hpp"
@@ -24,17 +25,64 @@ struct SimulateArgs : sim::SimulateRequest {
   std::string trace;
   std::string timeline;
   std::string json_out;
+  bool on_calibrated_hardware = false;
+  bool any_hardware = false;
 };
+
+void write_outputs(const SimulateArgs& a, const sim::StepResult& s, const std::string& calibration_used,
+                   const json::Json* extra) {
+  if (!a.timeline.empty()) {
+    plan::write_timeline_file(a.timeline, s.timeline);
+    std::printf("timeline written to %s\n", a.timeline.c_str());
+  }
+  if (!a.trace.empty()) {
+    plan::write_chrome_trace_file(a.trace, s.timeline);
+    std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
+  }
+  if (!a.json_out.empty()) {
+    json::Json j = extra ? *extra : sim::to_json(s);
+    j["plan"] = a.plan_path;
+    j["calibration"] = calibration_used;
+    json::write_file(a.json_out, j);
+    std::printf("result written to %s\n", a.json_out.c_str());
+  }
+}
 
 void run(const SimulateArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_path);
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_path);
   plan::validate(p, ctx, a.plan_path);
 
+  std::string calibration_used = sim::calibration_description(a.calibration);
+  std::optional<calibration::Profile> profile;
+  if (!a.calibration.empty() && calibration::is_profile_file(a.calibration)) {
+    profile = calibration::read_profile_file(a.calibration);
+    calibration_used = fmt::format("calibration profile {} ({}, fitted {})", a.calibration, profile->hardware, profile->date);
+    if (a.on_calibrated_hardware) {
+      // The plan's program on the machine the profile was measured on (e.g. the CPU backend).
+      const plan::StepProgram program = plan::lower(p, ctx);
+      const sim::StepResult s = calibration::predict_on_profile_hardware(program, p, *profile);
+      std::printf("%s: %s, %d ranks, dp/tp/pp %d/%d/%d, predicted on %s (%s backend)\n", a.plan_path.c_str(),
+                  ctx.model_spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp, profile->hardware.c_str(),
+                  profile->backend.c_str());
+      std::printf("calibration: %s\n", calibration_used.c_str());
+      std::printf("step time: %s predicted\n", units::format_duration(s.step_time_s).c_str());
+      write_outputs(a, s, calibration_used, nullptr);
+      return;
+    }
+    calibration::check_profile_applies(*profile, ctx.gpu->name, a.any_hardware, a.calibration);
+  } else if (a.on_calibrated_hardware || a.any_hardware) {
+    throw Error("--on-calibrated-hardware and --calibration-any-hardware need --calibration PROFILE")
+        .hint("fit one with trainplan calibrate");
+  }
+  sim::SimulateRequest request = a;
+  if (profile) request.calibration.clear();  // a profile is applied below; the request reads only tables
   std::string shown;
-  const sim::PlanSimOptions o = sim::plan_sim_options(a, p, ctx, !a.trace.empty() || !a.timeline.empty(), &shown);
+  sim::PlanSimOptions o = sim::plan_sim_options(request, p, ctx, !a.trace.empty() || !a.timeline.empty(), &shown);
+  if (profile) o.sim = calibration::apply_profile(*profile, o.sim);
   const sim::PlanSimResult r = sim::simulate_plan(p, ctx, o);
   const sim::StepResult& s = r.step;
+  std::printf("calibration: %s\n", calibration_used.c_str());
 
   const Precision prec = p.precision_or(ctx.precision);
   const double peak = ctx.gpu->peak_flops_per_s(prec);
@@ -100,21 +148,9 @@ void run(const SimulateArgs& a) {
                 steps, units::format_duration(steps * s.step_time_s).c_str());
   }
   if (o.sim.record_timeline) std::printf("timeline and trace events: %s\n", shown.c_str());
-  if (!a.timeline.empty()) {
-    plan::write_timeline_file(a.timeline, s.timeline);
-    std::printf("timeline written to %s\n", a.timeline.c_str());
-  }
-  if (!a.trace.empty()) {
-    plan::write_chrome_trace_file(a.trace, s.timeline);
-    std::printf("Chrome trace written to %s (open in ui.perfetto.dev or chrome://tracing)\n", a.trace.c_str());
-  }
-  if (!a.json_out.empty()) {
-    json::Json j = sim::to_json(r, p, ctx);
-    j["plan"] = a.plan_path;
-    j["analytical_step_time_s"] = est.step_time_s;
-    json::write_file(a.json_out, j);
-    std::printf("result written to %s\n", a.json_out.c_str());
-  }
+  json::Json extra = sim::to_json(r, p, ctx);
+  extra["analytical_step_time_s"] = est.step_time_s;
+  write_outputs(a, s, calibration_used, &extra);
 }
 
 }  // namespace
@@ -129,7 +165,11 @@ void add_simulate_command(CLI::App& app) {
   add_choice(cmd, "--fidelity", a->fidelity, {"auto", "full", "symmetric"},
              "full: every rank; symmetric: one rank per class; auto: symmetric above 64 GPUs");
   add_choice(cmd, "--granularity", a->granularity, {"auto", "op", "layer"}, "op: a task per operator; layer: merged; auto: layer above 64 GPUs");
-  cmd->add_option("--calibration", a->calibration, "Calibration table JSON (measured kernel efficiencies) overriding the defaults");
+  cmd->add_option("--calibration", a->calibration, "Calibration profile (trainplan calibrate) or table JSON (measured kernel efficiencies)");
+  cmd->add_flag("--on-calibrated-hardware", a->on_calibrated_hardware,
+                "Predict the plan on the profile's own hardware (e.g. this machine's CPU backend) instead of its cluster");
+  cmd->add_flag("--calibration-any-hardware", a->any_hardware,
+                "Apply a profile fitted on another GPU type to the plan's GPUs (explicit override)");
   add_real(cmd, "--straggler-stddev", a->straggler_stddev, 0, sim::kMaxStragglerStddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
   add_int(cmd, "--seed", a->seed, 0, std::numeric_limits<int64_t>::max(), "Seed of the straggler jitter");
   add_real(cmd, "--overlap-slowdown", a->overlap_slowdown, 0, sim::kMaxOverlapSlowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");

@@ -31,5 +31,8 @@ void add_job_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_execute_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
+void add_history_command(CLI::App& app);
 
 }  // namespace trainplan::cli

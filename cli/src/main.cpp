@@ -72,6 +72,9 @@ int main(int argc, char** argv) {
   add_report_command(app);
   add_execute_command(app);
   add_export_command(app);
+  add_bench_command(app);
+  add_calibrate_command(app);
+  add_history_command(app);
 
   try {
     // A mistyped command would otherwise read as a stray argument.

@@ -166,6 +166,7 @@ py::object simulate(const py::object& plan_obj, const std::string& fidelity, con
     json::Json out = sim::to_json(res, r.loaded.plan, r.ctx);
     out["plan"] = r.loaded.name;
     out["analytical_step_time_s"] = planner::estimate_step(r.loaded.plan, r.ctx).step_time_s;
+    out["calibration"] = sim::calibration_description(req.calibration);
     if (!timeline_path.empty()) plan::write_timeline_file(timeline_path, res.step.timeline);
     if (!trace_path.empty()) plan::write_chrome_trace_file(trace_path, res.step.timeline);
     if (o.sim.record_timeline) out["timeline_ranks"] = shown;

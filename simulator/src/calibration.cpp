@@ -61,7 +61,9 @@ void CalibrationTable::add(const CalibrationEntry& e) {
     if (!has_shape) throw Error("duration_s needs the GEMM shape (m, n, k) it was measured at");
   }
   entries_.push_back(e);
-  Key key{e.op_kind, shape_bucket(e.m), shape_bucket(e.n), shape_bucket(e.k)};
+  if (e.phase != kPhaseAny && e.phase != kPhaseForward && e.phase != kPhaseBackward)
+    throw Error("unknown calibration phase " + std::to_string(e.phase));
+  Key key{e.op_kind, shape_bucket(e.m), shape_bucket(e.n), shape_bucket(e.k), e.phase};
   Cell& cell = cells_[key];
   if (e.compute_efficiency) cell.compute.add(*e.compute_efficiency);
   if (e.memory_efficiency) cell.memory.add(*e.memory_efficiency);
@@ -69,11 +71,14 @@ void CalibrationTable::add(const CalibrationEntry& e) {
     cell.achieved.add(2.0 * static_cast<double>(e.m) * static_cast<double>(e.n) * static_cast<double>(e.k) / *e.duration_s);
 }
 
-CalibrationLookup CalibrationTable::find(int op_kind, int64_t m, int64_t n, int64_t k) const {
+CalibrationLookup CalibrationTable::find(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const {
   CalibrationLookup out;
-  const Key keys[] = {{op_kind, shape_bucket(m), shape_bucket(n), shape_bucket(k)},
-                      {op_kind, -1, -1, -1},
-                      {kOpKindAny, -1, -1, -1}};
+  const int bm = shape_bucket(m), bn = shape_bucket(n), bk = shape_bucket(k);
+  const Key keys[] = {{op_kind, bm, bn, bk, phase},
+                      {op_kind, bm, bn, bk, kPhaseAny},
+                      {op_kind, -1, -1, -1, phase},
+                      {op_kind, -1, -1, -1, kPhaseAny},
+                      {kOpKindAny, -1, -1, -1, kPhaseAny}};
   for (const Key& key : keys) {
     auto it = cells_.find(key);
     if (it == cells_.end()) continue;
@@ -108,6 +113,8 @@ CalibrationTable CalibrationTable::from_json(const json::Json& doc, const std::s
       e.n = er.field("n").as_positive_int();
       e.k = er.field("k").as_positive_int();
     }
+    if (auto v = er.optional_field("phase"))
+      e.phase = v->as_choice({"forward", "backward"}) == "forward" ? kPhaseForward : kPhaseBackward;
     if (auto v = er.optional_field("compute_efficiency")) e.compute_efficiency = v->as_positive(10.0);
     if (auto v = er.optional_field("memory_efficiency")) e.memory_efficiency = v->as_positive(10.0);
     if (auto v = er.optional_field("duration_s")) e.duration_s = v->as_quantity(units::Dimension::duration);
@@ -142,6 +149,7 @@ json::Json CalibrationTable::to_json() const {
       j["n"] = e.n;
       j["k"] = e.k;
     }
+    if (e.phase != kPhaseAny) j["phase"] = e.phase == kPhaseForward ? "forward" : "backward";
     if (e.compute_efficiency) j["compute_efficiency"] = *e.compute_efficiency;
     if (e.memory_efficiency) j["memory_efficiency"] = *e.memory_efficiency;
     if (e.duration_s) j["duration_s"] = *e.duration_s;

@@ -34,6 +34,11 @@ constexpr double kTileM = 128, kTileN = 128, kKRamp = 64;
 
 bool is_kind(int op_kind, models::OpKind k) { return op_kind == static_cast<int>(k); }
 
+// The calibration table's phase of a task's phase (the optimizer has its own op kind).
+int calibration_phase(plan::Phase p) {
+  return p == plan::Phase::forward ? kPhaseForward : p == plan::Phase::backward ? kPhaseBackward : kPhaseAny;
+}
+
 }  // namespace
 
 bool ComputeModel::is_matmul_like(int op_kind) {
@@ -95,9 +100,9 @@ double ComputeModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k) const {
   return wave_eff * k_eff;
 }
 
-double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k) const {
+double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const {
   if (calibration_) {
-    CalibrationLookup c = calibration_->find(op_kind, m, n, k);
+    CalibrationLookup c = calibration_->find(op_kind, m, n, k, phase);
     if (c.compute_efficiency) return *c.compute_efficiency;
     if (c.achieved_flops_per_s) return std::min(1.0, *c.achieved_flops_per_s / peak_flops_per_s(op_kind));
   }
@@ -114,9 +119,9 @@ double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64
   return vector_efficiency_;
 }
 
-double ComputeModel::memory_efficiency(int op_kind) const {
+double ComputeModel::memory_efficiency(int op_kind, int phase) const {
   if (calibration_) {
-    if (auto e = calibration_->find(op_kind, 0, 0, 0).memory_efficiency) return *e;
+    if (auto e = calibration_->find(op_kind, 0, 0, 0, phase).memory_efficiency) return *e;
   }
   return memory_efficiency_;
 }
@@ -133,13 +138,14 @@ double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::
     return t;
   }
   const int kind = task.phase == plan::Phase::optimizer && task.op_kind < 0 ? kOpKindOptimizer : task.op_kind;
+  const int ph = calibration_phase(task.phase);
   double t = 0;
   if (task.flops > 0) {
     const double peak = kind == kOpKindAny ? tensor_peak_ : peak_flops_per_s(kind);
-    t = task.flops / (peak * compute_efficiency(kind, task.gemm_m, task.gemm_n, task.gemm_k));
+    t = task.flops / (peak * compute_efficiency(kind, task.gemm_m, task.gemm_n, task.gemm_k, ph));
   }
   if (task.mem_bytes > 0)
-    t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind)));
+    t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind, ph)));
   const double kernels = task.ops.empty() ? 1.0 : static_cast<double>(task.ops.size());
   return t + kernel_overhead_s_ * kernels;
 }
@@ -151,6 +157,7 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
   const double serial = backward ? c.serial_mem_bwd_bytes : c.serial_mem_fwd_bytes;
   const int kernels = backward ? c.kernels_bwd : c.kernels_fwd;
   const int kind = c.op_kind;
+  const int ph = calibration_phase(phase);
   const bool attention = is_kind(kind, models::OpKind::attention);
   double t = 0;
   if (flops > 0) {
@@ -163,17 +170,17 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
     if (attention && !c.fused_attention) {
       // Unfused attention: batched GEMMs with K = head_dim, at the GEMM efficiency of that shape
       // (a calibration entry for "attention" still wins).
-      eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k);
+      eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k, ph);
       if (calibration_) {
-        CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k);
+        CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
         if (cal.compute_efficiency) eff = *cal.compute_efficiency;
       }
     } else {
-      eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k);
+      eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
     }
     t = flops / (peak * eff);
   }
-  const double bw = gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind);
+  const double bw = gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind, ph);
   if (mem > 0) t = std::max(t, mem / bw);
   if (serial > 0) t += serial / bw;
   return t + kernel_overhead_s_ * kernels;

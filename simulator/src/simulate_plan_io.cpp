@@ -81,6 +81,11 @@ std::pair<std::vector<int>, std::string> timeline_ranks(const std::string& spec,
   return {ranks, fmt::format("{} of {} ranks (--trace-ranks)", ranks.size(), world)};
 }
 
+std::string calibration_description(const std::string& calibration_table) {
+  return calibration_table.empty() ? "uncalibrated (catalog peaks and documented efficiency defaults)"
+                                   : "calibration table " + calibration_table;
+}
+
 PlanSimOptions plan_sim_options(const SimulateRequest& a, const plan::Plan& p, const plan::PlanContext& ctx, bool record_timeline,
                                 std::string* shown_ranks) {
   // The bounds and choices of the CLI's flags (cli/src/cmd_simulate.cpp), for requests made

@@ -21,6 +21,8 @@ files. In the output the binary's folder reads $BUILD. `run_golden.py TRAINPLAN 
 import concurrent.futures
 import ctypes
 import os
+import shutil
+import tempfile
 import shlex
 import subprocess
 import sys
@@ -63,7 +65,10 @@ def main():
             if why:
                 print(f"skip {name}: {'; '.join(why)}")
                 return None
-        env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1")
+        # Hermetic: an empty calibration profile directory and a fresh error history per case.
+        scratch = tempfile.mkdtemp(prefix="golden-")
+        env = dict(os.environ, TRAINPLAN_NO_PROGRESS="1", TRAINPLAN_CALIBRATION_DIR=os.path.join(scratch, "calibration"),
+                   TRAINPLAN_HISTORY_DB=os.path.join(scratch, "history.sqlite"))
         env_file = os.path.join(case, "env")
         if os.path.exists(env_file):
             for line in open(env_file).read().splitlines():
@@ -71,6 +76,7 @@ def main():
                     key, _, value = line.partition("=")
                     env[key.strip()] = value.strip()
         proc = subprocess.run([binary] + args, cwd=case, capture_output=True, text=True, env=env, timeout=300)
+        shutil.rmtree(scratch, ignore_errors=True)
         bindir = os.path.dirname(binary)
         proc.stdout = proc.stdout.replace(bindir, "$BUILD")
         proc.stderr = proc.stderr.replace(bindir, "$BUILD")

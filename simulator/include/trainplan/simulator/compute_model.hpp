@@ -38,17 +38,23 @@ inline constexpr int kOpKindAny = -1;        // matches every op kind (a GPU-wid
 inline constexpr int kOpKindOptimizer = -2;  // the optimizer step (Phase::optimizer)
 
 /// One measured point. Exactly one of the three numbers is set.
+inline constexpr int kPhaseAny = -1, kPhaseForward = 0, kPhaseBackward = 1;
+
 struct CalibrationEntry {
   int op_kind = kOpKindAny;
   /// GEMM shape the measurement was taken at; 0 = applies to every shape of the op kind.
   int64_t m = 0, n = 0, k = 0;
+  /// The pass it was measured in: kPhaseAny, or kPhaseForward / kPhaseBackward (a backward
+  /// pass runs other loops than the forward: dX and dW products, recomputed activations).
+  int phase = -1;
   std::optional<double> compute_efficiency;  // achieved / peak FLOP/s, (0, 1]
   std::optional<double> memory_efficiency;   // achieved / peak HBM bytes/s, (0, 1]
   std::optional<double> duration_s;          // one forward GEMM (2mnk FLOPs) of this shape
 };
 
-/// What the table says for one (op kind, shape): each number from the most specific entry
-/// that has it: (kind, shape bucket), then (kind, any shape), then ("any", any shape).
+/// What the table says for one (op kind, shape, phase): each number from the most specific
+/// entry that has it: (kind, shape bucket, phase), (kind, shape bucket, any phase), (kind, any
+/// shape, phase), (kind, any shape, any phase), then ("any", any shape, any phase).
 struct CalibrationLookup {
   std::optional<double> compute_efficiency;
   std::optional<double> memory_efficiency;
@@ -66,7 +72,8 @@ struct CalibrationLookup {
 ///      {"op_kind": "linear", "m": 4096, "n": 1536, "k": 12288, "duration_s": 1.9e-4},
 ///      {"op_kind": "attention", "compute_efficiency": 0.55},
 ///      {"op_kind": "layernorm", "memory_efficiency": 0.72},
-///      {"op_kind": "optimizer", "memory_efficiency": 0.65}]}
+///      {"op_kind": "optimizer", "memory_efficiency": 0.65},
+///      {"op_kind": "activation", "phase": "backward", "memory_efficiency": 0.31}]}
 ///
 /// op_kind is a models::OpKind name ("linear", "attention", ...), "optimizer" or "any".
 /// m, n, k are all given or all left out; duration_s needs them (one 2mnk-FLOP GEMM).
@@ -87,7 +94,7 @@ class CalibrationTable {
   std::optional<Precision> precision;
   std::string source;
 
-  CalibrationLookup find(int op_kind, int64_t m, int64_t n, int64_t k) const;
+  CalibrationLookup find(int op_kind, int64_t m, int64_t n, int64_t k, int phase = kPhaseAny) const;
 
  private:
   struct Mean {
@@ -99,7 +106,7 @@ class CalibrationTable {
   struct Cell {
     Mean compute, memory, achieved;
   };
-  using Key = std::tuple<int, int, int, int>;  // op kind, log2 buckets of m, n, k (-1: any)
+  using Key = std::tuple<int, int, int, int, int>;  // op kind, log2 buckets of m, n, k (-1: any), phase
   std::vector<CalibrationEntry> entries_;      // as added
   std::map<Key, Cell> cells_;
 };
@@ -155,9 +162,9 @@ class ComputeModel {
   double op_duration_s(const plan::OpCost& cost, plan::Phase phase) const;
 
   /// Compute efficiency (fraction of the relevant peak) for an op kind and GEMM shape.
-  double compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k) const;
+  double compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase = kPhaseAny) const;
   /// Memory efficiency (fraction of HBM bandwidth) for an op kind.
-  double memory_efficiency(int op_kind) const;
+  double memory_efficiency(int op_kind, int phase = kPhaseAny) const;
   /// Peak FLOP/s used for an op kind: tensor peak of the precision for matmul-like kinds,
   /// fp32 peak otherwise.
   double peak_flops_per_s(int op_kind) const;

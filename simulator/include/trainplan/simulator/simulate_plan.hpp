@@ -89,6 +89,10 @@ std::pair<std::vector<int>, std::string> timeline_ranks(const std::string& spec,
 /// choice of `trainplan simulate`'s flags checked (Errors name the flag), the calibration
 /// table read (read_calibration_for), the timeline recorded when `record_timeline`, for the
 /// ranks of timeline_ranks (whose description goes to `*shown_ranks` when given).
+/// What a simulation was calibrated with, as outputs name it: "uncalibrated (...)" for "", else
+/// "calibration table PATH".
+std::string calibration_description(const std::string& calibration_table);
+
 PlanSimOptions plan_sim_options(const SimulateRequest& request, const plan::Plan& plan, const plan::PlanContext& ctx,
                                 bool record_timeline, std::string* shown_ranks = nullptr);
 

@@ -1,0 +1,254 @@
+// `trainplan bench [--backend cpu|cuda] [--plan plan.json] -o measurements.json`: microbenchmarks
+// of what the simulator models, on this machine through an executor backend: matrix products
+// (the plan's linear GEMM shapes at its tp, plus a fixed grid), attention (sequence x heads x
+// head dim), memory-bound passes (elementwise add) and all-reduce over the in-process
+// communicator (ranks as threads) from 1 KiB up to --max-bytes, with algbw / busbw by the
+// nccl-tests formulas. Each point: `--warmup` untimed runs, then timed repetitions until
+// --min-time has passed (at least 5, at most 200); median, MAD, min, max and the count of
+// repetitions above median + 5 MAD (calibration/measurements.hpp).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <cstdio>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "options.hpp"
+#include "trainplan/calibration/measurements.hpp"
+#include "trainplan/calibration/profile.hpp"
+#include "trainplan/core/progress.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/executor/backend.hpp"
+#include "trainplan/executor/in_process.hpp"
+#include "trainplan/executor/registry.hpp"
+#include "trainplan/models/model.hpp"
+#include "trainplan/plan/step_program.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct BenchArgs {
+  std::string backend = "cpu";
+  std::string plan_file;
+  std::string out;
+  int warmup = 2;
+  double min_time_s = 0.05;
+  std::string max_bytes = "16MiB";
+  int ranks = 2;
+};
+
+using Shape3 = std::tuple<int64_t, int64_t, int64_t>;
+
+// Times `fn` on `be` with events on its default stream.
+std::vector<double> time_reps(executor::Backend& be, const BenchArgs& a, const std::function<void()>& fn) {
+  auto& s = be.default_stream();
+  for (int i = 0; i < a.warmup; ++i) fn();
+  be.synchronize(s);
+  auto start = be.create_event(), end = be.create_event();
+  std::vector<double> times;
+  double total = 0;
+  while ((times.size() < 5 || total < a.min_time_s) && times.size() < 200) {
+    be.record(*start, s);
+    fn();
+    be.record(*end, s);
+    be.synchronize(*end);
+    const double t = be.elapsed_s(*start, *end);
+    times.push_back(t);
+    total += t;
+  }
+  return times;
+}
+
+// One all-reduce size over the in-process communicator, ranks as threads: rank 0 times each
+// repetition between barriers and decides when enough time has passed.
+calibration::BenchPoint measure_all_reduce(const BenchArgs& a, double bytes, int comm_ranks) {
+  using executor::DType;
+  const int64_t elems = static_cast<int64_t>(bytes / 4);
+  executor::InProcessWorld world(comm_ranks);
+  executor::CommGroup g;
+  g.id = 0, g.name = "world";
+  for (int r = 0; r < comm_ranks; ++r) g.ranks.push_back(r);
+  std::vector<double> times;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < comm_ranks; ++r) {
+    threads.emplace_back([&, r] {
+      auto rb = executor::make_backend("cpu");
+      auto t = rb->zeros(rb->default_stream(), DType::f32, {elems});
+      auto& c = world.communicator(r);
+      int64_t tag = 1;
+      for (int i = 0; i < a.warmup; ++i) c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
+      double total_s = 0;
+      for (int i = 0; i < 200; ++i) {
+        c.barrier(g, tag++);
+        const double t0 = executor::Backend::now_s();
+        c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
+        const double dt = executor::Backend::now_s() - t0;
+        // Rank 0 decides when to stop and tells the others through the next all-reduce's
+        // tag sequence: every rank runs the same count, so rank 0's rule is broadcast.
+        auto flag = rb->zeros(rb->default_stream(), DType::f32, {1});
+        if (r == 0) {
+          times.push_back(dt);
+          total_s += dt;
+          if (times.size() >= 5 && total_s >= a.min_time_s) rb->fill(rb->default_stream(), flag, 1.0);
+        }
+        c.broadcast(g, tag++, flag, 0);
+        std::vector<std::byte> host(4);
+        rb->download(rb->default_stream(), host, flag);
+        float v;
+        std::memcpy(&v, host.data(), 4);
+        if (v > 0) break;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  calibration::BenchPoint pt;
+  pt.kind = "all_reduce", pt.bytes = static_cast<double>(elems) * 4.0, pt.ranks = comm_ranks;
+  calibration::summarize_times(times, pt);
+  return pt;
+}
+
+void run(const BenchArgs& a) {
+  if (a.out.empty()) throw Error("missing -o FILE").hint("trainplan bench -o measurements.json");
+  if (a.ranks < 2) throw Error(fmt::format("--ranks must be at least 2, got {}", a.ranks));
+  const double max_bytes = units::parse(a.max_bytes, units::Dimension::bytes);
+  if (!(max_bytes >= 1024 && max_bytes <= 1024.0 * 1024 * 1024))
+    throw Error(fmt::format("--max-bytes: {} is outside 1KiB..1GiB", a.max_bytes)).hint("e.g. --max-bytes 64MiB");
+  bool known = false;
+  for (const auto& info : executor::backend_infos()) {
+    if (info.name != a.backend) continue;
+    known = true;
+    if (!info.available)
+      throw Error(fmt::format("backend {} cannot run here: {}", a.backend, info.why_unavailable))
+          .hint(a.backend == "cuda" ? "run trainplan bench --backend cuda on a machine with an NVIDIA GPU "
+                                      "(scripts/device-check.sh does); on this one use --backend cpu"
+                                    : "use one of the available backends (trainplan execute --help lists them)");
+  }
+  if (!known) (void)executor::make_backend(a.backend);  // throws: unknown backend, with the names
+  std::unique_ptr<executor::Backend> be = executor::make_backend(a.backend);
+
+  std::set<Shape3> gemms;
+  for (int64_t m : {64, 256, 1024})
+    for (int64_t n : {32, 128, 512})
+      for (int64_t k : {32, 128, 512}) gemms.insert({m, n, k});
+  int comm_ranks = a.ranks;
+  if (!a.plan_file.empty()) {
+    plan::Plan p = plan::read_plan_file(a.plan_file);
+    plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
+    plan::validate(p, ctx, a.plan_file);
+    const plan::StepProgram prog = plan::lower(p, ctx);
+    for (const auto& c : prog.op_costs)
+      if (c.gemm_m > 0 && c.gemm_n > 0 && c.gemm_k > 0 && c.op_kind != static_cast<int>(models::OpKind::attention)) gemms.insert({c.gemm_m, c.gemm_n, c.gemm_k});
+    comm_ranks = std::max(comm_ranks, std::max({p.dp, p.tp, p.pp}));
+  }
+  struct Attn {
+    int64_t seq, heads, head_dim;
+  };
+  std::vector<Attn> attns;
+  for (int64_t s : {16, 64, 256})
+    for (int64_t h : {2, 8})
+      for (int64_t d : {8, 32, 64}) attns.push_back({s, h, d});
+  std::vector<int64_t> mem_elems;
+  for (int64_t n = 1 << 12; n <= (1 << 22); n *= 4) mem_elems.push_back(n);
+  std::vector<double> comm_sizes;
+  if (a.backend == "cpu")
+    for (double b = 1024; b <= max_bytes; b *= 4) comm_sizes.push_back(b);
+
+  const size_t total = gemms.size() + attns.size() + mem_elems.size() + comm_sizes.size();
+  Progress bar("bench", total, 0.0);
+  size_t done = 0;
+  calibration::BenchResult out;
+  out.machine = [] {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return std::string(host);
+  }();
+  out.backend = a.backend;
+  out.device = be->description();
+  out.hardware = a.backend == "cpu" ? calibration::host_cpu_hardware() : be->description();
+  out.date = calibration::utc_now();
+  out.software = {{"trainplan", TRAINPLAN_VERSION},
+                  {"compiler", __VERSION__},
+                  {"executor_backend", be->description()},
+                  {"dtype", "f32"},
+                  {"threads_per_rank", 1},
+                  {"hardware_threads", static_cast<int>(std::thread::hardware_concurrency())}};
+  out.warmup = a.warmup;
+  out.statistics = fmt::format(
+      "{} untimed warm-up runs, then timed repetitions until {} s have passed (at least 5, at most 200); the point's "
+      "time is the median; outliers = repetitions above median + 5 MAD (counted, the median already ignores them)",
+      a.warmup, a.min_time_s);
+  auto& s = be->default_stream();
+  using executor::DType;
+  for (const auto& [m, n, k] : gemms) {
+    auto x = be->zeros(s, DType::f32, {m, k}), w = be->zeros(s, DType::f32, {n, k}), y = be->zeros(s, DType::f32, {m, n});
+    be->fill(s, x, 0.5), be->fill(s, w, 0.25);
+    calibration::BenchPoint pt;
+    pt.kind = "matmul", pt.m = m, pt.n = n, pt.k = k, pt.flops = 2.0 * m * n * k;
+    calibration::summarize_times(time_reps(*be, a, [&] { be->linear_forward(s, y, x, w, executor::Tensor{}); }), pt);
+    out.points.push_back(pt);
+    bar.update(++done);
+  }
+  for (const auto& at : attns) {
+    executor::AttentionShape sh;
+    sh.batch = 1, sh.seq = at.seq, sh.heads = at.heads, sh.kv_heads = at.heads, sh.head_dim = at.head_dim;
+    auto qkv = be->zeros(s, DType::f32, {at.seq, 3 * at.heads * at.head_dim});
+    auto o = be->zeros(s, DType::f32, {at.seq, at.heads * at.head_dim});
+    auto lse = be->zeros(s, DType::f32, {1, at.heads, at.seq});
+    be->fill(s, qkv, 0.1);
+    calibration::BenchPoint pt;
+    pt.kind = "attention", pt.m = at.heads, pt.n = at.seq, pt.k = at.head_dim;
+    pt.flops = 4.0 * at.heads * at.seq * at.seq * at.head_dim / 2;  // causal: half of QK^T and PV
+    calibration::summarize_times(time_reps(*be, a, [&] { be->attention_forward(s, o, lse, qkv, sh); }), pt);
+    out.points.push_back(pt);
+    bar.update(++done);
+  }
+  for (int64_t n : mem_elems) {
+    auto x = be->zeros(s, DType::f32, {n}), y = be->zeros(s, DType::f32, {n}), z = be->zeros(s, DType::f32, {n});
+    calibration::BenchPoint pt;
+    pt.kind = "memory", pt.bytes = 3.0 * 4.0 * static_cast<double>(n);
+    calibration::summarize_times(time_reps(*be, a, [&] { be->add(s, z, x, y); }), pt);
+    out.points.push_back(pt);
+    bar.update(++done);
+  }
+  for (double bytes : comm_sizes) {
+    out.points.push_back(measure_all_reduce(a, bytes, comm_ranks));
+    bar.update(++done);
+  }
+  bar.finish();
+  json::write_file(a.out, calibration::to_json(out));
+  const auto roof = calibration::roofline(out, a.out);
+  std::printf("%s on %s (%s): %zu points\n", a.backend.c_str(), out.hardware.c_str(), out.machine.c_str(), out.points.size());
+  std::printf("  best matmul %s, memory-bound %s", units::format_flops_rate(roof.peak_flops_per_s).c_str(),
+              units::format_bandwidth(roof.memory_bytes_per_s).c_str());
+  if (roof.comm_busbw_bytes_per_s > 0)
+    std::printf(", all-reduce over %d ranks: latency %s, bus bandwidth %s", comm_ranks,
+                units::format_duration(roof.comm_latency_s).c_str(), units::format_bandwidth(roof.comm_busbw_bytes_per_s).c_str());
+  std::printf("\nmeasurements: %s\n", a.out.c_str());
+  if (a.backend != "cpu")
+    std::printf("note: collectives on %s are measured by trainplan_bench_executor_cuda (NCCL) or nccl-tests; this run "
+                "measured compute only\n",
+                a.backend.c_str());
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Microbenchmark this machine (matmul, attention, memory, all-reduce) for calibrate");
+  add_choice(cmd, "--backend", a->backend, executor::backend_names(), "Executor backend to measure");
+  cmd->add_option("--plan", a->plan_file, "Also measure this plan's GEMM shapes (at its tp) and its largest group size");
+  cmd->add_option("-o,--output", a->out, "Write the measurements JSON here")->required();
+  add_int(cmd, "--warmup", a->warmup, 0, 1000, "Untimed runs before each point");
+  add_real(cmd, "--min-time", a->min_time_s, 1e-4, 60, "Seconds of timed repetitions per point (at least 5 repetitions)");
+  cmd->add_option("--max-bytes", a->max_bytes, "Largest all-reduce message (from 1KiB, x4 steps; at most 1GiB)")->capture_default_str();
+  add_int(cmd, "--ranks", a->ranks, 2, 64, "Ranks of the all-reduce (threads of the in-process communicator)");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,135 @@
+// `trainplan calibrate INPUT... -o profile.json`: fits a calibration profile
+// (calibration/profile.hpp) from one `trainplan bench` output and any number of measured
+// timelines (`trainplan execute --timeline`), prints the fitted parameters and the fit error
+// per parameter group (train and held-back points), and writes the profile with provenance.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "table.hpp"
+#include "trainplan/calibration/history.hpp"
+#include "trainplan/calibration/measurements.hpp"
+#include "trainplan/calibration/profile.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/simulator/compute_model.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+  int heldout_every = 4;
+  std::string history_db;
+  bool no_history = false;
+};
+
+void run(const CalibrateArgs& a) {
+  std::optional<calibration::BenchResult> bench;
+  std::string bench_name;
+  std::vector<calibration::MeasuredRun> runs;
+  std::vector<calibration::ProfileInput> inputs;
+  for (const auto& path : a.inputs) {
+    const json::Json doc = json::parse_file(path);
+    if (doc.is_object() && doc.value("kind", "") == "trainplan-bench") {
+      if (bench)
+        throw Error("a second benchmark input").at(path).hint(fmt::format(
+            "calibrate from one trainplan bench output ({} is the first); fit other machines into other profiles", bench_name));
+      bench = calibration::bench_from_json(doc, path);
+      bench_name = path;
+      inputs.push_back({path, "bench", calibration::file_xxh64(path)});
+    } else if (doc.is_object() && doc.contains("events") && doc.contains("source")) {
+      runs.push_back(calibration::read_measured_run(path, user_catalog()));
+      inputs.push_back({path, "timeline", calibration::file_xxh64(path)});
+    } else {
+      throw Error("not a calibration input: neither a trainplan bench output nor a measured timeline")
+          .at(path)
+          .hint("pass trainplan bench -o output and trainplan execute --timeline files (nccl-tests logs and published "
+                "points are read by trainplan validate, not yet by calibrate)");
+    }
+  }
+  if (!bench)
+    throw Error("no benchmark among the inputs")
+        .hint("measure this machine first: trainplan bench -o measurements.json, and pass that file too");
+  calibration::FitOptions fo;
+  fo.heldout_every = a.heldout_every;
+  calibration::Profile p = calibration::fit_profile(*bench, bench_name, runs, fo);
+  p.inputs = inputs;
+  json::write_file(a.out, calibration::to_json(p));
+
+  std::printf("calibration profile for %s (%s backend) from %zu input(s): %s\n", p.hardware.c_str(), p.backend.c_str(),
+              a.inputs.size(), a.out.c_str());
+  std::printf("  device roofline (bench): matmul %s, memory-bound %s\n", units::format_flops_rate(p.peak_flops_per_s).c_str(),
+              units::format_bandwidth(p.memory_bytes_per_s).c_str());
+  if (p.comm_busbw_bytes_per_s > 0)
+    std::printf("  all-reduce (%s, %s): latency %s, bus bandwidth %s\n", p.comm_algorithm.c_str(), p.comm_link.c_str(),
+                units::format_duration(p.comm_latency_s).c_str(), units::format_bandwidth(p.comm_busbw_bytes_per_s).c_str());
+  if (p.efficiency.empty()) {
+    std::printf("  compute: no measured timelines, the simulator's default efficiencies apply\n");
+  } else {
+    std::printf("  compute: kernel overhead %s; efficiency (fraction of the roofline):", units::format_duration(p.kernel_overhead_s).c_str());
+    for (const auto& [kind, e] : p.efficiency) std::printf(" %s %.3g", sim::calibration_op_kind_name(kind).c_str(), e);
+    std::printf("\n  backward pass efficiency:");
+    for (const auto& [kind, e] : p.efficiency_backward) std::printf(" %s %.3g", sim::calibration_op_kind_name(kind).c_str(), e);
+    std::printf("\n");
+  }
+  Table t({"group", ">params", ">train pts", ">held-back pts", ">train median err", ">held-back median", ">held-back worst", "note"});
+  for (const auto& g : p.fit)
+    t.add({g.group, std::to_string(g.parameters), std::to_string(g.train_points), std::to_string(g.heldout_points),
+           fmt::format("{:.1f}%", 100 * g.train_median_error), fmt::format("{:.1f}%", 100 * g.heldout_median_error),
+           fmt::format("{:.1f}%", 100 * g.heldout_worst_error), g.note});
+  std::printf("\nfit error per parameter group (robust least squares on log time, 1 in %d points held back):\n",
+              a.heldout_every);
+  std::fputs(t.render("  ").c_str(), stdout);
+  if (runs.empty()) return;
+
+  // The measured runs against the fitted profile, into the error history.
+  std::optional<calibration::History> history;
+  if (!a.no_history) history.emplace(a.history_db.empty() ? calibration::default_history_path() : a.history_db);
+  Table rt({"measured run", ">measured step", ">predicted (profile)", ">error"});
+  for (const auto& run : runs) {
+    const sim::StepResult s = calibration::predict_on_profile_hardware(run.program, run.plan, p);
+    calibration::HistoryRun hr;
+    hr.date = p.date;
+    hr.command = "calibrate";
+    hr.hardware = p.hardware;
+    hr.backend = p.backend;
+    hr.plan = run.timeline.meta.value("plan_file", run.path);
+    hr.profile = a.out;
+    hr.predicted_step_s = s.step_time_s;
+    hr.measured_step_s = run.timeline.step_time_s;
+    double peak = 0;
+    for (double b : s.peak_memory_bytes) peak = std::max(peak, b);
+    hr.predicted_peak_bytes = peak;
+    for (double b : run.timeline.peak_memory_bytes) hr.measured_peak_bytes = std::max(hr.measured_peak_bytes, b);
+    hr.task_classes = calibration::task_class_totals(&s.timeline, run.timeline);
+    if (history) history->record(hr);
+    rt.add({run.path, units::format_duration(hr.measured_step_s), units::format_duration(s.step_time_s),
+            fmt::format("{:+.1f}%", 100 * *hr.step_error())});
+  }
+  std::printf("\nstep time of the measured runs with the fitted profile (in-sample):\n");
+  std::fputs(rt.render("  ").c_str(), stdout);
+  if (history) std::printf("recorded in the error history (trainplan history)\n");
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "Fit a calibration profile from bench output and measured timelines");
+  cmd->add_option("inputs", a->inputs, "trainplan bench output (one) and trainplan execute --timeline files")->required();
+  cmd->add_option("-o,--output", a->out, "Write the profile JSON here")->required();
+  cmd->add_option("--heldout-every", a->heldout_every, "Hold back one measured task in N from the fit and score it")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--history-db", a->history_db, "Error history database (default: $TRAINPLAN_HISTORY_DB, else "
+                                                 "$XDG_DATA_HOME/trainplan/history.sqlite)");
+  cmd->add_flag("--no-history", a->no_history, "Do not record the measured runs in the error history");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace trainplan::cli
