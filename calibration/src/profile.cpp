@@ -397,7 +397,6 @@ sim::SimOptions apply_profile(const Profile& p, sim::SimOptions o) {
   }
   if (!table->empty()) o.calibration = table;
   if (p.kernel_overhead_s >= 0) o.compute.kernel_overhead_s = p.kernel_overhead_s;
-  if (p.comm_latency_s > 0) o.comm_launch_s = p.comm_latency_s;
   return o;
 }
 
@@ -406,6 +405,9 @@ sim::StepResult predict_on_profile_hardware(const plan::StepProgram& program, co
   const double bw = p.comm_busbw_bytes_per_s > 0 ? p.comm_busbw_bytes_per_s : p.memory_bytes_per_s;
   const sim::TableTopology topo = sim::make_switch_topology(std::max(1, program.world_size), bw, 0.0);
   sim::SimOptions o = apply_profile(p, sim::options_for(plan));
+  // The profile's own collective latency on its own communicator (on a catalog cluster the
+  // NCCL model times collectives; apply_profile leaves it alone).
+  if (p.comm_latency_s > 0) o.comm_launch_s = p.comm_latency_s;
   o.precision = Precision::fp32;
   o.compute.gemm_shape_effects = false;
   return sim::simulate_step(program, topo, gpu, o);

@@ -24,6 +24,7 @@ struct CalibrateArgs {
   std::vector<std::string> inputs;
   std::string out;
   int heldout_every = 4;
+  std::string hardware;
   std::string history_db;
   bool no_history = false;
 };
@@ -59,6 +60,12 @@ void run(const CalibrateArgs& a) {
   fo.heldout_every = a.heldout_every;
   calibration::Profile p = calibration::fit_profile(*bench, bench_name, runs, fo);
   p.inputs = inputs;
+  if (!a.hardware.empty()) {
+    if (user_catalog().gpus().count(a.hardware) == 0)
+      throw Error(fmt::format("--hardware: \"{}\" is not a GPU of the catalog", a.hardware))
+          .hint("name the catalog GPU the measurements were taken on (trainplan catalog lists them, e.g. H100-SXM5-80GB)");
+    p.hardware = a.hardware;
+  }
   json::write_file(a.out, calibration::to_json(p));
 
   std::printf("calibration profile for %s (%s backend) from %zu input(s): %s\n", p.hardware.c_str(), p.backend.c_str(),
@@ -126,6 +133,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--heldout-every", a->heldout_every, "Hold back one measured task in N from the fit and score it")
       ->capture_default_str()
       ->check(CLI::Range(2, 1000));
+  cmd->add_option("--hardware", a->hardware,
+                  "Key the profile to this catalog GPU (e.g. H100-SXM5-80GB) instead of the device the benchmark names, so "
+                  "plan, simulate, report and job apply it to plans on that GPU type");
   cmd->add_option("--history-db", a->history_db, "Error history database (default: $TRAINPLAN_HISTORY_DB, else "
                                                  "$XDG_DATA_HOME/trainplan/history.sqlite)");
   cmd->add_flag("--no-history", a->no_history, "Do not record the measured runs in the error history");

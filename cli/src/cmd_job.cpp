@@ -215,6 +215,9 @@ void add_job_command(CLI::App& app) {
       "job", "Whole-job time and cost: startup, data input, checkpoints, spot interruptions (Monte Carlo), checkpoint interval");
   cmd->add_option("plan", a->plan_file, "Plan JSON file (omit with --fit-trace to only fit traces)");
   cmd->add_option("--step-time", a->step_time, "Seconds per training step (e.g. 1.2s); default: the planner's analytical estimate");
+  cmd->add_option("--calibration", a->calibration,
+                  "Calibration profile of the plan's GPU type for the estimated step (default: its profile in the profile "
+                  "directory, else uncalibrated)");
   cmd->add_option("--tokens", a->tokens, "Training tokens (e.g. 300B); default: the plan's training_tokens");
   cmd->add_option("--samples", a->samples, "Samples in the dataset (with --epochs)");
   add_real(cmd, "--epochs", a->epochs, planner::kMinEpochs, planner::kMaxEpochs, "Passes over --samples");

@@ -15,6 +15,7 @@
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/planner/partition.hpp"
 #include "trainplan/planner/search.hpp"
 
@@ -193,8 +194,9 @@ void run(const PlanArgs& a) {
               spec.name.c_str(), units::format_count(graph_params).c_str(), units::format_count(req.tokens).c_str(),
               static_cast<long long>(res.global_batch), static_cast<long long>(res.seq_len), goal.c_str());
   const size_t oom = res.dropped.count("does not fit in GPU memory") ? res.dropped.at("does not fit in GPU memory") : 0;
-  std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n\n", res.enumerated, oom, res.ranked.size(),
+  std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n", res.enumerated, oom, res.ranked.size(),
               res.cancelled ? " (interrupted: showing the best found so far)" : "");
+  std::printf("calibration: %s\n\n", planner::calibration_summary(req).c_str());
   if (global_options().verbose) print_verbose(res, catalog);
   if (res.ranked.empty()) throw planner::nothing_fits_error(res, req);
   if (!res.ranked.front().meets_constraints)

@@ -35,7 +35,9 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
     const double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
-    return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, o, tokens, a.plan_file);
+    reports::ReportOptions po = o;
+    po.calibration = a.search.calibration;
+    return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, po, tokens, a.plan_file);
   }
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")

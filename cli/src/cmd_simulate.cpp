@@ -55,9 +55,13 @@ void run(const SimulateArgs& a) {
 
   std::string calibration_used = sim::calibration_description(a.calibration);
   std::optional<calibration::Profile> profile;
-  if (!a.calibration.empty() && calibration::is_profile_file(a.calibration)) {
-    profile = calibration::read_profile_file(a.calibration);
-    calibration_used = fmt::format("calibration profile {} ({}, fitted {})", a.calibration, profile->hardware, profile->date);
+  // No --calibration: the default profile of the plan's GPU type, as `plan` and `report` use it.
+  const std::string default_profile =
+      a.calibration.empty() && !a.on_calibrated_hardware ? calibration::find_default_profile(ctx.gpu->name) : std::string();
+  const std::string profile_path = a.calibration.empty() ? default_profile : a.calibration;
+  if (!profile_path.empty() && calibration::is_profile_file(profile_path)) {
+    profile = calibration::read_profile_file(profile_path);
+    calibration_used = fmt::format("calibration profile {} ({}, fitted {})", profile_path, profile->hardware, profile->date);
     if (a.on_calibrated_hardware) {
       // The plan's program on the machine the profile was measured on (e.g. the CPU backend).
       const plan::StepProgram program = plan::lower(p, ctx);
@@ -70,7 +74,7 @@ void run(const SimulateArgs& a) {
       write_outputs(a, s, calibration_used, nullptr);
       return;
     }
-    calibration::check_profile_applies(*profile, ctx.gpu->name, a.any_hardware, a.calibration);
+    calibration::check_profile_applies(*profile, ctx.gpu->name, a.any_hardware, profile_path);
   } else if (a.on_calibrated_hardware || a.any_hardware) {
     throw Error("--on-calibrated-hardware and --calibration-any-hardware need --calibration PROFILE")
         .hint("fit one with trainplan calibrate");

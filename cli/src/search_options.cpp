@@ -67,6 +67,10 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--off", a.off, "Switch a stage off (experiments): partition, prune-memory, expand, lazy, checks");
   add_int(cmd, "--top", a.top, 1, limits::kMaxRows, "Rows to print");
   add_int(cmd, "--threads", a.threads, 0, limits::kMaxThreads, "Worker threads (0: all cores); results do not depend on it");
+  cmd->add_option("--calibration", a.calibration,
+                  "Calibration profile (trainplan calibrate) for its GPU type; other GPU types use their default profile "
+                  "in the profile directory ($TRAINPLAN_CALIBRATION_DIR, else $XDG_CONFIG_HOME/trainplan/calibration), else "
+                  "run uncalibrated");
 }
 
 void report_missed_objective(const planner::SearchRequest& req, const planner::Candidate& best, const std::string& output) {

@@ -1,5 +1,6 @@
 // The whole job of a plan (`trainplan job`): options -> job spec, interruption model,
 // checkpoint interval, closed form, Monte Carlo, interval study; and their JSON.
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/planner/job.hpp"
 
 #include <fmt/format.h>
@@ -54,7 +55,9 @@ sim::JobOptions job_options(const JobRequest& a, const plan::Plan& p, const plan
   if (!a.step_time.empty()) {
     o.step_time_s = flag_positive_quantity("--step-time", a.step_time, units::Dimension::duration);
   } else {
-    o.step_time_s = estimate_step(p, ctx).step_time_s;
+    SearchRequest calibrated;
+    load_calibration_profiles(calibrated, a.calibration);
+    o.step_time_s = estimate_step(p, ctx, calibrated.analytical_for(*ctx.gpu)).step_time_s;
   }
   if (!a.tokens.empty()) o.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
   if (!a.samples.empty()) o.samples = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
@@ -158,7 +161,12 @@ JobAnalysis analyze_job(const plan::Plan& p, const plan::PlanContext& ctx, const
 
   out.assumptions = job.assumptions;
   for (const auto& s : model.assumptions()) out.assumptions.push_back(s);
-  if (!out.step_time_given) out.assumptions.push_back("step time from the analytical estimate, not the simulator");
+  if (!out.step_time_given) {
+    SearchRequest calibrated;
+    load_calibration_profiles(calibrated, a.calibration);
+    out.assumptions.push_back("step time from the analytical estimate, not the simulator; " +
+                              calibration_label(calibrated, *ctx.gpu));
+  }
   out.rate_per_s = rate;
   out.job = std::move(job);
   out.model = std::move(model);

@@ -152,7 +152,7 @@ PassOutcome run_partition(SearchState& st) {
   const SearchRequest& req = st.req;
   const Space& space = st.space;
   st.cache = make_estimate_cache();
-  st.splits = std::make_unique<PartitionCache>(space, req.analytical, st.cache.get());
+  st.splits = std::make_unique<PartitionCache>(space, req, st.cache.get());
   st.partitioning = req.stages.partition && req.partition != PartitionMode::even;
   st.time_splits = st.partitioning && req.partition == PartitionMode::time;
   st.family_splits.assign(space.families.size(), {});
@@ -207,7 +207,7 @@ std::pair<Skeleton, plan::MemoryBreakdown> fit_micro_batch(SearchState& st, size
   plan::Plan p = make_plan(st.space, s);
   bool repartitioned = false;
   if (st.partitioning && f.pp > 1 && req.partition == PartitionMode::memory) {
-    if (auto ms = memory_split(p, ctx, req.partition, req.analytical, st.cache.get(), st.memory_terms)) {
+    if (auto ms = memory_split(p, ctx, req.partition, req.analytical_for(*ctx.gpu), st.cache.get(), st.memory_terms)) {
       p.stages = *ms;
       s.stages = std::make_shared<const std::vector<plan::StageAssignment>>(std::move(*ms));
     }
@@ -216,7 +216,7 @@ std::pair<Skeleton, plan::MemoryBreakdown> fit_micro_batch(SearchState& st, size
   ++fm.evals;
   if (!mem.fits() && st.time_splits && f.pp > 1) {
     // The fastest split does not fit: the fastest one that does, if any.
-    if (auto ms = memory_split(p, ctx, req.partition, req.analytical, st.cache.get(), st.memory_terms)) {
+    if (auto ms = memory_split(p, ctx, req.partition, req.analytical_for(*ctx.gpu), st.cache.get(), st.memory_terms)) {
       p.stages = *ms;
       plan::MemoryBreakdown again = peak_memory_of(p, ctx, st.memory_terms);
       ++fm.evals;
@@ -296,7 +296,7 @@ Candidate estimate_survivor(const SearchState& st, const Survivor& sv) {
   const plan::PlanContext& ctx = st.ctx_of(sv.skeleton.family);
   Candidate c;
   c.plan = make_plan(st.space, sv.skeleton);
-  c.step = estimate_step(c.plan, ctx, req.analytical, st.cache.get());
+  c.step = estimate_step(c.plan, ctx, req.analytical_for(*ctx.gpu), st.cache.get());
   c.memory = sv.memory;
   c.fits = sv.fits;
   const double tokens_per_step = static_cast<double>(c.plan.global_batch) * ctx.graph.tokens_per_sample();
@@ -395,7 +395,7 @@ bool evaluate_item(SearchState& st, const RefineItem& it, Candidate& out, std::a
     out.memory = peak_memory_of(out.plan, ctx, st.memory_terms);
     out.fits = out.memory.fits();
     if (!out.fits && req.stages.prune_memory) return false;
-    out.step = estimate_step(out.plan, ctx, req.analytical, st.cache.get());
+    out.step = estimate_step(out.plan, ctx, req.analytical_for(*ctx.gpu), st.cache.get());
   }
   if (needs_job_model(req)) {
     if (req.both_purchases) out.on_demand_job = job_outcome(req, ctx, out, plan::Purchase::on_demand, 0);
@@ -542,7 +542,8 @@ PassOutcome run_simulate(SearchState& st) {
       st.pool.parallel_for(
           chosen.size(),
           [&](size_t j) {
-            sims[j] = simulate_candidate(P.cands[chosen[j]].plan, st.ctx_of(P.family[chosen[j]]));
+            const plan::PlanContext& cctx = st.ctx_of(P.family[chosen[j]]);
+            sims[j] = simulate_candidate(P.cands[chosen[j]].plan, cctx, req.analytical_for(*cctx.gpu));
             done[j] = 1;
           },
           req.cancel, [&](size_t d) { bar.update(d); });

@@ -68,8 +68,8 @@ plan::Plan plan_of(const Context& c, const Family& f, const Skeleton& s);
 /// the value of a key does not depend on which thread computes it.
 class PartitionCache {
  public:
-  PartitionCache(const Space& space, const AnalyticalOptions& analytical, EstimateCache* cache)
-      : space_(space), analytical_(analytical), cache_(cache) {}
+  PartitionCache(const Space& space, const SearchRequest& req, EstimateCache* cache)
+      : space_(space), req_(req), cache_(cache) {}
   /// The time-balanced split for the family at this micro-batch (memory not considered).
   std::shared_ptr<const std::vector<plan::StageAssignment>> time_split(const Family& f, int64_t micro_batch);
   size_t computed() const;
@@ -78,7 +78,7 @@ class PartitionCache {
   // (instance type, tp, micro-batch, sp, recompute, pp, vp, cp, dp and context when tp x cp spans nodes)
   using Key = std::tuple<int, int, int64_t, bool, int, int, int, int, int, int>;
   const Space& space_;
-  const AnalyticalOptions& analytical_;
+  const SearchRequest& req_;  // its analytical options per GPU type
   EstimateCache* cache_;
   mutable std::mutex mutex_;
   std::map<Key, std::shared_ptr<const std::vector<plan::StageAssignment>>> splits_;

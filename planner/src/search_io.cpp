@@ -11,6 +11,7 @@
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/models/model.hpp"
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/planner/export.hpp"
 #include "trainplan/planner/partition.hpp"
 
@@ -132,6 +133,7 @@ SearchRequest search_request(const SearchOptions& a) {
   req.spot_rows = a.top;
   req.seed = a.seed;
   req.threads = static_cast<int>(a.threads);
+  load_calibration_profiles(req, a.calibration);
   for (const auto& stage : a.off) {
     if (stage == "partition") req.stages.partition = false;
     else if (stage == "prune-memory") req.stages.prune_memory = false;

@@ -2,6 +2,7 @@
 // option and one simulated step.
 #include "search_internal.hpp"
 #include "trainplan/simulator/job_builder.hpp"
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
 
 namespace trainplan::planner::detail {
@@ -49,8 +50,9 @@ std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::Plan
 
 namespace trainplan::planner {
 
-SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& ctx) {
+SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options) {
   sim::PlanSimOptions o;
+  o.sim = with_calibration(o.sim, options);
   o.granularity = plan::Granularity::layer;
   o.fidelity = sim::Fidelity::symmetric;
   o.memory_events = false;

@@ -309,7 +309,7 @@ std::shared_ptr<const std::vector<plan::StageAssignment>> PartitionCache::time_s
   PartitionProblem prob;
   prob.pp = p.pp;
   prob.vp = p.vp;
-  prob.unit_time_s = unit_times_s(p, *c.ctx, analytical_, cache_);
+  prob.unit_time_s = unit_times_s(p, *c.ctx, req_.analytical_for(*c.ctx->gpu), cache_);
   const size_t n = prob.unit_time_s.size();
   prob.static_bytes.assign(n, 0.0);
   prob.kept_bytes.assign(n, 0.0);

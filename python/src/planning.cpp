@@ -69,6 +69,7 @@ const Setters<JobRequest>& job_setters() {
   using O = JobRequest;
   static const Setters<O> s = {
       {"step_time", text_field(&O::step_time, "step_time")},
+      {"calibration", text_field(&O::calibration, "calibration")},
       {"tokens", text_field(&O::tokens, "tokens")},
       {"samples", text_field(&O::samples, "samples")},
       {"epochs", [](O& o, const py::handle& v) { o.epochs = float_value(v, "epochs"); }},

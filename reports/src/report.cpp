@@ -14,6 +14,7 @@
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/plan/step_program.hpp"
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 
 namespace trainplan::reports {
@@ -127,12 +128,13 @@ double estimated_tasks_per_rank(const plan::Plan& p, const plan::PlanContext& ct
 // The candidate's numbers for a plan that did not come from a search: its step time is the
 // simulated one, as the search's ranking gives it (the estimate where simulation is off or
 // over the task limit).
-Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens, const ReportOptions& o) {
+Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double tokens, const ReportOptions& o,
+                       const planner::AnalyticalOptions& ao) {
   Candidate c;
   c.plan = p;
-  c.step = planner::estimate_step(p, ctx);
+  c.step = planner::estimate_step(p, ctx, ao);
   if (o.simulate && estimated_tasks_per_rank(p, ctx) * p.tp * p.pp <= o.max_simulated_tasks)
-    c.simulated = planner::simulate_candidate(p, ctx);
+    c.simulated = planner::simulate_candidate(p, ctx, ao);
   c.memory = plan::peak_memory(p, ctx);
   c.gpus = p.world_size();
   if (tokens > 0) {
@@ -178,7 +180,8 @@ double estimated_tasks_per_rank(const plan::Plan& p, const plan::PlanContext& ct
 }
 
 std::optional<SimulatedTimeline> simulate_best(const plan::Plan& p, const plan::PlanContext& ctx, double analytical_s,
-                                               const ReportOptions& o, std::vector<std::string>& notes) {
+                                               const ReportOptions& o, const planner::AnalyticalOptions& ao,
+                                               std::vector<std::string>& notes) {
   // Lowering and simulating cost about (symmetry classes <= tp x pp) x tasks per rank.
   const double tasks = estimated_tasks_per_rank(p, ctx) * p.tp * p.pp;
   if (tasks > o.max_simulated_tasks) {
@@ -193,7 +196,7 @@ std::optional<SimulatedTimeline> simulate_best(const plan::Plan& p, const plan::
     lo.representatives_only = true;
     const plan::StepProgram prog = plan::lower(p, ctx, lo);
     const std::vector<int> reps = representatives(prog);
-    sim::SimOptions so = sim::options_for(p);
+    sim::SimOptions so = planner::with_calibration(sim::options_for(p), ao);
     so.fidelity = sim::Fidelity::symmetric;
     so.timeline_ranks = reps;  // the others repeat their representative's events
     sim::StepResult r = sim::simulate_step(prog, ctx.cluster, so);
@@ -310,10 +313,13 @@ void fill_header(Report& r, const plan::Plan& p, const plan::PlanContext& ctx) {
 }
 
 // Parts of the report about the best plan: the simulated step and the spot study.
-void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOptions& o) {
+void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOptions& o, const planner::AnalyticalOptions& ao) {
   Stopwatch watch(r);
   const ReportPlan best = r.plans.front();
-  if (o.simulate) r.simulated = simulate_best(best.candidate.plan, ctx, best.candidate.step.step_time_s, o, r.notes);
+  r.notes.push_back("calibration of the best plan's GPU type: " +
+                    (ao.calibration_label.empty() ? std::string("uncalibrated (catalog peaks and documented efficiency defaults)")
+                                                  : ao.calibration_label));
+  if (o.simulate) r.simulated = simulate_best(best.candidate.plan, ctx, best.candidate.step.step_time_s, o, ao, r.notes);
   else r.notes.push_back("one simulated step: switched off (--no-simulate)");
   watch.lap("simulate");
   if (r.tokens > 0) {
@@ -405,7 +411,7 @@ Report build_report(const SearchRequest& req, const SearchResult& res, const hw:
   for (size_t i : planner::pareto_frontier(pts)) r.sizes[i].pareto = true;
   watch.lap("sizes");
 
-  best_plan_parts(r, contexts.front(), o);
+  best_plan_parts(r, contexts.front(), o, req.analytical_for(*contexts.front().gpu));
   std::vector<std::string> price_types;
   for (const auto& rp : r.plans)
     if (std::find(price_types.begin(), price_types.end(), rp.candidate.plan.instance_type) == price_types.end())
@@ -430,8 +436,11 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   r.max_gpus = p.world_size();
   if (!(r.tokens > 0))
     r.notes.push_back("no training work given (--tokens, or training.tokens in the plan): time to train, cost and spot are left out");
-  r.plans.push_back(plan_row(1, candidate_of(p, ctx, r.tokens, o), ctx, r.tokens, false, o, r.notes));
-  best_plan_parts(r, ctx, o);
+  planner::SearchRequest calibrated;
+  planner::load_calibration_profiles(calibrated, o.calibration);
+  const planner::AnalyticalOptions& ao = calibrated.analytical_for(*ctx.gpu);
+  r.plans.push_back(plan_row(1, candidate_of(p, ctx, r.tokens, o, ao), ctx, r.tokens, false, o, r.notes));
+  best_plan_parts(r, ctx, o, ao);
   r.prices = price_notes({p.instance_type}, catalog, p.platform);
   return r;
 }

@@ -65,6 +65,9 @@ struct AnalyticalOptions {
   /// by the same roofline, efficiencies and calibration as in a simulated step.
   sim::ComputeModelOptions compute;
   std::shared_ptr<const sim::CalibrationTable> calibration;
+  /// What these options were calibrated with, as outputs name it ("uncalibrated (...)" or
+  /// "calibration profile PATH (...)").
+  std::string calibration_label;
 };
 
 /// Shares work between estimates of plans on the same cluster and model: group bandwidths

@@ -36,6 +36,9 @@ inline constexpr double kMaxEpochs = 1e9;
 
 struct JobRequest {
   std::string step_time;
+  /// Calibration profile of the plan's GPU type for the estimated step ("": the profile
+  /// directory's default, else uncalibrated).
+  std::string calibration;
   std::string tokens;
   std::string samples;
   double epochs = 1;

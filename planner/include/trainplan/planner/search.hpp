@@ -149,6 +149,13 @@ struct SearchRequest {
   uint64_t seed = 1;
   int threads = 0;                // 0 = hardware concurrency
   AnalyticalOptions analytical;
+  /// Per GPU type (hw::GpuSpec::name): the options of a calibration profile fitted on that GPU;
+  /// GPUs not here use `analytical`.
+  std::map<std::string, AnalyticalOptions> analytical_by_gpu;
+  const AnalyticalOptions& analytical_for(const hw::GpuSpec& gpu) const {
+    auto it = analytical_by_gpu.find(gpu.name);
+    return it == analytical_by_gpu.end() ? analytical : it->second;
+  }
   SearchStages stages;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. on SIGINT) to stop early
 };
@@ -177,7 +184,8 @@ struct SimulatedStep {
 /// ranking, `trainplan report --plan`). Layer granularity, one rank per symmetry class, no
 /// memory events (they never change the timing); `sim::simulate_plan` with the same choices
 /// (what `trainplan simulate` runs above sim::kFullFidelityMaxGpus GPUs) gives the same time.
-SimulatedStep simulate_candidate(const plan::Plan& plan, const plan::PlanContext& ctx);
+/// `options` carries a calibration profile's compute settings (efficiencies, kernel overhead).
+SimulatedStep simulate_candidate(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {});
 
 struct Candidate {
   plan::Plan plan;

@@ -30,6 +30,8 @@ namespace trainplan::planner {
 struct SearchOptions {
   std::string model;
   std::string tokens;
+  /// Calibration profile for its GPU type ("" : the profile directory's defaults only).
+  std::string calibration;
   int64_t global_batch = 0;
   std::string global_batch_range;
   int64_t seq_len = 0;

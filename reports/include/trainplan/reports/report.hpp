@@ -54,6 +54,9 @@ struct ReportOptions {
   double max_simulated_tasks = 2e6;
   int gantt_ranks = 8;             // representative ranks drawn in the Gantt chart
   std::string html_name = "report.html";  // what the Markdown links to
+  /// build_plan_report: a calibration profile for the plan's GPU type ("": the profile
+  /// directory's default, else uncalibrated). build_report uses the search request's.
+  std::string calibration;
 };
 
 /// The whole job of one plan under one purchase option.
