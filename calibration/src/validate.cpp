@@ -381,6 +381,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
   sim::PlanSimOptions so;
   so.sim.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(*ctx.gpu, so.sim);
   so.sim.record_timeline = false;
   so.memory_events = false;
   so.granularity = plan::Granularity::layer;
@@ -469,6 +470,7 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
   sim::SimOptions so;
   so.record_timeline = false;
   so.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(cl.gpu_spec(), so);
   const auto res = sim::simulate_step(prog, cl, so);
   vp.cluster = fmt::format("{} x {}", count, cluster);
   vp.gpus_per_node = inst.gpu_count;
@@ -653,7 +655,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   // (datasheets and microbenchmarks only, simulator/README.md), so without a calibration table
   // every source's held-out prediction is the prediction itself; with one, its provenance is
   // unknown here and no leave-one-source-out figure is given.
-  report.loso_available = !options.calibration;
+  report.loso_available = !options.calibration && !options.calibrate;
   report.training.title = "all training points (step time)";
   report.training.metric = "step_time_s";
   summarize(training, report.training);

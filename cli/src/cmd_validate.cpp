@@ -9,8 +9,10 @@
 #include "common.hpp"
 #include "options.hpp"
 #include "table.hpp"
+#include "trainplan/calibration/profile.hpp"
 #include "trainplan/calibration/validate.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/planner/calibrated.hpp"
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
@@ -32,12 +34,24 @@ void run(const ValidateArgs& a) {
   calibration::ValidationOptions o;
   o.threads = a.threads;
   o.filter = a.filter;
-  o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext& ctx) { return planner::estimate_step(p, ctx).step_time_s; };
-  if (!a.calibration.empty())
-    o.calibration = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
+  // A calibration profile (trainplan calibrate) applies to the points on its GPU type, and the
+  // profile directory's defaults to the others; a calibration table to every point.
+  const bool table = !a.calibration.empty() && !calibration::is_profile_file(a.calibration);
+  auto profiles = std::make_shared<planner::SearchRequest>();
+  planner::load_calibration_profiles(*profiles, table ? std::string() : a.calibration);
+  o.analytical_step_s = [profiles](const plan::Plan& p, const plan::PlanContext& ctx) {
+    return planner::estimate_step(p, ctx, profiles->analytical_for(*ctx.gpu)).step_time_s;
+  };
+  if (!profiles->analytical_by_gpu.empty())
+    o.calibrate = [profiles](const hw::GpuSpec& gpu, sim::SimOptions& so) {
+      if (!profiles->analytical_by_gpu.count(gpu.name)) return false;
+      so = planner::with_calibration(so, profiles->analytical_for(gpu));
+      return true;
+    };
+  if (table) o.calibration = std::make_shared<sim::CalibrationTable>(sim::CalibrationTable::read_file(a.calibration));
   const auto r = calibration::validate_published(a.file, user_catalog(), o);
   std::printf("%s: %zu points; predictions %s\n", a.file.c_str(), r.points.size(),
-              a.calibration.empty() ? "uncalibrated (catalog peaks and documented efficiency defaults)" : "with the calibration table");
+              table ? ("with the calibration table " + a.calibration).c_str() : planner::calibration_summary(*profiles).c_str());
   std::printf("training points compare the step time; published TFLOP/s are converted back with the source's own FLOP\n"
               "formula. Model TFLOP/s per GPU below: 6N + attention FLOPs per token, no recomputation, for both columns.\n\n");
   Table t({"point", "cluster", ">measured", ">simulated", ">error", ">analytical", ">error", ">model TFLOP/s meas/pred",
@@ -109,7 +123,9 @@ void add_validate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("validate", "Compare predictions with published measurements (published-results.json format)");
   cmd->add_option("file", a->file, "Published results JSON (e.g. ../shared/validation/published-results.json)")->required();
   cmd->add_option("--json", a->json_out, "Write the report as JSON");
-  cmd->add_option("--calibration", a->calibration, "Calibration table JSON to apply to the simulator");
+  cmd->add_option("--calibration", a->calibration,
+                  "Calibration profile (trainplan calibrate) for the points on its GPU type, or a calibration table for "
+                  "every point; without it, each GPU type's default profile in the profile directory");
   cmd->add_option("--filter", a->filter, "Only points whose id contains this text");
   add_int(cmd, "--threads", a->threads, 0, limits::kMaxThreads, "Worker threads (0: all cores)");
   cmd->add_flag("--unmapped", a->unmapped, "List every point that could not be mapped, with the reason");

@@ -273,3 +273,37 @@ TEST_CASE("validate: clusters from the point's GPU and interconnect fields, each
   CHECK(says_modelled(point(r, "hgx-h100")));
   CHECK(says_modelled(point(r, "h200-one-node")));
 }
+
+TEST_CASE("validate: a profile's calibration applies to the points on its GPU type only", "[calibration]") {
+  // The callback the CLI wires to planner::with_calibration: here every compute efficiency of
+  // one GPU type at 0.05 (far below any default), so its training points
+  // slow down and the others keep their uncalibrated prediction exactly.
+  const std::string file = testing::source_path("tests/calibration/data/published-mini.json");
+  calibration::ValidationOptions plain;
+  const auto base = calibration::validate_published(file, hw::Catalog::builtin(), plain);
+  CHECK(base.loso_available);
+  const auto& n0 = point(base, "mini-narayanan-1.7B");
+  const auto& m0 = point(base, "mini-cp");  // an H100 point
+  REQUIRE(n0.mapped);
+  REQUIRE(m0.mapped);
+  REQUIRE(n0.gpu != m0.gpu);
+  auto slow = std::make_shared<sim::CalibrationTable>();
+  sim::CalibrationEntry e;
+  e.compute_efficiency = 0.05;
+  slow->add(e);
+  std::atomic<int> calibrated{0};
+  calibration::ValidationOptions o;
+  o.threads = 2;
+  o.calibrate = [&](const hw::GpuSpec& gpu, sim::SimOptions& so) {
+    if (gpu.name != n0.gpu) return false;
+    so.calibration = slow;
+    ++calibrated;
+    return true;
+  };
+  const auto r = calibration::validate_published(file, hw::Catalog::builtin(), o);
+  CHECK(calibrated >= 1);
+  CHECK_FALSE(r.loso_available);  // a calibration's provenance is not known here
+  CHECK(point(r, "mini-narayanan-1.7B").predicted > 1.5 * n0.predicted);
+  CHECK(point(r, "mini-cp").predicted == m0.predicted);
+  CHECK(point(r, "mini-nccl-1n").predicted == point(base, "mini-nccl-1n").predicted);
+}

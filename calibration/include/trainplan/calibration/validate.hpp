@@ -38,6 +38,7 @@
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/simulator/compute_model.hpp"
+#include "trainplan/simulator/simulate.hpp"
 
 namespace trainplan::calibration {
 
@@ -103,6 +104,10 @@ struct ValidationReport {
 struct ValidationOptions {
   int threads = 0;
   std::shared_ptr<const sim::CalibrationTable> calibration;  // none: uncalibrated
+  /// Applies the calibration of a point's GPU type (a profile) to its simulator options; set
+  /// by front ends that load profiles (trainplan validate: planner/calibrated.hpp). Returns
+  /// whether it calibrated anything. Called from several threads at once.
+  std::function<bool(const hw::GpuSpec&, sim::SimOptions&)> calibrate;
   /// Only points whose id contains this (empty: all).
   std::string filter;
   /// The analytical step time (seconds) of a mapped training point's plan, or none. Called from
