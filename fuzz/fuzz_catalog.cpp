@@ -1,7 +1,7 @@
-// libFuzzer target: hardware catalog files (hwprofiles) and user price files applied to the
-// built-in catalog. The first byte picks which. A fuzzed catalog file is read beside the
-// repository's gpus.json and sources.json, so instance files reach their GPU and source
-// checks. Only trainplan::Error may escape.
+// libFuzzer target: hardware catalog files (hwprofiles) and user price files applied to a
+// catalog of the repository's files. The first byte picks which. A fuzzed catalog file is read
+// beside the repository's gpus.json and sources.json, so instance files reach their GPU and
+// source checks. Only trainplan::Error may escape.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -27,6 +27,21 @@ const json::Json& repo_document(const std::string& name) {
   return docs.back().second;
 }
 
+// What price files are applied to: the repository's GPUs, sources and two instance families
+// (P3 and P4: on-demand and spot prices, SageMaker names, several sizes), built once. Copying
+// this small catalog per input instead of the whole built-in one keeps the price path's cost
+// in its own parse and checks; an instance type the base does not hold takes the same
+// "unknown instance" path as any other.
+const hw::Catalog& price_base() {
+  static const hw::Catalog base = [] {
+    std::vector<std::pair<std::string, json::Json>> docs;
+    for (const char* name : {"gpus.json", "sources.json", "p3.json", "p4.json"})
+      docs.emplace_back(std::string("hwprofiles/catalog/") + name, repo_document(name));
+    return hw::Catalog::from_documents(std::move(docs));
+  }();
+  return base;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -41,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const hw::Catalog c = hw::Catalog::from_documents(std::move(docs));
       for (const auto& name : c.instance_names()) (void)hw::to_json(c.instance(name));
     } else {
-      hw::Catalog c = hw::Catalog::builtin();
+      hw::Catalog c = price_base();
       c.apply_price_json(json::parse_text(text, "prices.json"), "prices.json");
     }
   } catch (const Error& e) {
