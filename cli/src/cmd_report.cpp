@@ -23,6 +23,7 @@ struct ReportArgs {
   SearchArgs search;          // the search, as `trainplan plan` (--spot-runs, --seed and --top
                               // also drive the report's Monte Carlo and table)
   std::string plan_file;      // or one plan
+  std::string history_db;     // predicted vs measured section
   size_t spot_plans = 10;
   bool no_simulate = false;
   std::string format = "both";
@@ -62,6 +63,7 @@ void run(const ReportArgs& a) {
   o.spot_plans = a.spot_plans;
   o.spot_runs = a.search.spot_runs;
   o.seed = a.search.seed;
+  o.history_db = a.history_db;
   o.threads = static_cast<size_t>(a.search.threads);
   o.simulate = !a.no_simulate;
   if (!to_stdout) o.html_name = base_name(a.output) + ".html";
@@ -101,6 +103,9 @@ void add_report_command(CLI::App& app) {
   add_search_options(cmd, a->search, /*model_required=*/false);
   cmd->add_option("--plan", a->plan_file, "Report on this plan file instead of a search (--tokens overrides its token count)");
   add_int(cmd, "--spot-plans", a->spot_plans, 0, limits::kMaxRows, "Plans of the table that get a spot Monte Carlo (the best always does)");
+  cmd->add_option("--history", a->history_db,
+                  "Add a predicted-vs-measured section from this error history database (trainplan history; default "
+                  "path: $TRAINPLAN_HISTORY_DB, else $XDG_DATA_HOME/trainplan/history.sqlite)");
   cmd->add_flag("--no-simulate", a->no_simulate, "Do not simulate the best plan's step (no Gantt chart)");
   add_choice(cmd, "--format", a->format, {"md", "html", "both"}, "md, html or both");
   cmd->add_option("--output,-o", a->output, "Output path without extension (writes PATH.md / PATH.html); - prints the Markdown")

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
@@ -304,6 +305,19 @@ std::vector<PriceNote> price_notes(const std::vector<std::string>& types, const 
   return out;
 }
 
+// The latest runs of the error history, oldest first.
+void load_history(Report& r, const ReportOptions& o) {
+  if (o.history_db.empty()) return;
+  if (!std::filesystem::exists(o.history_db))
+    throw Error("no error history here").at(o.history_db).hint(
+        "trainplan execute and trainplan calibrate record runs (in $TRAINPLAN_HISTORY_DB or the default path); give "
+        "that file");
+  calibration::History h(o.history_db);
+  std::vector<calibration::HistoryRun> runs = h.runs();
+  if (runs.size() > o.history_runs) runs.erase(runs.begin(), runs.end() - static_cast<std::ptrdiff_t>(o.history_runs));
+  r.measured_runs = std::move(runs);
+}
+
 void fill_header(Report& r, const plan::Plan& p, const plan::PlanContext& ctx) {
   r.model = ctx.model_spec.name;
   r.parameters = ctx.graph.total_params();
@@ -419,6 +433,7 @@ Report build_report(const SearchRequest& req, const SearchResult& res, const hw:
   for (const auto& t : type_order)
     if (std::find(price_types.begin(), price_types.end(), t) == price_types.end()) price_types.push_back(t);
   r.prices = price_notes(price_types, catalog, req.platform);
+  load_history(r, o);
   return r;
 }
 
@@ -442,6 +457,7 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   r.plans.push_back(plan_row(1, candidate_of(p, ctx, r.tokens, o, ao), ctx, r.tokens, false, o, r.notes));
   best_plan_parts(r, ctx, o, ao);
   r.prices = price_notes({p.instance_type}, catalog, p.platform);
+  load_history(r, o);
   return r;
 }
 

@@ -668,6 +668,68 @@ void prices_and_assumptions(Doc& d, const Report& r) {
   }
 }
 
+// Predicted vs measured (ReportOptions::history_db): the latest predicted run's task classes
+// side by side, the step-time error over the runs per hardware, and the runs as a table.
+void measured_vs_predicted(Doc& d, const Report& r) {
+  if (r.options.history_db.empty()) return;
+  d.heading("Predicted vs measured");
+  if (r.measured_runs.empty()) {
+    d.paragraph(fmt::format("The error history {} holds no runs yet: trainplan execute and trainplan calibrate record them.",
+                            r.options.history_db));
+    return;
+  }
+  const calibration::HistoryRun* last = nullptr;
+  for (const auto& run : r.measured_runs)
+    if (run.predicted_step_s && !run.task_classes.empty()) last = &run;
+  if (last) {
+    svg::BarChart ch;
+    ch.frame = {"measured-classes", "Predicted vs measured by task class",
+                fmt::format("Run {} ({} on {}, {}): time per task class summed over ranks, as the profile predicted it "
+                            "and as it was measured.",
+                            last->id, last->command, last->hardware, last->plan),
+                760, 0};
+    ch.x = {"time per step, summed over ranks (ms)", svg::Scale::linear, {}, {}, {}, true};
+    svg::BarRow pred{"predicted (" + last->profile + ")", {}, {}, dur(*last->predicted_step_s) + " step"};
+    svg::BarRow meas{"measured", {}, {}, dur(last->measured_step_s) + " step"};
+    Table t{{"task class", ">predicted", ">measured", ">error"}, {}};
+    for (const auto& c : last->task_classes) {
+      ch.categories.push_back(c.task_class);
+      pred.values.push_back(c.predicted_s * 1e3);
+      meas.values.push_back(c.measured_s * 1e3);
+      t.rows.push_back({c.task_class, dur(c.predicted_s), dur(c.measured_s),
+                        c.measured_s > 0 ? fmt::format("{:+.1f}%", 100 * (c.predicted_s / c.measured_s - 1)) : "-"});
+    }
+    ch.rows = {pred, meas};
+    d.chart(svg::bar_chart(ch));
+    d.table(std::move(t));
+  }
+  svg::LineChart trend;
+  trend.frame = {"measured-trend", "Step-time error over the recorded runs",
+                 "Predicted minus measured step time, as a share of the measured, for each run with a prediction, one "
+                 "line per hardware; the history's order on the x axis.",
+                 760, 360};
+  trend.x = {"run (oldest first)", svg::Scale::linear, {}, {}, {}, false};
+  trend.y = {"step-time error (%)", svg::Scale::linear, {}, {}, {}, true};
+  std::map<std::string, size_t> series_of;
+  Table runs{{">run", "date", "command", "hardware", "plan", "profile", ">predicted", ">measured", ">error"}, {}};
+  for (size_t i = 0; i < r.measured_runs.size(); ++i) {
+    const auto& run = r.measured_runs[i];
+    const auto e = run.step_error();
+    runs.rows.push_back({std::to_string(run.id), run.date, run.command, run.hardware, run.plan, run.profile,
+                         run.predicted_step_s ? dur(*run.predicted_step_s) : "-", dur(run.measured_step_s),
+                         e ? fmt::format("{:+.1f}%", 100 * *e) : "-"});
+    if (!e) continue;
+    auto [it, added] = series_of.emplace(run.hardware, trend.series.size());
+    if (added) trend.series.push_back({run.hardware, {}, -1});
+    trend.series[it->second].points.push_back(
+        {static_cast<double>(i + 1), 100 * *e, fmt::format("run {}: {:+.1f}%", run.id, 100 * *e)});
+  }
+  if (!trend.series.empty()) d.chart(svg::line_chart(trend));
+  d.paragraph(fmt::format("The latest {} runs of the error history {} (trainplan history lists them all).",
+                          r.measured_runs.size(), r.options.history_db));
+  d.table(std::move(runs));
+}
+
 Doc build_doc(const Report& r) {
   TP_ASSERT(!r.plans.empty());
   Doc d;
@@ -682,6 +744,7 @@ Doc build_doc(const Report& r) {
   memory(d, r);
   simulated_step(d, r);
   spot(d, r);
+  measured_vs_predicted(d, r);
   prices_and_assumptions(d, r);
   return d;
 }

@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+
+#include <unistd.h>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "test_support.hpp"
+#include "trainplan/calibration/history.hpp"
 #include "trainplan/core/random.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -371,4 +375,44 @@ TEST_CASE("report: nothing to report when no plan fits", "[reports]") {
   SearchRequest req = small_request();
   SearchResult empty;
   REQUIRE_ERROR_CONTAINS(build_report(req, empty, hw::Catalog::builtin()), "nothing to report");
+}
+
+TEST_CASE("report: --history adds predicted vs measured from the error history", "[reports]") {
+  // A temporary error history with three runs: one without a prediction, two predicted with
+  // their task classes. Oracle: the numbers written into the database.
+  const std::string db = (std::filesystem::temp_directory_path() / fmt::format("trainplan-report-history-{}.sqlite", ::getpid())).string();
+  std::filesystem::remove(db);
+  {
+    calibration::History h(db);
+    calibration::HistoryRun a;
+    a.date = "2026-11-26T00:00:00Z", a.command = "execute", a.hardware = "cpu:Test", a.backend = "cpu";
+    a.plan = "plan.json", a.profile = "uncalibrated", a.measured_step_s = 0.030;
+    h.record(a);
+    calibration::HistoryRun b = a;
+    b.profile = "profile.json", b.predicted_step_s = 0.033, b.measured_step_s = 0.030;
+    b.task_classes = {{"compute/forward", 0.011, 0.010}, {"compute/backward", 0.022, 0.020}};
+    h.record(b);
+    calibration::HistoryRun c = b;
+    c.predicted_step_s = 0.0285;
+    c.task_classes = {{"compute/forward", 0.0095, 0.010}, {"compute/backward", 0.019, 0.020}};
+    h.record(c);
+  }
+  plan::Plan p = fixture().report.plans.front().candidate.plan;
+  ReportOptions o = small_options();
+  o.simulate = false;
+  o.history_db = db;
+  const Report r = build_plan_report(p, hw::Catalog::builtin(), o, 2e9, "plan.json");
+  REQUIRE(r.measured_runs.size() == 3);
+  const std::string md = render_markdown(r);
+  CHECK(md.find("## Predicted vs measured") != std::string::npos);
+  CHECK(md.find("| compute/backward | 19.0 ms | 20.0 ms | -5.0% |") != std::string::npos);  // the latest predicted run
+  CHECK(md.find("+10.0%") != std::string::npos);                                           // run 2's step error
+  const std::string html = render_html(r);
+  CHECK(html.find("id=\"measured-classes") != std::string::npos);
+  CHECK(html.find("id=\"measured-trend") != std::string::npos);
+  o.history_runs = 1;
+  CHECK(build_plan_report(p, hw::Catalog::builtin(), o, 2e9, "plan.json").measured_runs.size() == 1);
+  std::filesystem::remove(db);
+  o.history_db = db;
+  REQUIRE_ERROR_CONTAINS(build_plan_report(p, hw::Catalog::builtin(), o, 2e9, "plan.json"), "no error history");
 }

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainplan/calibration/history.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/plan.hpp"
@@ -57,6 +58,10 @@ struct ReportOptions {
   /// build_plan_report: a calibration profile for the plan's GPU type ("": the profile
   /// directory's default, else uncalibrated). build_report uses the search request's.
   std::string calibration;
+  /// An error history database (calibration/history.hpp): the report gets a section of
+  /// predicted vs measured runs ("": none).
+  std::string history_db;
+  size_t history_runs = 50;  // the latest runs shown
 };
 
 /// The whole job of one plan under one purchase option.
@@ -148,6 +153,8 @@ struct Report {
   std::vector<SizePoint> sizes;        // by instance type, then GPUs
   std::optional<SimulatedTimeline> simulated;
   std::optional<SpotStudy> spot;
+  /// Predicted vs measured runs from the error history (ReportOptions::history_db), oldest first.
+  std::vector<calibration::HistoryRun> measured_runs;
   std::vector<PriceNote> prices;
   std::vector<std::string> notes;      // parts left out, and why
   std::vector<std::string> assumptions;
