@@ -13,6 +13,7 @@
 #include "table.hpp"
 #include "trainplan/calibration/history.hpp"
 #include "trainplan/calibration/measurements.hpp"
+#include "trainplan/calibration/nccl_tests.hpp"
 #include "trainplan/calibration/profile.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/simulator/compute_model.hpp"
@@ -34,8 +35,15 @@ void run(const CalibrateArgs& a) {
   std::string bench_name;
   std::vector<calibration::MeasuredRun> runs;
   std::vector<calibration::ProfileInput> inputs;
+  std::vector<calibration::NcclTestsLog> nccl_logs;
   for (const auto& path : a.inputs) {
-    const json::Json doc = json::parse_file(path);
+    const std::string text = json::read_text_file(path);
+    if (calibration::is_nccl_tests_log(text)) {
+      nccl_logs.push_back(calibration::parse_nccl_tests_log(text, path));
+      inputs.push_back({path, "nccl-tests", calibration::file_xxh64(path)});
+      continue;
+    }
+    const json::Json doc = json::parse_text(text, path);
     if (doc.is_object() && doc.value("kind", "") == "trainplan-bench") {
       if (bench)
         throw Error("a second benchmark input").at(path).hint(fmt::format(
@@ -47,31 +55,43 @@ void run(const CalibrateArgs& a) {
       runs.push_back(calibration::read_measured_run(path, user_catalog()));
       inputs.push_back({path, "timeline", calibration::file_xxh64(path)});
     } else {
-      throw Error("not a calibration input: neither a trainplan bench output nor a measured timeline")
+      throw Error("not a calibration input: neither a trainplan bench output, a measured timeline nor an nccl-tests log")
           .at(path)
-          .hint("pass trainplan bench -o output and trainplan execute --timeline files (nccl-tests logs and published "
-                "points are read by trainplan validate, not yet by calibrate)");
+          .hint("pass trainplan bench -o output, trainplan execute --timeline files and all_reduce_perf logs (published "
+                "points are scored by trainplan validate)");
     }
   }
-  if (!bench)
-    throw Error("no benchmark among the inputs")
-        .hint("measure this machine first: trainplan bench -o measurements.json, and pass that file too");
-  calibration::FitOptions fo;
-  fo.heldout_every = a.heldout_every;
-  calibration::Profile p = calibration::fit_profile(*bench, bench_name, runs, fo);
-  p.inputs = inputs;
+  const hw::GpuSpec* catalog_gpu = nullptr;
   if (!a.hardware.empty()) {
     if (user_catalog().gpus().count(a.hardware) == 0)
       throw Error(fmt::format("--hardware: \"{}\" is not a GPU of the catalog", a.hardware))
           .hint("name the catalog GPU the measurements were taken on (trainplan catalog lists them, e.g. H100-SXM5-80GB)");
-    p.hardware = a.hardware;
+    catalog_gpu = &user_catalog().gpu(a.hardware);
   }
+  if (!bench && (nccl_logs.empty() || !catalog_gpu))
+    throw Error(nccl_logs.empty() ? "no benchmark among the inputs" : "nccl-tests logs without a benchmark need --hardware")
+        .hint(nccl_logs.empty()
+                  ? "measure this machine first: trainplan bench -o measurements.json, and pass that file too"
+                  : "name the catalog GPU the logs ran on (e.g. --hardware A100-SXM4-40GB); its datasheet peaks stand in "
+                    "for the benchmark's");
+  if (!bench && !runs.empty())
+    throw Error("measured timelines need a benchmark: their compute fit is relative to its measured peaks")
+        .at(runs.front().path)
+        .hint("pass the trainplan bench output of the machine the timelines were measured on");
+  calibration::FitOptions fo;
+  fo.heldout_every = a.heldout_every;
+  calibration::Profile p =
+      bench ? calibration::fit_profile(*bench, bench_name, runs, fo) : calibration::catalog_gpu_profile(*catalog_gpu);
+  calibration::fit_nccl_tests(p, nccl_logs, fo);
+  p.inputs = inputs;
+  if (catalog_gpu) p.hardware = catalog_gpu->name;
   json::write_file(a.out, calibration::to_json(p));
 
   std::printf("calibration profile for %s (%s backend) from %zu input(s): %s\n", p.hardware.c_str(), p.backend.c_str(),
               a.inputs.size(), a.out.c_str());
-  std::printf("  device roofline (bench): matmul %s, memory-bound %s\n", units::format_flops_rate(p.peak_flops_per_s).c_str(),
-              units::format_bandwidth(p.memory_bytes_per_s).c_str());
+  std::printf(bench ? "  device roofline (bench): matmul %s, memory-bound %s\n"
+                     : "  device (catalog datasheet): peak %s, memory %s\n",
+              units::format_flops_rate(p.peak_flops_per_s).c_str(), units::format_bandwidth(p.memory_bytes_per_s).c_str());
   if (p.comm_busbw_bytes_per_s > 0)
     std::printf("  all-reduce (%s, %s): latency %s, bus bandwidth %s\n", p.comm_algorithm.c_str(), p.comm_link.c_str(),
                 units::format_duration(p.comm_latency_s).c_str(), units::format_bandwidth(p.comm_busbw_bytes_per_s).c_str());
@@ -128,7 +148,9 @@ void run(const CalibrateArgs& a) {
 void add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
   CLI::App* cmd = app.add_subcommand("calibrate", "Fit a calibration profile from bench output and measured timelines");
-  cmd->add_option("inputs", a->inputs, "trainplan bench output (one) and trainplan execute --timeline files")->required();
+  cmd->add_option("inputs", a->inputs,
+                  "trainplan bench output (one), trainplan execute --timeline files and nccl-tests all_reduce_perf logs")
+      ->required();
   cmd->add_option("-o,--output", a->out, "Write the profile JSON here")->required();
   cmd->add_option("--heldout-every", a->heldout_every, "Hold back one measured task in N from the fit and score it")
       ->capture_default_str()
