@@ -17,6 +17,23 @@ if(TRAINPLAN_BUILD_BENCHES)
   find_package(benchmark REQUIRED)
 endif()
 
+# MPI (optional, Debian's libopenmpi-dev): the bootstrap under mpirun without MASTER_ADDR, and
+# mpirun for the multi-process tests.
+option(TRAINPLAN_WITH_MPI "Use MPI for the bootstrap under mpirun when it is found" ON)
+set(TRAINPLAN_HAVE_MPI OFF)
+set(TRAINPLAN_MPI_SUMMARY "not requested")
+if(TRAINPLAN_WITH_MPI)
+  # The project is C++ only: MPI's C API through the CXX component, without the C++ bindings.
+  set(MPI_CXX_SKIP_MPICXX ON)
+  find_package(MPI COMPONENTS CXX QUIET)
+  if(MPI_CXX_FOUND)
+    set(TRAINPLAN_HAVE_MPI ON)
+    set(TRAINPLAN_MPI_SUMMARY "MPI ${MPI_CXX_VERSION} (${MPIEXEC_EXECUTABLE})")
+  else()
+    set(TRAINPLAN_MPI_SUMMARY "not found (mpirun needs MASTER_ADDR / MASTER_PORT)")
+  endif()
+endif()
+
 set(TRAINPLAN_HAVE_CUDA OFF)
 set(TRAINPLAN_HAVE_NCCL OFF)
 set(TRAINPLAN_CUDA_SUMMARY "not requested")

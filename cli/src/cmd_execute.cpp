@@ -1,10 +1,17 @@
 // `trainplan execute plan.json --backend cpu`: lower the plan and run it for real, every rank a
 // thread, printing the loss per step, the step time and the peak memory per rank; optionally
 // writing the measured Timeline and Chrome trace (the simulator's formats) and checkpoints.
+// Under a launcher (mpirun, srun, torchrun-style variables, `trainplan launch`) this is one
+// process of a job: it holds world size / processes consecutive ranks and talks to the other
+// processes over TCP; process 0 prints and writes the timeline. SIGTERM or SIGUSR1 (a spot
+// notice) stops every process after the same step with a committed checkpoint and exit
+// status 75 ("interrupted").
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -17,9 +24,12 @@
 #include "trainplan/calibration/history.hpp"
 #include "trainplan/calibration/profile.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/core/strings.hpp"
 #include "trainplan/executor/data.hpp"
+#include "trainplan/executor/launch.hpp"
 #include "trainplan/executor/registry.hpp"
 #include "trainplan/executor/runtime.hpp"
+#include "trainplan/executor/tcp_world.hpp"
 #include "trainplan/plan/timeline.hpp"
 
 namespace trainplan::cli {
@@ -39,6 +49,7 @@ struct ExecuteArgs {
   std::string dtype = "f32";
   uint64_t seed = 1;
   double learning_rate = 1e-3;
+  double adam_eps = 1e-8;
   double timeout_s = 60;
   bool skip_nonfinite = false;
   std::string calibration;
@@ -47,9 +58,78 @@ struct ExecuteArgs {
   bool no_history = false;
 };
 
+// Set by SIGTERM / SIGUSR1: finish the step, checkpoint, exit kExitInterrupted.
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+void install_stop_handlers() {
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// The job this process belongs to, once joined (join_job).
+std::shared_ptr<executor::TcpWorld> g_world;
+
+// This process's part of a multi-process job (empty world: every rank is a thread here).
+struct Job {
+  executor::LaunchInfo launch;
+  std::shared_ptr<executor::Rendezvous> store;
+  std::shared_ptr<executor::TcpWorld> world;
+  std::vector<int> ranks;
+  bool primary() const { return launch.rank == 0; }
+};
+
+Job join_job(int plan_world_size, double timeout_s) {
+  Job job;
+  job.launch = executor::detect_launch();
+  if (job.launch.world_size <= 1) return job;
+  const executor::LaunchInfo& me = job.launch;
+  job.ranks = executor::process_ranks(plan_world_size, me.rank, me.world_size);
+  std::vector<int> process_of_rank;
+  for (int r = 0; r < plan_world_size; ++r) process_of_rank.push_back(r / (plan_world_size / me.world_size));
+  job.store = executor::connect_rendezvous(me, 300);
+  // How the other processes reach this one: loopback on one node; else the address this
+  // process reaches the store from (process 0: the address it serves the store on).
+  std::string host = "127.0.0.1";
+  if (!me.single_node()) {
+    host = job.store->local_address();
+    if (host.empty()) host = me.rendezvous_host.empty() ? executor::default_rendezvous_host(me) : me.rendezvous_host;
+  }
+  executor::TcpWorldOptions o;
+  o.timeout_s = timeout_s;
+  job.world = executor::TcpWorld::join(*job.store, me.rank, process_of_rank, host, o);
+  g_world = job.world;
+  return job;
+}
+
 double host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+}
+
+// This process's ranks (empty: every rank): their weights, gradients and optimizer state must
+// fit in host memory (the declared static bytes are of that order in f32).
+void check_host_memory(const plan::Plan& p, const plan::PlanContext& ctx, const plan::StepProgram& program,
+                       executor::DType dtype, const std::vector<int>& ranks, const std::string& plan_file) {
+  double host_needed = 0;
+  const std::vector<double> declared = executor::declared_peak_memory(program);
+  for (size_t r = 0; r < declared.size(); ++r)
+    if (ranks.empty() || std::find(ranks.begin(), ranks.end(), static_cast<int>(r)) != ranks.end())
+      host_needed += declared[r];
+  if (dtype == executor::DType::f64) host_needed *= 2;
+  const double host = host_memory_bytes();
+  if (host > 0 && host_needed > 0.8 * host)
+    throw Error(fmt::format("{} has {} parameters: its {} ranks would need about {} of host memory, this machine has {}",
+                            ctx.model_spec.name, units::format_count(ctx.graph.total_params()),
+                            ranks.empty() ? p.world_size() : static_cast<int>(ranks.size()), units::format_bytes(host_needed),
+                            units::format_bytes(host)))
+        .at(plan_file, "/model")
+        .hint("the cpu backend is the reference for small models; try one of the tiny catalog models (gpt-tiny, "
+              "llama-tiny, mlp-tiny)");
 }
 
 // The measured step against the prediction (the given profile, or this hardware's default
@@ -104,7 +184,20 @@ void compare_and_record(const ExecuteArgs& a, const plan::Plan& p, const executo
   }
 }
 
+void run_job(const ExecuteArgs& a);
+
+// In a multi-process job, an error of this process is told to every other process before it
+// ends (else they would only see it vanish).
 void run(const ExecuteArgs& a) {
+  try {
+    run_job(a);
+  } catch (const std::exception& e) {
+    if (g_world) g_world->abort(e.what());
+    throw;
+  }
+}
+
+void run_job(const ExecuteArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_file);
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   plan::validate(p, ctx, a.plan_file);
@@ -128,75 +221,96 @@ void run(const ExecuteArgs& a) {
                                                    ctx.gpu->name)
                                      : e.hint_text());
   }
-  // The ranks all live in this process: their weights, gradients and optimizer state must fit
-  // in host memory (the declared static bytes are of that order in f32).
-  double host_needed = 0;
-  for (double b : executor::declared_peak_memory(program)) host_needed += b;
-  if (*dtype == executor::DType::f64) host_needed *= 2;
-  const double host = host_memory_bytes();
-  if (host > 0 && host_needed > 0.8 * host)
-    throw Error(fmt::format("{} has {} parameters: its {} ranks would need about {} of host memory, this machine has {}",
-                            spec.name, units::format_count(ctx.graph.total_params()), p.world_size(),
-                            units::format_bytes(host_needed), units::format_bytes(host)))
-        .at(a.plan_file, "/model")
-        .hint("the cpu backend is the reference for small models; try one of the tiny catalog models (gpt-tiny, "
-              "llama-tiny, mlp-tiny)");
+  install_stop_handlers();
+  Job job = join_job(p.world_size(), a.timeout_s);
+  const bool multi = job.world != nullptr;
+  const bool primary = !multi || job.primary();
+  check_host_memory(p, ctx, program, *dtype, multi ? job.ranks : std::vector<int>{}, a.plan_file);
 
   executor::RuntimeOptions opt;
   opt.backend = a.backend;
   opt.dtype = *dtype;
   opt.seed = a.seed;
   opt.adamw.learning_rate = a.learning_rate;
+  opt.adamw.eps = a.adam_eps;
   opt.timeout_s = a.timeout_s;
   opt.skip_nonfinite_steps = a.skip_nonfinite;
+  opt.world = job.world;
+  opt.stop_requested = [] { return g_stop.load(); };
   if (!a.data_file.empty())
     opt.data = std::make_shared<executor::TrainingData>(
         executor::TrainingData::from_tokens(spec, ctx.seq_len, p.global_batch, executor::read_byte_tokens(a.data_file)));
   executor::Runtime rt(p, ctx, std::move(program), opt);
-
-  std::printf("%s: %s on %d ranks (threads), dp/tp/pp %d/%d/%d%s, ZeRO-%d%s, %s schedule, recomputation %s\n",
-              a.plan_file.c_str(), spec.name.c_str(), p.world_size(), p.dp, p.tp, p.pp,
-              p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, p.sequence_parallel ? ", sequence parallel" : "",
-              std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str());
-  std::printf("backend %s (%s), %s; batch %lld samples = %lld micro-batch(es) of %lld x dp %d; data: %s\n",
-              a.backend.c_str(), rt.program().ranks.empty() ? "" : executor::make_backend(a.backend)->description().c_str(),
-              a.dtype.c_str(), static_cast<long long>(p.global_batch), static_cast<long long>(p.num_micro_batches),
-              static_cast<long long>(p.micro_batch), p.dp, a.data_file.empty() ? "synthetic" : a.data_file.c_str());
+  // Only process 0 of a job prints the run; every process prints its errors.
+  auto say = [primary](const std::string& text) {
+    if (!primary) return;
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  };
+  if (multi)
+    say(fmt::format("{} processes under {}, {} rank{} each (threads), talking over TCP\n", job.launch.world_size,
+                    job.launch.launcher, job.ranks.size(), job.ranks.size() > 1 ? "s" : ""));
+  say(fmt::format("{}: {} on {} ranks (threads), dp/tp/pp {}/{}/{}{}, ZeRO-{}{}, {} schedule, recomputation {}\n",
+                  a.plan_file, spec.name, p.world_size(), p.dp, p.tp, p.pp, p.vp > 1 ? fmt::format(" x vp {}", p.vp) : "",
+                  p.zero_stage, p.sequence_parallel ? ", sequence parallel" : "", plan::schedule_name(p.schedule),
+                  plan::recompute_name(p.recompute)));
+  say(fmt::format("backend {} ({}), {}; batch {} samples = {} micro-batch(es) of {} x dp {}; data: {}\n", a.backend,
+                  executor::make_backend(a.backend)->description(), a.dtype, p.global_batch, p.num_micro_batches, p.micro_batch, p.dp,
+                  a.data_file.empty() ? "synthetic" : a.data_file));
   if (spec.dropout && spec.dropout_p > 0)
-    std::printf("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
+    say("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
 
   if (a.resume) {
     const std::string latest = executor::latest_checkpoint(a.checkpoint_dir);
     if (latest.empty())
       throw Error("no checkpoint to resume from").at(a.checkpoint_dir).hint("run without --resume first, with --checkpoint-every");
     rt.load_checkpoint(latest);
-    std::printf("resumed from %s (step %lld)\n", latest.c_str(), static_cast<long long>(rt.steps_done()));
+    say(fmt::format("resumed from {} (step {})\n", latest, rt.steps_done()));
   }
   if (rt.steps_done() >= a.steps)
-    std::printf("the run already has %lld steps (--steps %lld): nothing to do\n", static_cast<long long>(rt.steps_done()),
-                static_cast<long long>(a.steps));
+    say(fmt::format("the run already has {} steps (--steps {}): nothing to do\n", rt.steps_done(), a.steps));
 
   executor::StepResult last;
   bool ran = false;
   int64_t ran_steps = 0, skipped = 0;
-  while (rt.steps_done() < a.steps) {
+  bool interrupted = false;
+  while (rt.steps_done() < a.steps && !interrupted) {
     last = rt.step();
     ran = true;
     ++ran_steps;
     skipped += last.skipped;
-    std::printf("step %4lld  loss %.6f  grad-norm %.4f  time %s%s\n", static_cast<long long>(last.step), last.loss,
-                last.grad_norm, units::format_duration(last.step_time_s).c_str(),
-                last.skipped ? fmt::format("  skipped: non-finite gradient norm, update not applied ({})",
-                                           last.nonfinite_where).c_str()
-                             : "");
-    std::fflush(stdout);
-    if (a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0) {
+    say(fmt::format("step {:4}  loss {:.6f}  grad-norm {:.4f}  time {}{}\n", last.step, last.loss, last.grad_norm,
+                    units::format_duration(last.step_time_s),
+                    last.skipped ? fmt::format("  skipped: non-finite gradient norm, update not applied ({})",
+                                               last.nonfinite_where)
+                                 : ""));
+    interrupted = last.stop_requested;
+    const bool periodic = a.checkpoint_every > 0 && rt.steps_done() % a.checkpoint_every == 0;
+    if ((periodic || interrupted) && !a.checkpoint_dir.empty()) {
       const std::string folder = executor::checkpoint_folder(a.checkpoint_dir, rt.steps_done());
       rt.save_checkpoint(folder);
-      std::printf("           checkpoint %s\n", folder.c_str());
+      say(fmt::format("           checkpoint {}\n", folder));
     }
   }
-  if (!ran) return;
+  auto finish = [&] {
+    if (job.world) job.world->close();
+    executor::mpi_finalize();
+  };
+  if (interrupted) {
+    say(fmt::format("interrupted (SIGTERM / SIGUSR1) after step {}: {}; exit status {}\n", rt.steps_done(),
+                    a.checkpoint_dir.empty() ? "no --checkpoint-dir, nothing saved"
+                                             : "checkpoint committed, continue with --resume",
+                    kExitInterrupted));
+    finish();
+    throw ExitStatus{kExitInterrupted};
+  }
+  if (!ran) {
+    finish();
+    return;
+  }
+  if (multi) rt.collect_timeline(last);
+  finish();
+  if (!primary) return;
   if (skipped > 0)
     std::printf("note: %lld of %lld steps were skipped (non-finite gradient norm; --skip-nonfinite-steps)\n",
                 static_cast<long long>(skipped), static_cast<long long>(ran_steps));
@@ -227,7 +341,11 @@ void run(const ExecuteArgs& a) {
 
 void add_execute_command(CLI::App& app) {
   auto args = std::make_shared<ExecuteArgs>();
-  CLI::App* cmd = app.add_subcommand("execute", "Run a plan for real: all ranks as threads, loss per step, measured timeline");
+  CLI::App* cmd = app.add_subcommand(
+      "execute",
+      "Run a plan for real: ranks as threads of this process, or of the processes of a job (mpirun, srun, "
+      "torchrun-style RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT, trainplan launch); loss per step, measured "
+      "timeline. SIGTERM / SIGUSR1: checkpoint after the step and exit 75");
   cmd->add_option("plan", args->plan_file, "Plan JSON (its model must be small enough for the backend)")->required();
   add_choice(cmd, "--backend", args->backend, executor::backend_names(), "Backend that runs the plan");
   add_int(cmd, "--steps", args->steps, 1, limits::kMaxSteps, "Train until this many optimizer steps are done (a resumed run continues)");
@@ -242,6 +360,7 @@ void add_execute_command(CLI::App& app) {
   add_choice(cmd, "--dtype", args->dtype, {"f32", "f64"}, "Compute precision of the cpu backend: f32 or f64");
   add_int(cmd, "--seed", args->seed, 0, std::numeric_limits<int64_t>::max(), "Parameter initialization seed");
   add_real(cmd, "--lr", args->learning_rate, 0, 1e3, "AdamW learning rate");
+  add_real(cmd, "--adam-eps", args->adam_eps, 0, 1, "AdamW epsilon");
   add_real(cmd, "--timeout", args->timeout_s, 1e-3, 1e6, "Seconds a rank may wait for the others before the step fails");
   cmd->add_flag("--skip-nonfinite-steps", args->skip_nonfinite,
                 "Skip a step whose gradient norm is NaN or infinite (no update, as dynamic loss scaling does) instead of "

@@ -21,6 +21,15 @@ struct GlobalOptions {
 inline constexpr int kExitObjectiveMissed = 3;
 GlobalOptions& global_options();
 
+/// Thrown by a command that ends with a specific exit status (not an error message): main()
+/// returns `code`. `trainplan execute` interrupted by SIGTERM exits kExitInterrupted.
+struct ExitStatus {
+  int code = 0;
+};
+/// "Interrupted, resumable": the run stopped on SIGTERM / SIGUSR1 after a step and committed a
+/// checkpoint (EX_TEMPFAIL of sysexits.h: try again later, i.e. --resume).
+inline constexpr int kExitInterrupted = 75;
+
 void add_catalog_command(CLI::App& app);
 void add_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
@@ -34,5 +43,6 @@ void add_export_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_history_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 
 }  // namespace trainplan::cli

@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   add_bench_command(app);
   add_calibrate_command(app);
   add_history_command(app);
+  add_launch_command(app);
 
   try {
     // A mistyped command would otherwise read as a stray argument.
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
             .hint(trainplan::suggestion(argv[1], names) + " (`trainplan --help` lists the commands)");
     }
     app.parse(argc, argv);
+  } catch (const ExitStatus& s) {
+    return s.code;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -50,6 +50,7 @@ T* ptr(const Tensor& t) {
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
+  bool runs_when_queued() const override { return true; }
   std::string description() const override {
     return "CPU reference: float32/float64, single-threaded, deterministic; synchronous streams";
   }

@@ -4,6 +4,8 @@
 // are keyed by (source, destination, tag); the payload is copied when the send starts.
 #include "trainplan/executor/in_process.hpp"
 
+#include "collective_math.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -35,37 +37,9 @@ std::string CommGroup::describe() const {
 
 namespace {
 
-enum class CollKind { all_reduce, reduce_scatter, all_gather, broadcast, reduce, barrier };
-
-std::string_view coll_name(CollKind k) {
-  switch (k) {
-    case CollKind::all_reduce: return "all_reduce";
-    case CollKind::reduce_scatter: return "reduce_scatter";
-    case CollKind::all_gather: return "all_gather";
-    case CollKind::broadcast: return "broadcast";
-    case CollKind::reduce: return "reduce";
-    case CollKind::barrier: return "barrier";
-  }
-  return "?";
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::vector<std::string> r;
-  for (int x : ranks) r.push_back(std::to_string(x));
-  return join(r, ",");
-}
-
-// Host view of a tensor's values as doubles (f32 / f64).
-double load(const Tensor& t, int64_t i) {
-  return t.dtype() == DType::f32 ? static_cast<double>(static_cast<const float*>(t.data())[i])
-                                 : static_cast<const double*>(t.data())[i];
-}
-void store(const Tensor& t, int64_t i, double v) {
-  if (t.dtype() == DType::f32)
-    static_cast<float*>(t.data())[i] = static_cast<float>(v);
-  else
-    static_cast<double*>(t.data())[i] = v;
-}
+using comm::CollKind;
+using comm::coll_name;
+using comm::ranks_text;
 
 struct Member {
   bool arrived = false;
@@ -131,57 +105,17 @@ using State = detail::InProcessState;
 // The data movement of a collective whose members have all arrived. Runs outside the lock:
 // every member's tensors are pinned until the collective is marked done.
 void run_collective(Collective& c) {
-  const size_t n = c.members.size();
-  switch (c.kind) {
-    case CollKind::barrier: return;
-    case CollKind::all_reduce:
-    case CollKind::reduce: {
-      const int64_t k = c.members[0].in.numel();
-      std::vector<double> acc(static_cast<size_t>(k));
-      for (int64_t i = 0; i < k; ++i) {
-        double a = load(c.members[0].in, i);
-        for (size_t m = 1; m < n; ++m) {
-          const double x = load(c.members[m].in, i);
-          a = c.op == ReduceOp::sum ? a + x : std::max(a, x);
-        }
-        acc[static_cast<size_t>(i)] = a;
-      }
-      for (size_t m = 0; m < n; ++m) {
-        if (c.kind == CollKind::reduce && c.group.ranks[m] != c.root) continue;
-        for (int64_t i = 0; i < k; ++i) store(c.members[m].out, i, acc[static_cast<size_t>(i)]);
-      }
-      return;
-    }
-    case CollKind::reduce_scatter: {
-      const int64_t k = c.members[0].out.numel();
-      for (size_t j = 0; j < n; ++j) {
-        const int64_t base = static_cast<int64_t>(j) * k;
-        for (int64_t i = 0; i < k; ++i) {
-          double a = load(c.members[0].in, base + i);
-          for (size_t m = 1; m < n; ++m) {
-            const double x = load(c.members[m].in, base + i);
-            a = c.op == ReduceOp::sum ? a + x : std::max(a, x);
-          }
-          store(c.members[j].out, i, a);
-        }
-      }
-      return;
-    }
-    case CollKind::all_gather: {
-      const size_t chunk = c.members[0].in.size_bytes();
-      for (size_t j = 0; j < n; ++j)
-        for (size_t m = 0; m < n; ++m)
-          std::memcpy(static_cast<std::byte*>(c.members[j].out.data()) + m * chunk, c.members[m].in.data(), chunk);
-      return;
-    }
-    case CollKind::broadcast: {
-      const int root = c.group.index_of(c.root);
-      const Tensor& src = c.members[static_cast<size_t>(root)].in;
-      for (size_t m = 0; m < n; ++m)
-        if (static_cast<int>(m) != root) std::memcpy(c.members[m].out.data(), src.data(), src.size_bytes());
-      return;
-    }
+  if (c.kind == CollKind::barrier) return;
+  std::vector<const void*> ins;
+  std::vector<void*> outs;
+  const int root = c.root >= 0 ? c.group.index_of(c.root) : -1;
+  for (size_t m = 0; m < c.members.size(); ++m) {
+    ins.push_back(c.members[m].in.data());
+    const bool receives = comm::output_numel(c.kind, static_cast<int>(c.members.size()), static_cast<int>(m), root,
+                                             c.members[0].in.numel()) > 0;
+    outs.push_back(receives ? c.members[m].out.data() : nullptr);
   }
+  comm::run_collective(c.kind, c.op, root, c.members[0].in.dtype(), c.members[0].in.numel(), ins, outs);
 }
 
 class InProcessRequest final : public CommRequest {
@@ -278,20 +212,14 @@ class InProcessCommunicator final : public Communicator {
                                                     const Tensor& in, ReduceOp op) override {
     numeric(out, "reduce_scatter", "out");
     numeric(in, "reduce_scatter", "in");
-    if (in.dtype() != out.dtype() || in.numel() != out.numel() * g.size())
-      throw Error(fmt::format("reduce_scatter tag {}: in ({}) must hold group size {} x out ({})", tag, in.describe(),
-                              g.size(), out.describe()));
-    if (in.overlaps(out)) throw Error(fmt::format("reduce_scatter tag {}: out overlaps in", tag));
+    comm::check_reduce_scatter(g, tag, out, in);
     return collective(CollKind::reduce_scatter, g, tag, in, out, op, -1);
   }
   std::shared_ptr<CommRequest> start_all_gather(const CommGroup& g, int64_t tag, const Tensor& out,
                                                 const Tensor& in) override {
     host(out, "all_gather", "out");
     host(in, "all_gather", "in");
-    if (in.dtype() != out.dtype() || out.numel() != in.numel() * g.size())
-      throw Error(fmt::format("all_gather tag {}: out ({}) must hold group size {} x in ({})", tag, out.describe(),
-                              g.size(), in.describe()));
-    if (in.overlaps(out)) throw Error(fmt::format("all_gather tag {}: out overlaps in", tag));
+    comm::check_all_gather(g, tag, out, in);
     return collective(CollKind::all_gather, g, tag, in, out, ReduceOp::sum, -1);
   }
   std::shared_ptr<CommRequest> start_broadcast(const CommGroup& g, int64_t tag, const Tensor& data,
@@ -377,21 +305,11 @@ class InProcessCommunicator final : public Communicator {
       reqs.push_back(p);
     }
     std::unique_lock<std::mutex> lock(state_->mutex);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    while (true) {
-      for (InProcessRequest* r : reqs) {
-        r->throw_if_failed_locked();
-        if (r->done_locked()) return true;
-      }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+    return comm::wait_any_locked(reqs, lock, state_->cv, deadline, [&] {
       if (state_->aborted) throw state_->aborted_error(fmt::format("rank {}", rank_));
-      if (state_->cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-        for (InProcessRequest* r : reqs) {
-          r->throw_if_failed_locked();
-          if (r->done_locked()) return true;
-        }
-        return false;
-      }
-    }
+    });
   }
 
   void abort(const std::string& message) override {
@@ -405,16 +323,10 @@ class InProcessCommunicator final : public Communicator {
 
  private:
   void host(const Tensor& t, std::string_view op, std::string_view arg) const {
-    if (!t.defined()) throw Error(fmt::format("{}: {} is undefined", op, arg));
-    if (!t.buffer()->host_accessible())
-      throw Error(fmt::format("{}: {} lives on backend \"{}\", whose memory the in-process communicator cannot read", op,
-                              arg, t.buffer()->backend_name()))
-          .hint("the in-process communicator moves host-accessible (cpu backend) tensors");
+    comm::check_host(t, op, arg, "in-process communicator");
   }
   void numeric(const Tensor& t, std::string_view op, std::string_view arg) const {
-    host(t, op, arg);
-    if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
-      throw Error(fmt::format("{}: {} is {}; the in-process communicator reduces f32 and f64", op, arg, t.describe()));
+    comm::check_numeric(t, op, arg, "in-process communicator");
   }
   void check_peer(int peer, std::string_view op, int64_t tag) const {
     if (peer < 0 || peer >= state_->world_size || peer == rank_)
@@ -507,6 +419,12 @@ InProcessWorld::InProcessWorld(int world_size, InProcessOptions options)
 InProcessWorld::~InProcessWorld() = default;
 
 int InProcessWorld::world_size() const { return state_->world_size; }
+
+std::vector<int> InProcessWorld::local_ranks() const {
+  std::vector<int> all;
+  for (int r = 0; r < state_->world_size; ++r) all.push_back(r);
+  return all;
+}
 
 Communicator& InProcessWorld::communicator(int rank) {
   TP_ASSERT(rank >= 0 && rank < state_->world_size);

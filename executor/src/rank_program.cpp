@@ -177,6 +177,14 @@ RankStepResult RankState::run_step(int64_t step, Communicator& comm, double t0_s
   comm_ = &comm;
   t0_s_ = t0_s;
   init_step_state(step);
+  // The reference of the compute tasks' event times: the stream is idle here, so the event
+  // completes at once, at host time ref_host_s.
+  backend_->synchronize(*stream_);
+  timed_.clear();
+  std::unique_ptr<Event> ref = backend_->create_event();
+  backend_->record(*ref, *stream_);
+  backend_->synchronize(*ref);
+  const double ref_host_s = Backend::now_s();
   const auto& tasks = program().tasks;
   const size_t n = tasks.size();
   std::vector<int> deps_left(n, 0);
@@ -276,6 +284,12 @@ RankStepResult RankState::run_step(int64_t step, Communicator& comm, double t0_s
     for (Param& p : params_) p.value = Tensor();
   acts_.clear();
   batches_.clear();
+  // The step's one wait for the device: then every compute task's interval from its events.
+  backend_->synchronize(*stream_);
+  for (const TimedTask& x : timed_)
+    record(program().tasks[static_cast<size_t>(x.task)], ref_host_s + backend_->elapsed_s(*ref, *x.start),
+           ref_host_s + backend_->elapsed_s(*ref, *x.end));
+  timed_.clear();
   // A non-finite gradient norm leaves parameters and optimizer state as they were. Skipped
   // (RuntimeOptions::skip_nonfinite_steps), the step still consumes its batch; otherwise the
   // step did not happen and Runtime::step() reports it.
@@ -300,7 +314,16 @@ void RankState::start_task(int id, std::vector<Pending>& pending) {
     case TaskKind::collective: start_collective(t, pending); return;
     case TaskKind::compute: break;
   }
+  // On a device, compute is timed by events on the stream, read once at the end of the step:
+  // the host never waits for the device between tasks. The CPU runs it now: its host clock.
+  const bool by_events = !backend_->runs_when_queued();
   const double start = Backend::now_s();
+  TimedTask timed{id, nullptr, nullptr};
+  if (by_events) {
+    timed.start = backend_->create_event();
+    timed.end = backend_->create_event();
+    backend_->record(*timed.start, *stream_);
+  }
   const std::vector<int> ops = task_ops(t);
   auto check_op = [&](int op) {
     if (op < 0 || op >= static_cast<int>(local_op_.size()) || !local_op_[static_cast<size_t>(op)])
@@ -333,9 +356,12 @@ void RankState::start_task(int id, std::vector<Pending>& pending) {
     Param& q = params_[static_cast<size_t>(p)];
     if (q.value_generation == generation) q.value = Tensor();
   }
-  // A device backend queues the kernels: the task ends when the stream has run them (no-op on the cpu).
-  backend_->synchronize(*stream_);
-  record(t, start, Backend::now_s());
+  if (!by_events) {
+    record(t, start, Backend::now_s());
+    return;
+  }
+  backend_->record(*timed.end, *stream_);
+  timed_.push_back(std::move(timed));
 }
 
 void RankState::start_collective(const plan::Task& t, std::vector<Pending>& pending) {

@@ -1,10 +1,12 @@
-// Runtime (runtime.hpp): one thread per rank per step over the in-process communicator, the
-// measured Timeline, parameters and gradients gathered from their owners, and checkpoints (one
-// file per rank + a manifest).
+// Runtime (runtime.hpp): one thread per local rank per step over the world's communicators
+// (in-process: every rank; a TcpWorld: this process's ranks), the step's summary exchanged
+// between all ranks, the measured Timeline, parameters and gradients gathered from their
+// owners, and checkpoints (one file per rank + a manifest committed by rank 0's process).
 #include "trainplan/executor/runtime.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -26,13 +28,14 @@ namespace fs = std::filesystem;
 namespace {
 
 
-// Runs fn(rank) on one thread per rank; returns the first error (by rank) or "".
+// Runs fn(rank) on one thread per rank of `ranks`; returns each rank's error ("" if none),
+// indexed by global rank.
 template <class Fn>
-std::vector<std::string> on_all_ranks(int world, Fn fn) {
+std::vector<std::string> on_ranks(int world, const std::vector<int>& ranks, Fn fn) {
   std::vector<std::string> errors(static_cast<size_t>(world));
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
+  threads.reserve(ranks.size());
+  for (int r : ranks)
     threads.emplace_back([&, r] {
       try {
         fn(r);
@@ -115,14 +118,57 @@ struct Runtime::Impl {
   RuntimeOptions options;
   std::shared_ptr<const TrainingData> data;
   rt::ModelLayout layout;
-  std::vector<std::unique_ptr<rt::RankState>> ranks;
-  std::unique_ptr<InProcessWorld> world;
+  std::vector<std::unique_ptr<rt::RankState>> ranks;  // by global rank; null where another process holds it
+  std::vector<int> local;                             // the ranks this process holds
+  std::shared_ptr<CommWorld> world;
+  std::unique_ptr<Backend> host;                      // host tensors of the runtime's own exchanges
+  int64_t control_tag = 0;                            // the runtime's exchanges use tags -1, -2, ...
   std::string failed;  // the error of a failed step: the runtime cannot go on
 
   Impl(const plan::Plan& p, const models::ModelGraph& g, plan::StepProgram prog, RuntimeOptions o)
       : plan(p), graph(g), program(std::move(prog)), options(std::move(o)) {}
 
   int world_size() const { return program.world_size; }
+  bool all_local() const { return static_cast<int>(local.size()) == world_size(); }
+  rt::RankState& first_local() const { return *ranks[static_cast<size_t>(local.front())]; }
+  void require_all_local(const std::string& what) const {
+    if (!all_local())
+      throw Error(fmt::format("runtime: {} gathers from every rank, and this process holds only ranks {}..{} of {}", what,
+                              local.front(), local.back(), world_size()))
+          .hint("compare the processes' checkpoints instead (load them in one process)");
+  }
+  template <class Fn>
+  std::vector<std::string> on_local_ranks(Fn fn) {
+    return on_ranks(world_size(), local, fn);
+  }
+  CommGroup world_group() const {
+    CommGroup g{static_cast<int>(program.groups.size()), {}, "world"};
+    for (int r = 0; r < world_size(); ++r) g.ranks.push_back(r);
+    return g;
+  }
+  // Every rank's k values, in rank order, on every process: an all-gather over all ranks
+  // (local ranks contribute mine[i], i in local order). A failure here aborts the job.
+  std::vector<double> exchange(const std::vector<std::vector<double>>& mine, size_t k) {
+    const int64_t tag = --control_tag;
+    const CommGroup g = world_group();
+    std::vector<Tensor> ins, outs;
+    std::vector<std::shared_ptr<CommRequest>> reqs;
+    try {
+      for (size_t i = 0; i < local.size(); ++i) {
+        TP_ASSERT(mine[i].size() == k);
+        ins.push_back(host->empty(DType::f64, {static_cast<int64_t>(k)}));
+        std::copy(mine[i].begin(), mine[i].end(), ins.back().data_as<double>());
+        outs.push_back(host->empty(DType::f64, {static_cast<int64_t>(k) * world_size()}));
+        reqs.push_back(world->communicator(local[i]).start_all_gather(g, tag, outs.back(), ins.back()));
+      }
+      for (auto& r : reqs) r->wait();
+    } catch (const std::exception& e) {
+      world->communicator(local.front()).abort(e.what());
+      throw;
+    }
+    const double* p = outs.front().data_as<double>();
+    return std::vector<double>(p, p + k * static_cast<size_t>(world_size()));
+  }
   int def_index(const std::string& name) const {
     for (size_t i = 0; i < layout.params.size(); ++i)
       if (layout.params[i].name == name) return static_cast<int>(i);
@@ -196,17 +242,25 @@ Runtime::Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::Ste
                           : std::make_shared<TrainingData>(
                                 TrainingData::synthetic(m.graph.spec(), m.graph.spec().seq_len, m.options.data_seed));
   m.layout = rt::ModelLayout::build(m.plan, m.graph, m.program);
+  m.world = m.options.world ? m.options.world
+                            : std::make_shared<InProcessWorld>(m.world_size(), InProcessOptions{m.options.timeout_s});
+  if (m.world->world_size() != m.world_size())
+    throw Error(fmt::format("the communicator world has {} ranks, the plan {}", m.world->world_size(), m.world_size()))
+        .hint("start as many ranks as the plan has (dp x tp x pp)");
+  m.local = m.world->local_ranks();
+  if (m.local.empty()) throw Error("runtime: this process holds no rank of the world");
+  m.host = make_backend("cpu");
   m.ranks.resize(static_cast<size_t>(m.world_size()));
-  const std::string err = first_error(on_all_ranks(m.world_size(), [&](int r) {
+  const std::string err = first_error(m.on_local_ranks([&](int r) {
     m.ranks[static_cast<size_t>(r)] = std::make_unique<rt::RankState>(m.layout, m.options, *m.data, r);
   }));
   if (!err.empty()) throw Error(err);
-  m.world = std::make_unique<InProcessWorld>(m.world_size(), InProcessOptions{m.options.timeout_s});
 }
 
 Runtime::~Runtime() = default;
 
-int64_t Runtime::steps_done() const { return impl_->ranks.front()->steps_done(); }
+int64_t Runtime::steps_done() const { return impl_->first_local().steps_done(); }
+std::vector<int> Runtime::local_ranks() const { return impl_->local; }
 const plan::StepProgram& Runtime::program() const { return impl_->program; }
 
 StepResult Runtime::step() {
@@ -218,11 +272,11 @@ StepResult Runtime::step() {
   const int64_t step = steps_done();
   std::vector<rt::RankStepResult> results(static_cast<size_t>(world));
   const double t0 = Backend::now_s();
-  const std::vector<std::string> errors = on_all_ranks(world, [&](int r) {
+  const std::vector<std::string> errors = m.on_local_ranks([&](int r) {
     // Ranks on a device backend (GPU memory) talk through host copies of their tensors.
-    const std::unique_ptr<Communicator> staged =
-        make_staging_communicator(m.world->communicator(r), m.ranks[static_cast<size_t>(r)]->backend());
-    Communicator& comm = staged ? *staged : m.world->communicator(r);
+    Communicator& base = m.world->communicator(r);
+    const std::unique_ptr<Communicator> staged = make_staging_communicator(base, m.ranks[static_cast<size_t>(r)]->backend());
+    Communicator& comm = staged ? *staged : base;
     try {
       results[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->run_step(step, comm, t0);
     } catch (const std::exception& e) {
@@ -230,42 +284,69 @@ StepResult Runtime::step() {
       throw;
     }
   });
-  if (!first_error(errors).empty()) {
+  // Every rank's summary, on every process: loss sum and rows, gradient norm, peak memory,
+  // end of its last task, and whether its process was asked to stop.
+  constexpr size_t kSummary = 6;
+  std::vector<double> summary;
+  std::string failure = first_error(errors);
+  if (failure.empty()) {
+    std::vector<std::vector<double>> mine;
+    const bool stop = m.options.stop_requested && m.options.stop_requested();
+    for (int r : m.local) {
+      const rt::RankStepResult& x = results[static_cast<size_t>(r)];
+      double end_s = 0;
+      for (const auto& e : x.events) end_s = std::max(end_s, e.end_s);
+      mine.push_back({x.loss_sum, static_cast<double>(x.loss_rows), x.grad_norm, x.peak_memory_bytes, end_s,
+                      stop ? 1.0 : 0.0});
+    }
+    try {
+      summary = m.exchange(mine, kSummary);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (!failure.empty()) {
     // The rank that failed first aborted the others: its message is the cause.
-    m.failed = m.world->aborted() ? m.world->abort_message() : first_error(errors);
+    m.failed = m.world->aborted() ? m.world->abort_message() : failure;
     throw Error(fmt::format("step {} failed: {}", step + 1, m.failed));
   }
 
   StepResult out;
   out.step = step + 1;
   double loss_sum = 0;
-  int64_t loss_rows = 0;
+  double loss_rows = 0;
   std::set<std::string> implicit;
   plan::Timeline& tl = out.timeline;
-  for (rt::RankStepResult& r : results) {
-    loss_sum += r.loss_sum;
-    loss_rows += r.loss_rows;
-    out.peak_memory_bytes.push_back(r.peak_memory_bytes);
-    std::sort(r.events.begin(), r.events.end(), [](const auto& a, const auto& b) { return a.task < b.task; });
-    for (auto& e : r.events) {
-      tl.step_time_s = std::max(tl.step_time_s, e.end_s);
-      tl.events.push_back(std::move(e));
-    }
-    implicit.insert(r.implicit.begin(), r.implicit.end());
+  for (int r = 0; r < world; ++r) {
+    const double* x = summary.data() + static_cast<size_t>(r) * kSummary;
+    loss_sum += x[0];
+    loss_rows += x[1];
+    out.peak_memory_bytes.push_back(x[3]);
+    tl.step_time_s = std::max(tl.step_time_s, x[4]);
+    out.stop_requested = out.stop_requested || x[5] != 0;
   }
-  if (static_cast<double>(loss_rows) != m.layout.total_label_rows)
+  out.grad_norm = summary[2];  // rank 0's (every rank computes the same)
+  for (int r : m.local) {
+    rt::RankStepResult& x = results[static_cast<size_t>(r)];
+    std::sort(x.events.begin(), x.events.end(), [](const auto& a, const auto& b) { return a.task < b.task; });
+    for (auto& e : x.events) tl.events.push_back(std::move(e));
+    implicit.insert(x.implicit.begin(), x.implicit.end());
+  }
+  if (loss_rows != m.layout.total_label_rows)
     throw Error(fmt::format("step {}: the program computed the loss on {} token rows, the global batch has {}", out.step,
                             loss_rows, m.layout.total_label_rows))
         .hint("every micro-batch of every data-parallel rank must run the loss once in forward");
   out.loss = loss_sum / m.layout.total_label_rows;
-  out.grad_norm = results.front().grad_norm;
-  if (results.front().nonfinite) {
-    // Every rank saw the same all-reduced norm, so every rank left its state untouched.
-    out.nonfinite_where = "no rank's own gradients hold a non-finite value";
-    for (const rt::RankStepResult& r : results)
-      if (!r.nonfinite_tensor.empty()) {
-        out.nonfinite_where = fmt::format("first non-finite gradient: rank {}, tensor {}",
-                                          static_cast<int>(&r - results.data()), r.nonfinite_tensor);
+  if (!std::isfinite(out.grad_norm)) {
+    // Every rank saw the same all-reduced norm, so every rank left its state untouched. The
+    // tensor is named where one of this process's ranks holds it.
+    const bool all_local = static_cast<int>(m.local.size()) == world;
+    out.nonfinite_where = all_local ? "no rank's own gradients hold a non-finite value"
+                                    : "none of this process's ranks holds a non-finite gradient of its own";
+    for (int r : m.local)
+      if (!results[static_cast<size_t>(r)].nonfinite_tensor.empty()) {
+        out.nonfinite_where =
+            fmt::format("first non-finite gradient: rank {}, tensor {}", r, results[static_cast<size_t>(r)].nonfinite_tensor);
         break;
       }
     if (!m.options.skip_nonfinite_steps)
@@ -280,12 +361,11 @@ StepResult Runtime::step() {
   }
   out.step_time_s = tl.step_time_s;
   out.declared_peak_memory_bytes = declared_peak_memory(m.program);
-  auto be = m.ranks.front().get();
   tl.source = fmt::format("measured {}", m.options.backend);
   tl.streams = m.program.streams;
   tl.peak_memory_bytes = out.peak_memory_bytes;
   tl.meta["backend"] = m.options.backend;
-  tl.meta["device"] = be->backend().description();
+  tl.meta["device"] = m.first_local().backend().description();
   tl.meta["dtype"] = std::string(dtype_name(m.options.dtype));
   tl.meta["world_size"] = world;
   tl.meta["step"] = out.step;
@@ -293,6 +373,63 @@ StepResult Runtime::step() {
   tl.meta["declared_peak_memory_bytes"] = out.declared_peak_memory_bytes;
   tl.meta["implicit_communication"] = std::vector<std::string>(implicit.begin(), implicit.end());
   return out;
+}
+
+void Runtime::collect_timeline(StepResult& result) {
+  Impl& m = *impl_;
+  if (m.all_local()) return;
+  // Each local rank's events as JSON text; sizes go to everyone, the texts to rank 0.
+  std::vector<std::string> texts;
+  std::vector<std::vector<double>> sizes;
+  for (int r : m.local) {
+    plan::Timeline mine;
+    for (const plan::TimelineEvent& e : result.timeline.events)
+      if (e.rank == r) mine.events.push_back(e);
+    texts.push_back(plan::to_json(mine)["events"].dump());
+    sizes.push_back({static_cast<double>(texts.back().size())});
+  }
+  const std::vector<double> all_sizes = m.exchange(sizes, 1);
+  const int64_t tag = --m.control_tag;
+  auto words = [](double bytes) { return (static_cast<int64_t>(bytes) + 3) / 4; };
+  std::vector<Tensor> buffers(static_cast<size_t>(m.world_size()));
+  std::vector<std::shared_ptr<CommRequest>> reqs;
+  const bool holds_rank0 = m.local.front() == 0;
+  try {
+    for (size_t i = 0; i < m.local.size(); ++i) {
+      const int r = m.local[i];
+      if (r == 0) continue;
+      Tensor t = m.host->zeros(m.host->default_stream(), DType::i32, {words(all_sizes[static_cast<size_t>(r)])});
+      std::memcpy(t.data(), texts[i].data(), texts[i].size());
+      buffers[static_cast<size_t>(r)] = t;
+      reqs.push_back(m.world->communicator(r).start_send(0, tag, t));
+    }
+    if (holds_rank0)
+      for (int r = 1; r < m.world_size(); ++r) {
+        Tensor t = m.host->empty(DType::i32, {words(all_sizes[static_cast<size_t>(r)])});
+        reqs.push_back(m.world->communicator(0).start_recv(r, tag, t));
+        buffers[static_cast<size_t>(r)] = t;
+      }
+    for (auto& q : reqs) q->wait();
+  } catch (const std::exception& e) {
+    m.world->communicator(m.local.front()).abort(e.what());
+    throw;
+  }
+  if (!holds_rank0) return;
+  plan::Timeline merged = result.timeline;
+  merged.events.clear();
+  for (const plan::TimelineEvent& e : result.timeline.events)
+    if (e.rank == 0) merged.events.push_back(e);
+  for (int r = 1; r < m.world_size(); ++r) {
+    const Tensor& t = buffers[static_cast<size_t>(r)];
+    const std::string text(static_cast<const char*>(t.data()), static_cast<size_t>(all_sizes[static_cast<size_t>(r)]));
+    json::Json doc = plan::to_json(result.timeline);
+    doc["events"] = json::Json::parse(text);
+    plan::Timeline part = plan::timeline_from_json(doc, fmt::format("rank {}'s timeline", r));
+    for (plan::TimelineEvent& e : part.events) merged.events.push_back(std::move(e));
+  }
+  std::stable_sort(merged.events.begin(), merged.events.end(),
+                   [](const auto& a, const auto& b) { return a.rank != b.rank ? a.rank < b.rank : a.task < b.task; });
+  result.timeline = std::move(merged);
 }
 
 std::vector<std::string> Runtime::parameter_names() const {
@@ -306,6 +443,7 @@ Shape Runtime::parameter_shape(const std::string& name) const {
 }
 
 std::vector<double> Runtime::parameter(const std::string& name) const {
+  impl_->require_all_local("parameter()");
   const bool sharded = impl_->layout.params_sharded;
   return impl_->assemble(name, [sharded](rt::RankState& r, const rt::Param& p) {
     if (sharded) {
@@ -320,11 +458,13 @@ std::vector<double> Runtime::parameter(const std::string& name) const {
 std::vector<double> Runtime::gradient(const std::string& name) const {
   if (!impl_->options.keep_gradients)
     throw Error("runtime: gradients are not kept").hint("set RuntimeOptions::keep_gradients");
+  impl_->require_all_local("gradient()");
   return impl_->assemble(name, [](rt::RankState&, const rt::Param& p) { return p.last_grad; });
 }
 
 std::string Runtime::check_replicas() const {
   const Impl& m = *impl_;
+  m.require_all_local("check_replicas()");
   for (size_t def = 0; def < m.layout.params.size(); ++def) {
     const std::string& name = m.layout.params[def].name;
     const std::vector<double> full = parameter(name);
@@ -370,45 +510,82 @@ json::Json layout_json(const plan::Plan& p, DType dtype) {
 
 }  // namespace
 
-void Runtime::save_checkpoint(const std::string& dir) const {
-  const Impl& m = *impl_;
+void Runtime::save_checkpoint(const std::string& dir) {
+  Impl& m = *impl_;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the checkpoint folder: " + ec.message()).at(dir);
+  // 1. Every process writes its ranks' shards; 2. all learn every rank's shard (its size and
+  // hash, or that it failed); 3. rank 0's process commits the manifest; 4. all learn that it did.
   std::vector<checkpoint::ShardInfo> shards(static_cast<size_t>(m.world_size()));
-  const std::string err = first_error(on_all_ranks(m.world_size(), [&](int r) {
-    shards[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->save(dir);
-  }));
-  if (!err.empty()) throw Error(err);
-  json::Json doc;
-  doc["step"] = steps_done();
-  doc["model"] = m.graph.spec().name;
-  doc["model_parameters"] = m.graph.total_params();
-  doc["seq_len"] = m.graph.spec().seq_len;
-  doc["layout"] = layout_json(m.plan, m.options.dtype);
-  doc["init_seed"] = m.options.seed;
-  json::Json coords = json::Json::array();
-  for (const auto& rp : m.program.ranks) {
-    json::Json f;
-    f["rank"] = rp.rank;
-    f["dp_rank"] = rp.dp_rank;
-    f["tp_rank"] = rp.tp_rank;
-    f["pp_rank"] = rp.pp_rank;
-    coords.push_back(std::move(f));
+  const std::vector<std::string> errors =
+      m.on_local_ranks([&](int r) { shards[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->save(dir); });
+  std::vector<std::vector<double>> written;
+  for (int r : m.local) {
+    const checkpoint::ShardInfo& s = shards[static_cast<size_t>(r)];
+    // Doubles hold integers up to 2^53 exactly: the size, and the hash as two 32-bit halves.
+    written.push_back({errors[static_cast<size_t>(r)].empty() ? 1.0 : 0.0, static_cast<double>(s.size_bytes),
+                       static_cast<double>(s.xxh64 >> 32), static_cast<double>(s.xxh64 & 0xffffffffULL)});
   }
-  doc["ranks"] = std::move(coords);
-  // The manifest goes last (atomically), so a folder with a manifest holds a whole checkpoint.
-  checkpoint::commit_manifest(dir, std::move(doc), std::move(shards), m.world_size());
+  const std::vector<double> all_written = m.exchange(written, 4);
+  if (const std::string err = first_error(errors); !err.empty()) throw Error(err);
+  for (int r = 0; r < m.world_size(); ++r) {
+    const double* v = &all_written[4 * static_cast<size_t>(r)];
+    if (v[0] == 0)
+      throw Error(fmt::format("rank {} could not write its checkpoint shard (its process says why); the checkpoint is "
+                              "not committed",
+                              r))
+          .at(dir);
+    shards[static_cast<size_t>(r)] = {r, checkpoint::shard_file_name(r), static_cast<uint64_t>(v[1]),
+                                      (static_cast<uint64_t>(v[2]) << 32) | static_cast<uint64_t>(v[3])};
+  }
+  std::string commit_error;
+  if (m.local.front() == 0) {
+    try {
+      json::Json doc;
+      doc["step"] = steps_done();
+      doc["model"] = m.graph.spec().name;
+      doc["model_parameters"] = m.graph.total_params();
+      doc["seq_len"] = m.graph.spec().seq_len;
+      doc["layout"] = layout_json(m.plan, m.options.dtype);
+      doc["init_seed"] = m.options.seed;
+      json::Json coords = json::Json::array();
+      for (const auto& rp : m.program.ranks) {
+        json::Json f;
+        f["rank"] = rp.rank;
+        f["dp_rank"] = rp.dp_rank;
+        f["tp_rank"] = rp.tp_rank;
+        f["pp_rank"] = rp.pp_rank;
+        coords.push_back(std::move(f));
+      }
+      doc["ranks"] = std::move(coords);
+      // The manifest goes last (atomically), so a folder with a manifest holds a whole checkpoint.
+      checkpoint::commit_manifest(dir, std::move(doc), shards, m.world_size());
+    } catch (const std::exception& e) {
+      commit_error = e.what();
+    }
+  }
+  std::vector<std::vector<double>> committed;
+  for (int r : m.local) committed.push_back({r == 0 && commit_error.empty() ? 1.0 : 0.0});
+  const std::vector<double> all_committed = m.exchange(committed, 1);
+  if (!commit_error.empty()) throw Error(commit_error);
+  if (all_committed[0] == 0)
+    throw Error("the process of rank 0 could not commit the checkpoint manifest (its output says why)").at(dir);
 }
 
 void Runtime::load_checkpoint(const std::string& dir) {
   Impl& m = *impl_;
   const checkpoint::Manifest manifest = checkpoint::read_manifest(dir);
   json::Reader r(manifest.doc, manifest.path);
-  if (manifest.world_size != m.world_size())
+  if (manifest.world_size != m.world_size()) {
+    const json::Json& l = manifest.doc.contains("layout") ? manifest.doc["layout"] : json::Json::object();
     throw r.field("world_size")
-        .error(fmt::format("the checkpoint was written by {} ranks, the plan has {}", manifest.world_size, m.world_size()))
-        .hint("a checkpoint resumes the same plan layout (dp, tp, pp, vp, ZeRO stage, stages, dtype)");
+        .error(fmt::format("the checkpoint was written by a world of {} ranks (dp {} x tp {} x pp {}), this plan has {} "
+                           "ranks (dp {} x tp {} x pp {}): resuming on another world size is not supported",
+                           manifest.world_size, l.value("dp", 0), l.value("tp", 0), l.value("pp", 0), m.world_size(),
+                           m.plan.dp, m.plan.tp, m.plan.pp))
+        .hint("resume with the plan that wrote the checkpoint (the number of processes may differ; the ranks may not)");
+  }
   const std::string model = r.field("model").as_string();
   if (model != m.graph.spec().name)
     throw r.field("model").error(fmt::format("the checkpoint is of model \"{}\", the plan trains \"{}\"", model,
@@ -431,17 +608,19 @@ void Runtime::load_checkpoint(const std::string& dir) {
   got.entries();
   for (const char* key : {"format", "version", "world_size", "step", "init_seed", "ranks", "shards"}) r.field(key);
   r.finish();
-  const std::string err = first_error(on_all_ranks(m.world_size(), [&](int rank) {
+  const std::string err = first_error(m.on_local_ranks([&](int rank) {
     const checkpoint::ShardInfo& info = manifest.shards[static_cast<size_t>(rank)];
     const checkpoint::Shard shard = checkpoint::read_shard(dir, info, manifest.world_size);
     m.ranks[static_cast<size_t>(rank)]->load(shard, (fs::path(dir) / info.file).string());
   }));
   if (!err.empty()) throw Error(err);
-  for (const auto& rank : m.ranks)
+  for (int local : m.local) {
+    const auto& rank = m.ranks[static_cast<size_t>(local)];
     if (rank->steps_done() != manifest.step)
       throw Error(fmt::format("rank {}'s shard holds step {}, the manifest step {}", rank->rank(), rank->steps_done(),
                               manifest.step))
           .at(manifest.path);
+  }
 }
 
 }  // namespace trainplan::executor

@@ -273,6 +273,12 @@ class RankState {
   bool clip_ready_ = false;
   Tensor clip_scale_;
   RankStepResult result_;
+  /// Compute tasks of the step and their events on the stream (times are read at the end).
+  struct TimedTask {
+    int task = -1;
+    std::unique_ptr<Event> start, end;
+  };
+  std::vector<TimedTask> timed_;
 };
 
 /// The implicit collectives of the runtime use comm ids at the top of a step's tag range.

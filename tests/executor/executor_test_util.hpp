@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -33,6 +34,22 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
+}
+
+/// Runs fn(rank) on one thread per rank; rethrows nothing (the errors are returned per rank).
+inline std::vector<std::string> run_ranks(int world, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
 }
 
 /// A CPU backend with its default stream and helpers to move host vectors in and out.

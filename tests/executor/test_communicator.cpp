@@ -15,22 +15,6 @@ using namespace trainplan::executor::testing;
 
 namespace {
 
-// Runs fn(rank) on one thread per rank; rethrows nothing (errors are recorded per rank).
-std::vector<std::string> run_ranks(int world, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
 CommGroup all_ranks(int world) {
   CommGroup g{0, {}, "world"};
   for (int r = 0; r < world; ++r) g.ranks.push_back(r);

@@ -109,6 +109,9 @@ class Backend {
   virtual std::string description() const = 0;
   /// Whether the kernels accept floating tensors of this dtype.
   virtual bool supports(DType dtype) const = 0;
+  /// True when work runs as it is queued (the CPU): the host clock then times it exactly, and
+  /// waiting for a stream costs nothing. Device backends queue work and time it with events.
+  virtual bool runs_when_queued() const { return false; }
 
   // ---- memory ------------------------------------------------------------------------------
   /// A new device buffer of `size_bytes` (contents undefined). Freed with its last Tensor.

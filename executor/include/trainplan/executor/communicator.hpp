@@ -6,8 +6,9 @@
 // the request has completed. One Communicator object belongs to one rank.
 //
 // Implementations: the in-process communicator (ranks as threads of one process, with a fixed
-// reduction order, so results are reproducible bit for bit; see in_process.hpp). NCCL follows
-// in part 2 behind the same interface.
+// reduction order, so results are reproducible bit for bit; see in_process.hpp), the
+// multi-process one over TCP with the same order (tcp_world.hpp), and NCCL
+// (nccl_communicator.hpp). A CommWorld hands out the communicators of the ranks a process holds.
 //
 //   InProcessWorld world(4, {.timeout_s = 30});
 //   // on the thread of rank r:
@@ -134,6 +135,22 @@ class Communicator {
   void barrier(const CommGroup& group, int64_t tag) { start_barrier(group, tag)->wait(); }
   void send(int peer, int64_t tag, const Tensor& data) { start_send(peer, tag, data)->wait(); }
   void recv(int peer, int64_t tag, const Tensor& data) { start_recv(peer, tag, data)->wait(); }
+};
+
+/// The communicators of the ranks this process holds: all of them (InProcessWorld) or a part
+/// (TcpWorld, one process of a job).
+class CommWorld {
+ public:
+  virtual ~CommWorld() = default;
+  /// Ranks of the whole job.
+  virtual int world_size() const = 0;
+  /// The global ranks this process holds, ascending.
+  virtual std::vector<int> local_ranks() const = 0;
+  /// The communicator of local rank `rank`; use it from that rank's thread.
+  virtual Communicator& communicator(int rank) = 0;
+  /// Whether some rank (here or in another process) aborted the job, and its message.
+  virtual bool aborted() const = 0;
+  virtual std::string abort_message() const = 0;
 };
 
 }  // namespace trainplan::executor

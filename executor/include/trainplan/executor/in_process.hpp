@@ -31,19 +31,21 @@ struct InProcessOptions {
   double timeout_s = 60;
 };
 
-class InProcessWorld {
+class InProcessWorld final : public CommWorld {
  public:
   explicit InProcessWorld(int world_size, InProcessOptions options = {});
   ~InProcessWorld();
   InProcessWorld(const InProcessWorld&) = delete;
   InProcessWorld& operator=(const InProcessWorld&) = delete;
 
-  int world_size() const;
+  int world_size() const override;
+  /// Every rank: 0 .. world_size-1.
+  std::vector<int> local_ranks() const override;
   /// The communicator of `rank` (0 .. world_size-1); use it from that rank's thread.
-  Communicator& communicator(int rank);
+  Communicator& communicator(int rank) override;
   /// Whether some rank aborted, and its message.
-  bool aborted() const;
-  std::string abort_message() const;
+  bool aborted() const override;
+  std::string abort_message() const override;
 
  private:
   std::shared_ptr<detail::InProcessState> state_;

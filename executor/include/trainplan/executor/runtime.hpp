@@ -1,7 +1,9 @@
 // File: trainplan/executor/runtime.hpp
 //
 // The runtime: runs a plan's StepProgram for real, every rank a thread with its own backend,
-// the ranks talking through the in-process communicator. It interprets the model graph op by
+// the ranks talking through the in-process communicator, or, in one process of a
+// multi-process job, this process's ranks talking to the others through a TcpWorld
+// (RuntimeOptions::world; see tcp_world.hpp). It interprets the model graph op by
 // op (forward, backward, recomputation), moves the tensors the program's communication tasks
 // name (tensor-parallel collectives, pipeline sends, data-parallel / ZeRO buckets, the tied
 // embedding all-reduce), runs AdamW with global-norm clipping on the parameters each rank
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -40,6 +43,7 @@
 
 #include "trainplan/core/json.hpp"
 #include "trainplan/executor/backend.hpp"
+#include "trainplan/executor/communicator.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/plan/timeline.hpp"
@@ -92,6 +96,14 @@ struct RuntimeOptions {
   /// tensor holding the first non-finite gradient) and the step does not count; true: the step
   /// is skipped (StepResult::skipped), its batch consumed, as dynamic loss scaling does.
   bool skip_nonfinite_steps = false;
+  /// The ranks' communicators. Null: an in-process world of every rank. A world that holds
+  /// only some ranks (TcpWorld: one process of a multi-process job) makes this Runtime build
+  /// and run only those ranks: their parameters, optimizer state and checkpoint files. Its
+  /// timeout, not timeout_s, then bounds the waits.
+  std::shared_ptr<CommWorld> world;
+  /// Polled by every rank at the end of each step (e.g. "SIGTERM arrived"); when it is true in
+  /// any process, StepResult::stop_requested is true in every process, after the same step.
+  std::function<bool()> stop_requested;
 };
 
 struct StepResult {
@@ -105,7 +117,11 @@ struct StepResult {
   double step_time_s = 0;         // wall clock of the step (first task start to last task end)
   std::vector<double> peak_memory_bytes;           // per rank: the backend's peak allocation
   std::vector<double> declared_peak_memory_bytes;  // per rank: static + peak live allocs of the program
-  plan::Timeline timeline;        // measured, source "measured <backend>"
+  plan::Timeline timeline;        // measured, source "measured <backend>"; this process's ranks
+                                  // (all of them after Runtime::collect_timeline on rank 0)
+  /// Some process asked to stop (RuntimeOptions::stop_requested) during this step: every
+  /// process sees the same value, so all can checkpoint and end after the same step.
+  bool stop_requested = false;
 };
 
 class Runtime {
@@ -119,11 +135,24 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  /// Runs one training step on all ranks (threads) and returns its loss and measurements.
-  /// Errors on any rank (including communication timeouts) abort all ranks and are rethrown.
+  /// Runs one training step on this process's ranks (threads) and returns its loss and
+  /// measurements. In a multi-process job every process calls it; the loss, gradient norm,
+  /// step time and peak memory per rank are the whole job's, the timeline holds this process's
+  /// ranks. Errors on any rank (including communication timeouts and a dead process) abort all
+  /// ranks and are rethrown.
   StepResult step();
+  /// Multi-process jobs: gathers every rank's events of `result` (the last step) into the
+  /// timeline of the process holding rank 0 (a collective: every process calls it). Times are
+  /// seconds from each process's start of the step; the processes start a step together (after
+  /// the previous step's exchange), within the exchange's latency. A no-op with one process.
+  void collect_timeline(StepResult& result);
+  /// The global ranks this process holds (all of them without a multi-process world).
+  std::vector<int> local_ranks() const;
   /// Optimizer steps taken (including those restored from a checkpoint).
   int64_t steps_done() const;
+
+  // Gathering (parameter, gradient, check_replicas) needs every rank in this process: with a
+  // multi-process world they throw Error (compare checkpoints instead).
 
   /// Global parameter names, in model graph order (a tied head adds none).
   std::vector<std::string> parameter_names() const;
@@ -139,11 +168,14 @@ class Runtime {
   std::string check_replicas() const;
 
   /// Writes the model and optimizer state, one shard file per rank holding what that rank owns,
-  /// then commits the manifest (checkpoint.hpp) into `dir` (created if needed).
-  void save_checkpoint(const std::string& dir) const;
-  /// Restores a checkpoint written by save_checkpoint for the same model and plan layout;
-  /// verifies the manifest, every shard's size and hash and every tensor's checksum.
-  /// Errors name the file and what does not match.
+  /// then commits the manifest (checkpoint.hpp) into `dir` (created if needed). Multi-process:
+  /// every process calls it and writes its ranks' files; once all are written (an exchange of
+  /// every rank's status), the process of rank 0 commits the manifest (a rename), then all return.
+  void save_checkpoint(const std::string& dir);
+  /// Restores a checkpoint written by save_checkpoint for the same model and plan layout (the
+  /// number of processes may differ: files are per rank); verifies the manifest, every shard's
+  /// size and hash and every tensor's checksum. Errors name the file and what does not match; a
+  /// checkpoint of another world size is refused (no resharding).
   void load_checkpoint(const std::string& dir);
 
   const plan::StepProgram& program() const;
