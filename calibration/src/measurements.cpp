@@ -26,6 +26,7 @@ json::Json to_json(const BenchResult& b) {
   doc["software"] = b.software.is_null() ? json::Json::object() : b.software;
   doc["warmup"] = b.warmup;
   doc["statistics"] = b.statistics;
+  doc["communicator"] = b.communicator;
   json::Json pts = json::Json::array();
   for (const auto& p : b.points) {
     json::Json j;
@@ -68,6 +69,7 @@ BenchResult bench_from_json(const json::Json& doc, const std::string& name) {
   b.software = r.has("software") ? r.field("software").value() : json::Json::object();
   b.warmup = static_cast<int>(r.int_or("warmup", 0));
   b.statistics = r.field_or("statistics", "");
+  b.communicator = r.field_or("communicator", "in-process");
   for (const auto& pr : r.field("points").items()) {
     BenchPoint p;
     p.kind = pr.field("kind").as_choice({"matmul", "attention", "memory", "all_reduce"});

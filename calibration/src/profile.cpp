@@ -261,7 +261,7 @@ Profile fit_profile(const BenchResult& bench, const std::string& bench_name, con
   p.memory_bytes_per_s = roof.memory_bytes_per_s;
   p.comm_latency_s = roof.comm_latency_s;
   p.comm_busbw_bytes_per_s = roof.comm_busbw_bytes_per_s;
-  p.comm_link = bench.backend == "cpu" ? "in-process" : "intra-node";
+  p.comm_link = bench.backend == "cpu" ? bench.communicator : "intra-node";
   p.software = bench.software;
   p.date = utc_now();
 

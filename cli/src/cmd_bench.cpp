@@ -19,6 +19,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "job.hpp"
 #include "options.hpp"
 #include "trainplan/calibration/measurements.hpp"
 #include "trainplan/calibration/profile.hpp"
@@ -63,6 +64,44 @@ std::vector<double> time_reps(executor::Backend& be, const BenchArgs& a, const s
     total += t;
   }
   return times;
+}
+
+// One all-reduce size across the processes of a job, this process's one rank on its thread:
+// rank 0 times each repetition between barriers and tells the others when to stop.
+calibration::BenchPoint measure_all_reduce_tcp(const BenchArgs& a, double bytes, const Job& job) {
+  using executor::DType;
+  const int64_t elems = static_cast<int64_t>(bytes / 4);
+  const int ranks = job.launch.world_size, me = job.ranks.front();
+  executor::CommGroup g;
+  g.id = 0, g.name = "world";
+  for (int r = 0; r < ranks; ++r) g.ranks.push_back(r);
+  auto rb = executor::make_backend("cpu");
+  auto t = rb->zeros(rb->default_stream(), DType::f32, {elems});
+  auto flag = rb->zeros(rb->default_stream(), DType::f32, {1});
+  auto& c = job.world->communicator(me);
+  static int64_t tag = 1;  // the same sequence in every process
+  for (int i = 0; i < a.warmup; ++i) c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
+  std::vector<double> times;
+  double total_s = 0;
+  for (int i = 0; i < 200; ++i) {
+    c.barrier(g, tag++);
+    const double t0 = executor::Backend::now_s();
+    c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
+    const double dt = executor::Backend::now_s() - t0;
+    times.push_back(dt);
+    total_s += dt;
+    rb->fill(rb->default_stream(), flag, me == 0 && times.size() >= 5 && total_s >= a.min_time_s ? 1.0 : 0.0);
+    c.broadcast(g, tag++, flag, 0);
+    std::vector<std::byte> host(4);
+    rb->download(rb->default_stream(), host, flag);
+    float v;
+    std::memcpy(&v, host.data(), 4);
+    if (v > 0) break;
+  }
+  calibration::BenchPoint pt;
+  pt.kind = "all_reduce", pt.bytes = static_cast<double>(elems) * 4.0, pt.ranks = ranks;
+  calibration::summarize_times(times, pt);
+  return pt;
 }
 
 // One all-reduce size over the in-process communicator, ranks as threads: rank 0 times each
@@ -111,6 +150,32 @@ calibration::BenchPoint measure_all_reduce(const BenchArgs& a, double bytes, int
   pt.kind = "all_reduce", pt.bytes = static_cast<double>(elems) * 4.0, pt.ranks = comm_ranks;
   calibration::summarize_times(times, pt);
   return pt;
+}
+
+// What a bench output says about the run: machine, backend, date, software, statistics.
+calibration::BenchResult bench_header(const BenchArgs& a, executor::Backend& be) {
+  calibration::BenchResult out;
+  out.machine = [] {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return std::string(host);
+  }();
+  out.backend = a.backend;
+  out.device = be.description();
+  out.hardware = a.backend == "cpu" ? calibration::host_cpu_hardware() : be.description();
+  out.date = calibration::utc_now();
+  out.software = {{"trainplan", TRAINPLAN_VERSION},
+                  {"compiler", __VERSION__},
+                  {"executor_backend", be.description()},
+                  {"dtype", "f32"},
+                  {"threads_per_rank", 1},
+                  {"hardware_threads", static_cast<int>(std::thread::hardware_concurrency())}};
+  out.warmup = a.warmup;
+  out.statistics = fmt::format(
+      "{} untimed warm-up runs, then timed repetitions until {} s have passed (at least 5, at most 200); the point's "
+      "time is the median; outliers = repetitions above median + 5 MAD (counted, the median already ignores them)",
+      a.warmup, a.min_time_s);
+  return out;
 }
 
 void run(const BenchArgs& a) {
@@ -162,27 +227,24 @@ void run(const BenchArgs& a) {
   const size_t total = gemms.size() + attns.size() + mem_elems.size() + comm_sizes.size();
   Progress bar("bench", total, 0.0);
   size_t done = 0;
-  calibration::BenchResult out;
-  out.machine = [] {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    return std::string(host);
-  }();
-  out.backend = a.backend;
-  out.device = be->description();
-  out.hardware = a.backend == "cpu" ? calibration::host_cpu_hardware() : be->description();
-  out.date = calibration::utc_now();
-  out.software = {{"trainplan", TRAINPLAN_VERSION},
-                  {"compiler", __VERSION__},
-                  {"executor_backend", be->description()},
-                  {"dtype", "f32"},
-                  {"threads_per_rank", 1},
-                  {"hardware_threads", static_cast<int>(std::thread::hardware_concurrency())}};
-  out.warmup = a.warmup;
-  out.statistics = fmt::format(
-      "{} untimed warm-up runs, then timed repetitions until {} s have passed (at least 5, at most 200); the point's "
-      "time is the median; outliers = repetitions above median + 5 MAD (counted, the median already ignores them)",
-      a.warmup, a.min_time_s);
+  calibration::BenchResult out = bench_header(a, *be);
+  // Under a launcher (mpirun, srun, torchrun-style variables, `trainplan launch`): one rank per
+  // process, the all-reduce over the job's TCP world first (every process), then the compute
+  // points on process 0 only, which writes the file.
+  const int processes = executor::detect_launch().world_size;
+  const Job job = processes > 1 ? join_job(processes, 60) : Job{};
+  if (job.world) {
+    out.communicator = "tcp";
+    comm_ranks = processes;
+    for (double bytes : comm_sizes) {
+      out.points.push_back(measure_all_reduce_tcp(a, bytes, job));
+      bar.update(++done);
+    }
+    comm_sizes.clear();
+    job.world->close();
+    executor::mpi_finalize();  // the bootstrap may have initialized MPI (mpirun without an address)
+    if (!job.primary()) return;
+  }
   auto& s = be->default_stream();
   using executor::DType;
   for (const auto& [m, n, k] : gemms) {
@@ -247,7 +309,9 @@ void add_bench_command(CLI::App& app) {
   add_int(cmd, "--warmup", a->warmup, 0, 1000, "Untimed runs before each point");
   add_real(cmd, "--min-time", a->min_time_s, 1e-4, 60, "Seconds of timed repetitions per point (at least 5 repetitions)");
   cmd->add_option("--max-bytes", a->max_bytes, "Largest all-reduce message (from 1KiB, x4 steps; at most 1GiB)")->capture_default_str();
-  add_int(cmd, "--ranks", a->ranks, 2, 64, "Ranks of the all-reduce (threads of the in-process communicator)");
+  add_int(cmd, "--ranks", a->ranks, 2, 64,
+          "Ranks of the all-reduce (threads of the in-process communicator; under mpirun or trainplan launch: one "
+          "per process, over TCP)");
   cmd->callback([a] { run(*a); });
 }
 

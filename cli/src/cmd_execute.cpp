@@ -18,6 +18,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "job.hpp"
 #include "options.hpp"
 #include "table.hpp"
 #include "trainplan/calibration/compare.hpp"
@@ -73,38 +74,6 @@ void install_stop_handlers() {
 
 // The job this process belongs to, once joined (join_job).
 std::shared_ptr<executor::TcpWorld> g_world;
-
-// This process's part of a multi-process job (empty world: every rank is a thread here).
-struct Job {
-  executor::LaunchInfo launch;
-  std::shared_ptr<executor::Rendezvous> store;
-  std::shared_ptr<executor::TcpWorld> world;
-  std::vector<int> ranks;
-  bool primary() const { return launch.rank == 0; }
-};
-
-Job join_job(int plan_world_size, double timeout_s) {
-  Job job;
-  job.launch = executor::detect_launch();
-  if (job.launch.world_size <= 1) return job;
-  const executor::LaunchInfo& me = job.launch;
-  job.ranks = executor::process_ranks(plan_world_size, me.rank, me.world_size);
-  std::vector<int> process_of_rank;
-  for (int r = 0; r < plan_world_size; ++r) process_of_rank.push_back(r / (plan_world_size / me.world_size));
-  job.store = executor::connect_rendezvous(me, 300);
-  // How the other processes reach this one: loopback on one node; else the address this
-  // process reaches the store from (process 0: the address it serves the store on).
-  std::string host = "127.0.0.1";
-  if (!me.single_node()) {
-    host = job.store->local_address();
-    if (host.empty()) host = me.rendezvous_host.empty() ? executor::default_rendezvous_host(me) : me.rendezvous_host;
-  }
-  executor::TcpWorldOptions o;
-  o.timeout_s = timeout_s;
-  job.world = executor::TcpWorld::join(*job.store, me.rank, process_of_rank, host, o);
-  g_world = job.world;
-  return job;
-}
 
 double host_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -223,6 +192,7 @@ void run_job(const ExecuteArgs& a) {
   }
   install_stop_handlers();
   Job job = join_job(p.world_size(), a.timeout_s);
+  g_world = job.world;
   const bool multi = job.world != nullptr;
   const bool primary = !multi || job.primary();
   check_host_memory(p, ctx, program, *dtype, multi ? job.ranks : std::vector<int>{}, a.plan_file);

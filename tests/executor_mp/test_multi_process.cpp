@@ -359,3 +359,30 @@ TEST_CASE("executor mp: the measured timelines of every rank merge into one time
     if (e.value("ph", "") == "X") pids.insert(e["pid"].get<int>());
   CHECK(pids.size() == 8);
 }
+
+TEST_CASE("executor mp: trainplan bench under mpirun -np 2 measures the all-reduce across the processes over TCP",
+          "[executor_mp][mpirun]") {
+  // Oracle: the bench format (calibration/measurements.hpp): process 0 writes one file whose
+  // all-reduce points ran over 2 ranks on the tcp communicator, and busbw = algbw (2 (n - 1) / n
+  // = 1 for n = 2); the other process writes nothing.
+  require_mpirun();
+  const std::string dir = scratch("bench-mp");
+  const std::string out = dir + "/bench.json";
+  run(mpirun_cmd(2, {"bench", "-o", out, "--min-time", "0.002", "--warmup", "1", "--max-bytes", "64KiB"}),
+      dir + "/bench.log");
+  const json::Json b = json::parse_file(out);
+  CHECK(b["communicator"] == "tcp");
+  int all_reduce = 0, compute = 0;
+  for (const auto& p : b["points"]) {
+    if (p["kind"] == "all_reduce") {
+      ++all_reduce;
+      CHECK(p["ranks"] == 2);
+      CHECK(p["median_s"].get<double>() > 0);
+      CHECK(p["busbw_bytes_per_s"].get<double>() == Approx(p["algbw_bytes_per_s"].get<double>()));
+    } else {
+      ++compute;
+    }
+  }
+  CHECK(all_reduce == 4);  // 1, 4, 16, 64 KiB
+  CHECK(compute > 0);
+}

@@ -55,6 +55,9 @@ struct BenchResult {
   json::Json software;       // library versions, compiler
   int warmup = 0;
   std::string statistics;    // how points are summarized (median, MAD, outliers)
+  /// What the all-reduce points ran over: "in-process" (ranks as threads) or "tcp" (one
+  /// process per rank, `bench` under a launcher).
+  std::string communicator = "in-process";
   std::vector<BenchPoint> points;
 };
 
