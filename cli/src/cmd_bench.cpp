@@ -66,20 +66,15 @@ std::vector<double> time_reps(executor::Backend& be, const BenchArgs& a, const s
   return times;
 }
 
-// One all-reduce size across the processes of a job, this process's one rank on its thread:
-// rank 0 times each repetition between barriers and tells the others when to stop.
-calibration::BenchPoint measure_all_reduce_tcp(const BenchArgs& a, double bytes, const Job& job) {
+// Times all-reduces of `elems` floats on `rank` of group `g` (every member calls it with the
+// same `tag` sequence): each repetition between barriers; member 0 decides when enough time
+// has passed and broadcasts the decision. Returns member 0's times (the others: empty).
+std::vector<double> time_all_reduce(const BenchArgs& a, executor::Communicator& c, const executor::CommGroup& g, int rank,
+                                    int64_t elems, int64_t& tag) {
   using executor::DType;
-  const int64_t elems = static_cast<int64_t>(bytes / 4);
-  const int ranks = job.launch.world_size, me = job.ranks.front();
-  executor::CommGroup g;
-  g.id = 0, g.name = "world";
-  for (int r = 0; r < ranks; ++r) g.ranks.push_back(r);
   auto rb = executor::make_backend("cpu");
   auto t = rb->zeros(rb->default_stream(), DType::f32, {elems});
   auto flag = rb->zeros(rb->default_stream(), DType::f32, {1});
-  auto& c = job.world->communicator(me);
-  static int64_t tag = 1;  // the same sequence in every process
   for (int i = 0; i < a.warmup; ++i) c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
   std::vector<double> times;
   double total_s = 0;
@@ -88,9 +83,8 @@ calibration::BenchPoint measure_all_reduce_tcp(const BenchArgs& a, double bytes,
     const double t0 = executor::Backend::now_s();
     c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
     const double dt = executor::Backend::now_s() - t0;
-    times.push_back(dt);
-    total_s += dt;
-    rb->fill(rb->default_stream(), flag, me == 0 && times.size() >= 5 && total_s >= a.min_time_s ? 1.0 : 0.0);
+    if (rank == 0) times.push_back(dt), total_s += dt;
+    rb->fill(rb->default_stream(), flag, rank == 0 && times.size() >= 5 && total_s >= a.min_time_s ? 1.0 : 0.0);
     c.broadcast(g, tag++, flag, 0);
     std::vector<std::byte> host(4);
     rb->download(rb->default_stream(), host, flag);
@@ -98,58 +92,47 @@ calibration::BenchPoint measure_all_reduce_tcp(const BenchArgs& a, double bytes,
     std::memcpy(&v, host.data(), 4);
     if (v > 0) break;
   }
+  return times;
+}
+
+executor::CommGroup world_of(int ranks) {
+  executor::CommGroup g;
+  g.id = 0, g.name = "world";
+  for (int r = 0; r < ranks; ++r) g.ranks.push_back(r);
+  return g;
+}
+
+calibration::BenchPoint all_reduce_point(double elems, int ranks, const std::vector<double>& times) {
   calibration::BenchPoint pt;
-  pt.kind = "all_reduce", pt.bytes = static_cast<double>(elems) * 4.0, pt.ranks = ranks;
-  calibration::summarize_times(times, pt);
+  pt.kind = "all_reduce", pt.bytes = elems * 4.0, pt.ranks = ranks;
+  if (!times.empty()) calibration::summarize_times(times, pt);  // empty on processes other than 0's
   return pt;
 }
 
-// One all-reduce size over the in-process communicator, ranks as threads: rank 0 times each
-// repetition between barriers and decides when enough time has passed.
+// One all-reduce size across the processes of a job, this process's one rank on its thread.
+calibration::BenchPoint measure_all_reduce_tcp(const BenchArgs& a, double bytes, const Job& job) {
+  const int64_t elems = static_cast<int64_t>(bytes / 4);
+  static int64_t tag = 1;  // the same sequence in every process
+  const int ranks = job.launch.world_size;
+  const auto times = time_all_reduce(a, job.world->communicator(job.ranks.front()), world_of(ranks), job.ranks.front(), elems, tag);
+  return all_reduce_point(static_cast<double>(elems), ranks, times);
+}
+
+// One all-reduce size over the in-process communicator, ranks as threads.
 calibration::BenchPoint measure_all_reduce(const BenchArgs& a, double bytes, int comm_ranks) {
-  using executor::DType;
   const int64_t elems = static_cast<int64_t>(bytes / 4);
   executor::InProcessWorld world(comm_ranks);
-  executor::CommGroup g;
-  g.id = 0, g.name = "world";
-  for (int r = 0; r < comm_ranks; ++r) g.ranks.push_back(r);
+  const executor::CommGroup g = world_of(comm_ranks);
   std::vector<double> times;
   std::vector<std::thread> threads;
-  for (int r = 0; r < comm_ranks; ++r) {
+  for (int r = 0; r < comm_ranks; ++r)
     threads.emplace_back([&, r] {
-      auto rb = executor::make_backend("cpu");
-      auto t = rb->zeros(rb->default_stream(), DType::f32, {elems});
-      auto& c = world.communicator(r);
       int64_t tag = 1;
-      for (int i = 0; i < a.warmup; ++i) c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
-      double total_s = 0;
-      for (int i = 0; i < 200; ++i) {
-        c.barrier(g, tag++);
-        const double t0 = executor::Backend::now_s();
-        c.all_reduce(g, tag++, t, executor::ReduceOp::sum);
-        const double dt = executor::Backend::now_s() - t0;
-        // Rank 0 decides when to stop and tells the others through the next all-reduce's
-        // tag sequence: every rank runs the same count, so rank 0's rule is broadcast.
-        auto flag = rb->zeros(rb->default_stream(), DType::f32, {1});
-        if (r == 0) {
-          times.push_back(dt);
-          total_s += dt;
-          if (times.size() >= 5 && total_s >= a.min_time_s) rb->fill(rb->default_stream(), flag, 1.0);
-        }
-        c.broadcast(g, tag++, flag, 0);
-        std::vector<std::byte> host(4);
-        rb->download(rb->default_stream(), host, flag);
-        float v;
-        std::memcpy(&v, host.data(), 4);
-        if (v > 0) break;
-      }
+      auto mine = time_all_reduce(a, world.communicator(r), g, r, elems, tag);
+      if (r == 0) times = std::move(mine);
     });
-  }
   for (auto& t : threads) t.join();
-  calibration::BenchPoint pt;
-  pt.kind = "all_reduce", pt.bytes = static_cast<double>(elems) * 4.0, pt.ranks = comm_ranks;
-  calibration::summarize_times(times, pt);
-  return pt;
+  return all_reduce_point(static_cast<double>(elems), comm_ranks, times);
 }
 
 // What a bench output says about the run: machine, backend, date, software, statistics.
