@@ -103,21 +103,26 @@ History::History(const std::string& path) : db_(std::make_unique<Db>()), path_(p
         .at(path)
         .hint("pass --history-db PATH or set TRAINPLAN_HISTORY_DB to a writable file");
   }
-  sqlite3_busy_timeout(db_->db, 5000);
-  const int v = db_->user_version();
-  if (v > kHistorySchemaVersion) {
+  // The destructor does not run when the constructor throws: close the connection on any
+  // error below (a file that is not a database fails at the first statement).
+  try {
+    sqlite3_busy_timeout(db_->db, 5000);
+    const int v = db_->user_version();
+    if (v > kHistorySchemaVersion)
+      throw Error(fmt::format("the history database has schema version {}, this trainplan reads up to {}", v,
+                              kHistorySchemaVersion))
+          .at(path)
+          .hint("use a newer trainplan, or another database (--history-db)");
+    for (int i = v; i < kHistorySchemaVersion; ++i) {
+      db_->exec("BEGIN");
+      db_->exec(kMigrations[i]);
+      db_->exec(fmt::format("PRAGMA user_version = {}", i + 1));
+      db_->exec("COMMIT");
+    }
+  } catch (...) {
     sqlite3_close(db_->db);
     db_->db = nullptr;
-    throw Error(fmt::format("the history database has schema version {}, this trainplan reads up to {}", v,
-                            kHistorySchemaVersion))
-        .at(path)
-        .hint("use a newer trainplan, or another database (--history-db)");
-  }
-  for (int i = v; i < kHistorySchemaVersion; ++i) {
-    db_->exec("BEGIN");
-    db_->exec(kMigrations[i]);
-    db_->exec(fmt::format("PRAGMA user_version = {}", i + 1));
-    db_->exec("COMMIT");
+    throw;
   }
 }
 
