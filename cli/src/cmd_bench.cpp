@@ -190,9 +190,21 @@ void run(const BenchArgs& a) {
     plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
     plan::validate(p, ctx, a.plan_file);
     const plan::StepProgram prog = plan::lower(p, ctx);
-    for (const auto& c : prog.op_costs)
-      if (c.gemm_m > 0 && c.gemm_n > 0 && c.gemm_k > 0 && c.op_kind != static_cast<int>(models::OpKind::attention)) gemms.insert({c.gemm_m, c.gemm_n, c.gemm_k});
-    comm_ranks = std::max(comm_ranks, std::max({p.dp, p.tp, p.pp}));
+    // Bounded work: a shape whose operands exceed kMaxBenchElems elements each (256 MiB in f32)
+    // is left out and counted; the all-reduce uses at most kMaxBenchRanks threads.
+    constexpr double kMaxBenchElems = 64.0 * 1024 * 1024;
+    constexpr int kMaxBenchRanks = 64;
+    size_t skipped = 0;
+    for (const auto& c : prog.op_costs) {
+      if (!(c.gemm_m > 0 && c.gemm_n > 0 && c.gemm_k > 0) || c.op_kind == static_cast<int>(models::OpKind::attention)) continue;
+      const double m = static_cast<double>(c.gemm_m), n = static_cast<double>(c.gemm_n), k = static_cast<double>(c.gemm_k);
+      if (std::max({m * k, n * k, m * n}) > kMaxBenchElems) ++skipped;
+      else gemms.insert({c.gemm_m, c.gemm_n, c.gemm_k});
+    }
+    if (skipped > 0)
+      std::fprintf(stderr, "note: %zu GEMM shapes of the plan have an operand above %.0f Mi elements (256 MiB) and are not measured\n",
+                   skipped, kMaxBenchElems / (1024.0 * 1024.0));
+    comm_ranks = std::min(kMaxBenchRanks, std::max(comm_ranks, std::max({p.dp, p.tp, p.pp})));
   }
   struct Attn {
     int64_t seq, heads, head_dim;
