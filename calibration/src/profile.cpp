@@ -27,6 +27,7 @@ json::Json to_json(const Profile& p) {
   doc["device"] = {{"peak_flops_per_s", p.peak_flops_per_s}, {"memory_bytes_per_s", p.memory_bytes_per_s}};
   json::Json compute;
   if (p.kernel_overhead_s >= 0) compute["kernel_overhead_s"] = p.kernel_overhead_s;
+  if (p.gemm_efficiency_scale != 1) compute["gemm_efficiency_scale"] = p.gemm_efficiency_scale;
   json::Json eff = json::Json::object();
   for (const auto& [kind, e] : p.efficiency) eff[sim::calibration_op_kind_name(kind)] = e;
   compute["efficiency"] = eff;
@@ -80,6 +81,7 @@ Profile profile_from_json(const json::Json& doc, const std::string& name) {
   dev.finish();
   const auto comp = r.field("compute");
   p.kernel_overhead_s = comp.has("kernel_overhead_s") ? comp.field("kernel_overhead_s").as_nonnegative() : -1;
+  p.gemm_efficiency_scale = comp.has("gemm_efficiency_scale") ? comp.field("gemm_efficiency_scale").as_number_in(1e-3, 5) : 1;
   auto read_efficiencies = [](const json::Reader& field, std::map<int, double>& out) {
     for (const auto& [kname, v] : field.entries()) {
       const auto kind = sim::parse_calibration_op_kind(kname);
@@ -397,6 +399,7 @@ sim::SimOptions apply_profile(const Profile& p, sim::SimOptions o) {
   }
   if (!table->empty()) o.calibration = table;
   if (p.kernel_overhead_s >= 0) o.compute.kernel_overhead_s = p.kernel_overhead_s;
+  o.compute.gemm_efficiency_scale = p.gemm_efficiency_scale;
   return o;
 }
 

@@ -64,6 +64,10 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   };
   gemm_efficiency_ = check_fraction(options.gemm_efficiency, "gemm_efficiency");
   if (gemm_efficiency_ == 0) gemm_efficiency_ = gpu.mamf_fraction(precision).value_or(kMamfUnknown);
+  if (!(options.gemm_efficiency_scale > 0 && options.gemm_efficiency_scale <= 5))
+    throw Error("gemm_efficiency_scale must be in (0, 5], got " + std::to_string(options.gemm_efficiency_scale))
+        .hint("a calibration profile's compute/gemm_efficiency_scale is a ratio to the measured GEMM rate (MAMF)");
+  gemm_efficiency_ = std::min(1.0, gemm_efficiency_ * options.gemm_efficiency_scale);
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
   memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
   if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;

@@ -42,6 +42,7 @@ json::Json to_json(const SimOptions& o) {
   if (o.precision) j["precision"] = std::string(precision_name(*o.precision));
   json::Json c;
   c["gemm_efficiency"] = o.compute.gemm_efficiency;
+  if (o.compute.gemm_efficiency_scale != 1) c["gemm_efficiency_scale"] = o.compute.gemm_efficiency_scale;
   c["attention_efficiency"] = o.compute.attention_efficiency;
   c["memory_efficiency"] = o.compute.memory_efficiency;
   c["vector_efficiency"] = o.compute.vector_efficiency;

@@ -57,7 +57,7 @@ struct FitGroup {
 
 struct ProfileInput {
   std::string path;
-  std::string kind;  // "bench", "timeline"
+  std::string kind;  // "bench", "timeline", "nccl-tests", "published"
   std::string xxh64;
 };
 
@@ -69,6 +69,10 @@ struct Profile {
   double memory_bytes_per_s = 0;
   /// < 0: not fitted (the simulator's default applies).
   double kernel_overhead_s = -1;
+  /// Ratio of the large-GEMM efficiency to the simulator's default (the catalog's MAMF): fitted
+  /// from measured step times of a catalog GPU (published points, calibration/published.hpp);
+  /// 1 = not fitted. sim::ComputeModelOptions::gemm_efficiency_scale.
+  double gemm_efficiency_scale = 1;
   /// Op kind (sim calibration op kind: models::OpKind as int, kOpKindOptimizer) -> efficiency.
   std::map<int, double> efficiency;
   /// Op kind -> efficiency of its backward pass (dX and dW products, other loop orders); a kind

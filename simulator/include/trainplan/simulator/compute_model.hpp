@@ -126,6 +126,11 @@ struct ComputeModelOptions {
   /// Fraction of the dense tensor-core peak a large GEMM reaches (MAMF / peak). 0: the GPU's
   /// measured MAMF from the hardware catalog (A100 0.869, H100 0.803 in bf16), else 0.80.
   double gemm_efficiency = 0;
+  /// Multiplies the large-GEMM efficiency (after the default above is resolved; the product is
+  /// capped at 1): what a software stack reaches relative to the MAMF microbenchmark, as
+  /// `trainplan calibrate` fits it from measured step times (calibration/published.hpp). Shape
+  /// effects and the attention efficiency derived from the GEMM efficiency follow it. In (0, 5].
+  double gemm_efficiency_scale = 1;
   /// Attention fraction of peak. 0: from the per-head GEMM shape (MAMF x K-loop ramp of the
   /// head dimension), or 0.60 for attention tasks without a shape.
   double attention_efficiency = 0;
