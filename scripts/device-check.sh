@@ -19,7 +19,8 @@
 #   torch      the PyTorch baseline, when torch imports            -> pytorch-baseline.json
 #   loop       the calibration loop on the GPU (tests/calibration/loop.py --backend cuda):
 #              execute set A, trainplan bench + calibrate, predict and execute set B
-#                                                                  -> calibration-loop-cuda.json
+#              (results, and its inputs for a built-in profile in calibration-data/)
+#                                                                  -> calibration-loop-cuda.tar.gz
 # A summary of every stage (exit codes, log tails, nvidia-smi) goes to summary.txt: at most 8
 # files in OUT_DIR. Each stage runs even when an earlier one failed; the exit code is the number
 # of failed stages. On a machine where one call may run 10 minutes, run "build" first, then the
@@ -99,8 +100,25 @@ if want torch; then
 fi
 
 if want loop; then
+  # The catalog GPU this device is (the profile of a GPU type is keyed by its catalog name);
+  # CATALOG_GPU overrides.
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case "$gpu_name" in
+    *H200*) catalog_gpu=H200-SXM-141GB ;;
+    *H100*HBM3*|*H100*SXM*) catalog_gpu=H100-SXM5-80GB ;;
+    *A100*80GB*) catalog_gpu=A100-SXM4-80GB ;;
+    *A100*) catalog_gpu=A100-SXM4-40GB ;;
+    *) catalog_gpu="" ;;
+  esac
+  catalog_gpu=${CATALOG_GPU:-$catalog_gpu}
+  # --keep: bench and set A's timelines, for calibration/data/<name>/ (scripts/builtin-profiles.sh
+  # makes a built-in profile from them); one archive with the loop's results (8 files at most in OUT).
+  rm -rf "$build/calibration-loop-cuda"
+  mkdir -p "$build/calibration-loop-cuda"
   run loop python3 "$root/tests/calibration/loop.py" "$bin_cli" "$build/calibration-loop" --backend cuda \
-    --results "$out/calibration-loop-cuda.json"
+    --results "$build/calibration-loop-cuda/calibration-loop-cuda.json" \
+    --keep "$build/calibration-loop-cuda/calibration-data" ${catalog_gpu:+--catalog-gpu "$catalog_gpu"}
+  tar -C "$build" -czf "$out/calibration-loop-cuda.tar.gz" calibration-loop-cuda
 fi
 
 note "== $failed stage(s) failed; results in $out"

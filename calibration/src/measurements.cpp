@@ -197,8 +197,10 @@ std::string file_xxh64(const std::string& path) {
   return fmt::format("{:016x}", static_cast<unsigned long long>(h));
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
+std::string utc_now() { return utc_time(std::time(nullptr)); }
+
+std::string utc_time(std::time_t t) {
+  const std::time_t now = t;
   std::tm tm{};
   gmtime_r(&now, &tm);
   char buf[32];

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <string_view>
+
+#include <sched.h>
 
 #include "trainplan/calibration/fit.hpp"
 #include "trainplan/core/error.hpp"
@@ -126,11 +129,46 @@ Profile profile_from_json(const json::Json& doc, const std::string& name) {
   return p;
 }
 
-Profile read_profile_file(const std::string& path) { return profile_from_json(json::parse_file(path), path); }
+namespace detail {
+// calibration/profiles/*.json, embedded at build time (cmake/EmbedFiles.cmake).
+std::vector<std::pair<std::string_view, std::string_view>> embedded_profile_files();
+}  // namespace detail
+
+namespace {
+
+constexpr std::string_view kBuiltinPrefix = "builtin:";
+
+// A profile file's JSON: a file on disk, or "builtin:<path in the source tree>".
+json::Json profile_document(const std::string& path) {
+  if (path.rfind(kBuiltinPrefix, 0) != 0) return json::parse_file(path);
+  const std::string_view name = std::string_view(path).substr(kBuiltinPrefix.size());
+  for (const auto& [file, text] : detail::embedded_profile_files())
+    if (file == name) return json::parse_text(text, path);
+  throw Error(fmt::format("{} is not a built-in calibration profile", path))
+      .hint("the built-in profiles are calibration/profiles/*.json of this trainplan's source (trainplan history and "
+            "the profile lines of plan / execute name them)");
+}
+
+}  // namespace
+
+Profile read_profile_file(const std::string& path) { return profile_from_json(profile_document(path), path); }
 
 bool is_profile_file(const std::string& path) {
-  const json::Json doc = json::parse_file(path);
+  const json::Json doc = profile_document(path);
   return doc.is_object() && doc.value("kind", "") == "trainplan-calibration-profile";
+}
+
+std::vector<std::string> builtin_profiles() {
+  std::vector<std::string> out;
+  for (const auto& [file, text] : detail::embedded_profile_files()) out.push_back(std::string(kBuiltinPrefix) + std::string(file));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string find_builtin_profile(const std::string& hardware) {
+  for (const auto& path : builtin_profiles())
+    if (read_profile_file(path).hardware == hardware) return path;
+  return "";
 }
 
 namespace {
@@ -424,6 +462,11 @@ void check_profile_applies(const Profile& p, const std::string& hardware, bool a
             "--calibration-any-hardware to apply it anyway");
 }
 
+bool profile_directory_is_explicit() {
+  const char* d = std::getenv("TRAINPLAN_CALIBRATION_DIR");
+  return d && *d;
+}
+
 std::string profile_directory() {
   if (const char* d = std::getenv("TRAINPLAN_CALIBRATION_DIR"); d && *d) return d;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/trainplan/calibration";
@@ -440,10 +483,18 @@ std::string default_profile_path(const std::string& hardware) {
 std::string find_default_profile(const std::string& hardware) {
   const std::string p = default_profile_path(hardware);
   std::error_code ec;
-  return std::filesystem::exists(p, ec) ? p : std::string();
+  if (std::filesystem::exists(p, ec)) return p;
+  // An explicit directory is the whole search (tests and scripted runs stay hermetic).
+  return profile_directory_is_explicit() ? std::string() : find_builtin_profile(hardware);
 }
 
 std::string host_cpu_hardware() {
+  // The CPU backend runs ranks as threads: how many CPUs this process may use is part of the
+  // machine (a profile of a 2-CPU VM does not describe a 64-core host of the same model).
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  const std::string count = cpus > 0 ? fmt::format(" ({} cpu{})", cpus, cpus == 1 ? "" : "s") : std::string();
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
@@ -452,11 +503,11 @@ std::string host_cpu_hardware() {
       if (colon != std::string::npos) {
         std::string v = line.substr(colon + 1);
         v.erase(0, v.find_first_not_of(' '));
-        return "cpu:" + v;
+        return "cpu:" + v + count;
       }
     }
   }
-  return "cpu:unknown";
+  return "cpu:unknown" + count;
 }
 
 }  // namespace trainplan::calibration

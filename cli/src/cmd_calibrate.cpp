@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "commands.hpp"
@@ -205,6 +206,16 @@ void run(const CalibrateArgs& a) {
   calibration::fit_nccl_tests(p, in.nccl_logs, fo);
   p.inputs = in.files;
   if (catalog_gpu) p.hardware = catalog_gpu->name;
+  // Reproducible output (scripts/builtin-profiles.sh): the date the reproducible-builds
+  // convention gives, instead of now.
+  if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch && *epoch) {
+    char* end = nullptr;
+    const long long t = std::strtoll(epoch, &end, 10);
+    if (*end != '\0' || t < 0)
+      throw Error(fmt::format("SOURCE_DATE_EPOCH=\"{}\" is not a count of seconds", epoch))
+          .hint("set it to seconds since 1970 (e.g. $(git log -1 --format=%ct)), or unset it");
+    p.date = calibration::utc_time(static_cast<std::time_t>(t));
+  }
   std::optional<calibration::PublishedFit> published;
   if (in.published) published = calibration::fit_published(p, *in.published, in.published_name, user_catalog(), fo);
   json::write_file(a.out, calibration::to_json(p));

@@ -143,6 +143,40 @@ def one_attempt(a, tp, plans_a, plans_b):
     return rows, cal_out, after
 
 
+def keep_inputs(a, prof_date, rows, mb, ma):
+    """Copies what calibrate read into a.keep, every path relative, so the same profile can be
+    made again from the copy anywhere (scripts/builtin-profiles.sh)."""
+    import shutil
+    os.makedirs(a.keep, exist_ok=True)
+    shutil.copy(os.path.join(a.work, "bench.json"), os.path.join(a.keep, "bench.json"))
+    models = {m for _, m, *_ in SET_A}
+    for m in models:
+        shutil.copy(os.path.join(a.work, f"{m}.json"), os.path.join(a.keep, f"{m}.json"))
+    for name, *_ in SET_A:
+        with open(os.path.join(a.work, f"plan-{name}.json")) as f:
+            plan = json.load(f)
+        plan["model"] = os.path.basename(plan["model"])
+        with open(os.path.join(a.keep, f"plan-{name}.json"), "w") as f:
+            json.dump(plan, f, indent=1)
+            f.write("\n")
+        for rep in range(a.repeats):
+            tl = f"{name}.{rep}.timeline.json"
+            with open(os.path.join(a.work, tl)) as f:
+                doc = json.load(f)
+            doc["meta"]["plan_file"] = f"plan-{name}.json"
+            with open(os.path.join(a.keep, tl), "w") as f:
+                json.dump(doc, f, separators=(",", ":"))
+                f.write("\n")
+    with open(os.path.join(a.keep, "measured.json"), "w") as f:
+        json.dump({"what": "calibration inputs of the CPU backend: trainplan bench and set A of tests/calibration/loop.py "
+                           f"({a.repeats} runs of each plan, {a.steps} steps each)",
+                   "date": prof_date, "machine": platform.node(), "cpus": os.cpu_count(),
+                   "load_average_1min": os.getloadavg()[0], "command": " ".join(sys.argv),
+                   **({"catalog_gpu": a.catalog_gpu} if a.catalog_gpu else {}),
+                   "set_b_median_error_before": mb, "set_b_median_error_after": ma, "set_b": rows}, f, indent=1)
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trainplan")
@@ -154,6 +188,10 @@ def main():
     ap.add_argument("--max-drift", type=float, default=0.10)
     ap.add_argument("--bound", type=float)
     ap.add_argument("--results")
+    ap.add_argument("--keep", help="copy the calibration inputs (bench, set A's timelines, plans, models) here, "
+                                   "with relative paths: the data a built-in profile is made from "
+                                   "(scripts/builtin-profiles.sh)")
+    ap.add_argument("--catalog-gpu", help="with --keep: the catalog GPU the device is (keys a GPU profile)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     a.work = os.path.abspath(a.work)
@@ -222,6 +260,8 @@ def main():
         with open(a.results, "w") as f:
             json.dump(res, f, indent=1)
             f.write("\n")
+    if a.keep:
+        keep_inputs(a, prof_date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), rows=rows, mb=mb, ma=ma)
     if a.bound is not None:
         ok = ma <= a.bound and ma < mb
         print(f"bound: median after {100*ma:.1f}% <= {100*a.bound:.0f}% and below before {100*mb:.1f}%: "

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -99,5 +100,7 @@ MeasuredRun measured_run(const std::string& name, const plan::Plan& p, const pla
 std::string file_xxh64(const std::string& path);
 /// Current UTC time as ISO 8601 ("2026-11-25T22:15:03Z").
 std::string utc_now();
+/// ISO 8601 UTC of a time (utc_now is utc_time(now)).
+std::string utc_time(std::time_t t);
 
 }  // namespace trainplan::calibration

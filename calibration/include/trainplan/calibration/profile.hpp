@@ -128,11 +128,23 @@ void check_profile_applies(const Profile& p, const std::string& hardware, bool a
 /// else ~/.config/trainplan/calibration. The default profile of a hardware is the file
 /// <dir>/<hardware with every character outside [A-Za-z0-9._-] as '_'>.json.
 std::string profile_directory();
+/// Whether $TRAINPLAN_CALIBRATION_DIR is set: then it is the only place defaults come from.
+bool profile_directory_is_explicit();
 std::string default_profile_path(const std::string& hardware);
-/// default_profile_path(hardware) if that file exists, else "".
+/// default_profile_path(hardware) if that file exists; else, unless the directory is explicit,
+/// the built-in profile of that hardware; else "".
 std::string find_default_profile(const std::string& hardware);
 
-/// The profile key of this machine's CPU: "cpu:" + the model name from /proc/cpuinfo.
+/// The built-in profiles: calibration/profiles/*.json of the source tree, embedded at build
+/// time, named "builtin:calibration/profiles/<file>" (read_profile_file and is_profile_file
+/// take these names). `scripts/builtin-profiles.sh` makes them with `trainplan calibrate` from
+/// the measurements in calibration/data/ (calibration/profiles/README.md); never edited by hand.
+std::vector<std::string> builtin_profiles();
+/// The built-in profile whose hardware is `hardware`, or "".
+std::string find_builtin_profile(const std::string& hardware);
+
+/// The profile key of this machine's CPU: "cpu:" + the model name from /proc/cpuinfo + " (N
+/// cpus)", N the CPUs this process may run on (sched_getaffinity).
 std::string host_cpu_hardware();
 
 }  // namespace trainplan::calibration
