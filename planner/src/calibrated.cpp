@@ -48,10 +48,10 @@ void load_calibration_profiles(SearchRequest& req, const std::string& explicit_p
   }
   const std::filesystem::path dir = calibration::profile_directory();
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return;
   std::set<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) files.insert(entry.path());
+  if (std::filesystem::is_directory(dir, ec))
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (entry.path().extension() == ".json" && entry.is_regular_file(ec)) files.insert(entry.path());
   for (const auto& file : files) {
     if (!calibration::is_profile_file(file.string())) continue;
     const calibration::Profile p = calibration::read_profile_file(file.string());
@@ -60,6 +60,13 @@ void load_calibration_profiles(SearchRequest& req, const std::string& explicit_p
     if (p.backend == "cpu" || file != std::filesystem::path(calibration::default_profile_path(p.hardware))) continue;
     if (!req.analytical_by_gpu.count(p.hardware))
       req.analytical_by_gpu[p.hardware] = calibrated_options(p, file.string(), req.analytical);
+  }
+  // Then the built-in profiles, unless the directory was named explicitly (it is the whole search).
+  if (calibration::profile_directory_is_explicit()) return;
+  for (const auto& name : calibration::builtin_profiles()) {
+    const calibration::Profile p = calibration::read_profile_file(name);
+    if (p.backend != "cpu" && !req.analytical_by_gpu.count(p.hardware))
+      req.analytical_by_gpu[p.hardware] = calibrated_options(p, name, req.analytical);
   }
 }
 
