@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <stdexcept>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "options.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/planner/export.hpp"
+#include "trainplan/planner/export_rules.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -30,6 +32,13 @@ void run(const ExportArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_file);
   const plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   const std::string text = planner::export_plan(p, ctx, target, o, a.plan_file);
+  // The text is checked against the frameworks' rules before it is written: a violation is a
+  // bug of the exporter (exit 2), never the user's.
+  const auto violations = planner::validate_export(p, ctx, target, text);
+  if (!violations.empty())
+    throw std::logic_error(fmt::format("the {} export breaks rule {}: {}", planner::export_target_name(target), violations.front().rule,
+                                       violations.front().message));
+  for (const auto& note : planner::export_notes(p, ctx, target)) std::fprintf(stderr, "note: %s\n", note.c_str());
   if (a.output.empty()) {
     std::fputs(text.c_str(), stdout);
   } else {
@@ -50,7 +59,7 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("--output,-o", a->output, "Write to this file (default and -: stdout)");
   cmd->add_option("--entry-point", a->options.entry_point, "Training script")->capture_default_str();
   cmd->add_option("--role", a->options.role, "SageMaker execution role ARN")->capture_default_str();
-  cmd->add_option("--framework-version", a->options.framework_version, "SageMaker PyTorch container version")->capture_default_str();
+  cmd->add_option("--framework-version", a->options.framework_version, "SageMaker PyTorch container version, exact (e.g. 2.2.0)")->capture_default_str();
   cmd->add_option("--py-version", a->options.py_version, "SageMaker Python version")->capture_default_str();
   cmd->add_option("--checkpoint-s3-uri", a->options.checkpoint_s3_uri, "SageMaker spot: where checkpoints go")->capture_default_str();
   cmd->add_flag("--smddp", a->options.smddp, "SageMaker data parallelism with the smdistributed data parallel library");

@@ -1,5 +1,6 @@
-// Exporters of a plan to DeepSpeed, Megatron-LM, SageMaker and torchrun. See export.hpp; the
-// documentation each field name was checked against is listed in planner/README.md.
+// Exporters of a plan to DeepSpeed, Megatron-LM, SageMaker and torchrun. See export.hpp; every
+// fact about a framework used here is a rule of export_rules.cpp, with its source, and every
+// refusal names the rule it rests on.
 #include "trainplan/planner/export.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/planner/export_rules.hpp"
 
 namespace trainplan::planner {
 
@@ -40,8 +42,13 @@ constexpr double kSageMakerMaxRunS = 28 * 86400.0;
 struct Refusal {
   ExportTarget target;
   std::string plan_file;
-  [[noreturn]] void operator()(const std::string& pointer, const std::string& what, const std::string& hint) const {
-    throw Error(fmt::format("{} cannot express this plan: {}", export_target_name(target), what)).at(plan_file, pointer).hint(hint);
+  /// Refuses with the limitation `what`, the rule it rests on and a way out.
+  [[noreturn]] void operator()(const std::string& pointer, std::string_view rule, const std::string& what,
+                               const std::string& hint) const {
+    (void)export_rule(rule);  // the rule exists
+    throw Error(fmt::format("{} cannot express this plan: {} [rule {}]", export_target_name(target), what, rule))
+        .at(plan_file, pointer)
+        .hint(hint);
   }
 };
 
@@ -88,8 +95,9 @@ std::string summary_line(const plan::Plan& p, const plan::PlanContext& ctx) {
 
 void check_common(const plan::Plan& p, const Refusal& refuse) {
   if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::parameter_server)
-    refuse("/data_parallel/algorithm", "the parameter-server algorithm (none of DeepSpeed, Megatron-LM, SageMaker's PyTorch "
-                                       "libraries or torchrun's NCCL collectives run one)",
+    refuse("/data_parallel/algorithm", "all.no-parameter-server",
+           "the parameter-server algorithm (none of DeepSpeed, Megatron-LM, SageMaker's PyTorch distributions or torchrun's "
+           "NCCL collectives run one)",
            "re-plan with --dp-algorithms ring,tree,hierarchical");
 }
 
@@ -103,39 +111,54 @@ std::string nccl_note(const plan::Plan& p) {
   }
 }
 
+bool hierarchical_reduce(const plan::Plan& p) {
+  return p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical;
+}
+
 // ---- DeepSpeed ----------------------------------------------------------------------------
 
-std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
+void deepspeed_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
   check_common(p, refuse);
-  if (p.tp > 1)
-    refuse("/parallelism/tp", fmt::format("tensor parallelism (tp = {}) is not part of a DeepSpeed config", p.tp),
-           "run it with Megatron-DeepSpeed and export the layout with --to megatron, or re-plan without tensor parallelism");
-  if (p.sequence_parallel) refuse("/parallelism/sequence_parallel", "sequence parallelism needs Megatron-LM", "export with --to megatron");
+  if (p.sequence_parallel)
+    refuse("/parallelism/sequence_parallel", "deepspeed.sequence-parallel",
+           "sequence parallelism over the tensor-parallel group (Megatron-LM's; AutoTP has none)", "export with --to megatron");
   if (p.cp > 1)
-    refuse("/parallelism/cp",
+    refuse("/parallelism/cp", "deepspeed.sequence-parallel",
            fmt::format("context parallelism (cp = {}: K, V all-gathered over the cp ranks around each attention); DeepSpeed's "
                        "sequence parallelism (Ulysses) is a different scheme (all-to-all exchanges of heads), whose costs this plan "
                        "does not model",
                        p.cp),
            "export with --to megatron (--context-parallel-size), or re-plan with --cp 1");
+  if (p.tp > 1 && p.zero_stage == 3)
+    refuse("/parallelism/zero_stage", "deepspeed.autotp",
+           fmt::format("tensor parallelism (tp = {}) with ZeRO-3 (AutoTP trains with ZeRO 0-2 only)", p.tp),
+           "re-plan with --zero 0,1,2, or export with --to megatron (Megatron-FSDP)");
+  if (p.tp > 1 && p.pp > 1)
+    refuse("/parallelism/tp", "deepspeed.autotp",
+           fmt::format("tensor parallelism (tp = {}) with pipeline parallelism (AutoTP does not run under the pipeline engine)", p.tp),
+           "export with --to megatron, or re-plan with --for deepspeed");
   if (p.pp > 1 && p.zero_stage >= 2)
-    refuse("/parallelism/zero_stage", fmt::format("ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine supports ZeRO-1 at most)", p.zero_stage),
+    refuse("/parallelism/zero_stage", "deepspeed.pipeline-zero",
+           fmt::format("ZeRO-{} with pipeline parallelism (DeepSpeed's pipeline engine supports ZeRO-1 at most)", p.zero_stage),
            "re-plan with --zero 0,1 or without pipeline parallelism");
   if (p.pp > 1 && p.schedule != plan::Schedule::one_f_one_b)
-    refuse("/schedule", fmt::format("the {} schedule (DeepSpeed's pipeline engine runs its own 1F1B-style schedule)", plan::schedule_name(p.schedule)),
+    refuse("/schedule", "deepspeed.pipeline-schedule",
+           fmt::format("the {} schedule (DeepSpeed's pipeline engine runs its own 1F1B schedule)", plan::schedule_name(p.schedule)),
            "re-plan with --schedules 1f1b");
-  if (p.recompute == plan::Recompute::selective)
-    refuse("/recompute", "selective recomputation (DeepSpeed checkpoints whole layers)", "use full recomputation, or export with --to megatron");
-  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
-    refuse("/data_parallel/algorithm", "a hierarchical data-parallel all-reduce (DeepSpeed leaves the algorithm to NCCL)",
-           "re-plan with --dp-algorithms ring,tree (and set NCCL_ALGO in the launch environment, see --to torchrun)");
-  if (p.pp > 1) {
-    const auto shapes = stage_shapes(p, ctx);
-    if (!even_blocks(shapes))
-      refuse("/stages", "an uneven layer split (DeepSpeed's PipelineModule splits layers itself: partition_method \"type:transformer\" "
-                        "gives every stage the same number of transformer layers)",
-             "re-plan with --partition even, or export with --to megatron, which can express any split");
-  }
+  if (p.pp > 1 && !even_blocks(stage_shapes(p, ctx)))
+    refuse("/stages", "deepspeed.pipeline-partition",
+           "an uneven layer split (DeepSpeed's PipelineModule splits layers itself: partition_method \"type:transformer\" "
+           "gives every stage the same number of transformer layers)",
+           "re-plan with --partition even, or export with --to megatron, which can express any split");
+  if (p.precision_or(ctx.precision) == Precision::fp8)
+    refuse("/precision", "deepspeed.precision",
+           "FP8 training (a DeepSpeed config has no FP8 setting: FP8 GEMMs come from Transformer Engine modules under "
+           "te.fp8_autocast in the model code)",
+           "export with --to megatron (--fp8-format), or set \"precision\": \"bf16\" in the plan");
+}
+
+std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
+  deepspeed_checks(p, ctx, refuse);
   const Precision prec = p.precision_or(ctx.precision);
   json::Json j = json::Json::object();
   j["train_batch_size"] = p.global_batch;
@@ -146,16 +169,35 @@ std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const R
   json::Json zero = {{"stage", p.zero_stage}};
   zero["overlap_comm"] = p.overlap_grad_reduce;
   zero["contiguous_gradients"] = true;
-  zero["reduce_bucket_size"] = static_cast<int64_t>(p.bucket_size_bytes);
-  if (p.zero_stage == 1 || p.zero_stage == 2) zero["allgather_bucket_size"] = static_cast<int64_t>(p.bucket_size_bytes);
+  // Elements, not bytes (rule deepspeed.bucket-elements).
+  zero["reduce_bucket_size"] = bucket_elements(p, ctx);
+  if (p.zero_stage == 1 || p.zero_stage == 2) zero["allgather_bucket_size"] = bucket_elements(p, ctx);
   j["zero_optimization"] = zero;
-  if (p.recompute == plan::Recompute::full)
+  if (p.tp > 1) j["tensor_parallel"] = {{"autotp_size", p.tp}};
+  if (p.recompute != plan::Recompute::none)
     j["activation_checkpointing"] = {{"partition_activations", false}, {"contiguous_memory_optimization", false}};
-  if (p.pp > 1)
-    j["pipeline"] = {{"stages", p.pp},
-                     {"partition", "type:transformer"},
-                     {"activation_checkpoint_interval", p.recompute == plan::Recompute::full ? 1 : 0}};
   return j.dump(2) + "\n";
+}
+
+// What a DeepSpeed config cannot carry: the PipelineModule arguments, which layers the model
+// checkpoints, the NCCL algorithm the plan assumed.
+std::vector<std::string> deepspeed_notes(const plan::Plan& p) {
+  std::vector<std::string> notes;
+  if (p.pp > 1)
+    notes.push_back(fmt::format("pipeline parallelism is set in the training script, not in the config [rule "
+                                "deepspeed.pipeline-module]: PipelineModule(layers, num_stages={}, "
+                                "partition_method=\"type:transformer\", activation_checkpoint_interval={})",
+                                p.pp, p.recompute == plan::Recompute::full ? 1 : 0));
+  if (p.recompute == plan::Recompute::full && p.pp == 1)
+    notes.push_back("full recomputation: the model wraps every transformer layer in deepspeed.checkpointing.checkpoint");
+  if (p.recompute == plan::Recompute::selective)
+    notes.push_back("selective recomputation: the model wraps only each layer's attention core (QK^T, softmax, AV) in "
+                    "deepspeed.checkpointing.checkpoint");
+  if (const std::string nccl = nccl_note(p); !nccl.empty())
+    notes.push_back(fmt::format("the plan's data-parallel all-reduce assumed {}: set it in the launch environment", nccl));
+  if (hierarchical_reduce(p))
+    notes.push_back("the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes");
+  return notes;
 }
 
 // ---- Megatron-LM --------------------------------------------------------------------------
@@ -173,86 +215,123 @@ std::string layout_string(const std::vector<StageShape>& shapes) {
   return join(stages, "|");
 }
 
-std::string megatron(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
+void megatron_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
   check_common(p, refuse);
   const auto& m = ctx.model_spec;
   if (!m.is_transformer() || m.family == models::Family::vit)
-    refuse("/model", fmt::format("the {} model {} (Megatron-LM trains transformer language models)", models::family_name(m.family), m.name),
+    refuse("/model", "megatron.models",
+           fmt::format("the {} model {} (Megatron-LM trains transformer language models)", models::family_name(m.family), m.name),
            "export with --to torchrun or --to deepspeed");
-  if (p.zero_stage >= 2)
-    refuse("/parallelism/zero_stage", fmt::format("ZeRO-{} (Megatron-LM's distributed optimizer shards the optimizer state, ZeRO-1)", p.zero_stage),
-           "re-plan with --zero 0,1, or export with --to deepspeed");
-  std::vector<std::string> args;
-  auto add = [&](std::string a) { args.push_back(std::move(a)); };
-  // Model shape.
-  add(fmt::format("--num-layers {}", m.layers));
-  add(fmt::format("--hidden-size {}", m.hidden));
-  add(fmt::format("--ffn-hidden-size {}", m.ffn_hidden));
-  add(fmt::format("--num-attention-heads {}", m.heads));
+  const int cc = compute_capability(ctx);
+  if (p.attention == plan::AttentionImpl::flash && cc > 0 && cc < 80)
+    refuse("/attention", "megatron.attention-backend",
+           fmt::format("flash attention on {} (sm{}): Transformer Engine disables FlashAttention and FusedAttention below sm80, "
+                       "and the unfused backend that remains keeps the score matrix this plan does not count",
+                       ctx.gpu->name, cc),
+           "set \"attention\": \"unfused\" in the plan, or re-plan with --for megatron (which plans these GPUs with unfused "
+           "attention)");
+}
+
+// The model shape and the attention backend.
+void megatron_model_args(const plan::Plan& p, const plan::PlanContext& ctx, std::vector<std::string>& args) {
+  const auto& m = ctx.model_spec;
+  args.push_back(fmt::format("--num-layers {}", m.layers));
+  args.push_back(fmt::format("--hidden-size {}", m.hidden));
+  args.push_back(fmt::format("--ffn-hidden-size {}", m.ffn_hidden));
+  args.push_back(fmt::format("--num-attention-heads {}", m.heads));
   if (m.kv_heads != m.heads) {
-    add("--group-query-attention");
-    add(fmt::format("--num-query-groups {}", m.kv_heads));
+    args.push_back("--group-query-attention");
+    args.push_back(fmt::format("--num-query-groups {}", m.kv_heads));
   }
-  add(fmt::format("--seq-length {}", ctx.seq_len));
-  add(fmt::format("--max-position-embeddings {}", ctx.seq_len));
-  if (m.position == models::PositionEmbedding::rotary) add("--position-embedding-type rope");
-  if (m.norm == models::Norm::rmsnorm) add("--normalization RMSNorm");
-  if (m.activation == models::Activation::swiglu) add("--swiglu");
-  if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
-  if (!m.bias) add("--disable-bias-linear");
-  add(fmt::format("--attention-backend {}", plan::attention_impl_name(p.attention)));
-  // Parallelism.
-  add(fmt::format("--tensor-model-parallel-size {}", p.tp));
-  add(fmt::format("--pipeline-model-parallel-size {}", p.pp));
+  args.push_back(fmt::format("--seq-length {}", ctx.seq_len));
+  args.push_back(fmt::format("--max-position-embeddings {}", ctx.seq_len));
+  if (m.position == models::PositionEmbedding::rotary) args.push_back("--position-embedding-type rope");
+  if (m.norm == models::Norm::rmsnorm) args.push_back("--normalization RMSNorm");
+  if (m.activation == models::Activation::swiglu) args.push_back("--swiglu");
+  if (!m.tied_embeddings) args.push_back("--untie-embeddings-and-output-weights");
+  if (!m.bias) args.push_back("--disable-bias-linear");
+  args.push_back(fmt::format("--attention-backend {}", plan::attention_impl_name(p.attention)));
+}
+
+// Tensor, context and pipeline parallelism with the layer split.
+void megatron_parallel_args(const plan::Plan& p, const plan::PlanContext& ctx, std::vector<std::string>& args) {
+  args.push_back(fmt::format("--tensor-model-parallel-size {}", p.tp));
+  args.push_back(fmt::format("--pipeline-model-parallel-size {}", p.pp));
   if (p.cp > 1) {
     // The plan models Llama 3's all-gather context parallelism (Megatron-core's default is the
-    // p2p ring, which overlaps the K, V exchange with the attention).
-    add(fmt::format("--context-parallel-size {}", p.cp));
-    add("--cp-comm-type allgather");
+    // p2p ring, which overlaps the K, V exchange with the attention); TE spells it all_gather.
+    args.push_back(fmt::format("--context-parallel-size {}", p.cp));
+    args.push_back("--cp-comm-type all_gather");
   }
-  if (p.sequence_parallel) add("--sequence-parallel");
-  if (p.pp > 1) {
-    const auto shapes = stage_shapes(p, ctx);
-    const bool even = even_blocks(shapes);
-    if (p.vp > 1) {
-      if (even) add(fmt::format("--num-layers-per-virtual-pipeline-stage {}", shapes.front().blocks));
-      else add(fmt::format("--pipeline-model-parallel-layout \"{}\"", layout_string(shapes)));
-    } else if (!even) {
-      // Megatron-LM's uneven split: the first and last stages set, the others equal.
-      bool middle_even = true;
-      for (size_t s = 2; s + 1 < shapes.size(); ++s) middle_even = middle_even && shapes[s].blocks == shapes[1].blocks;
-      if (middle_even && shapes.front().blocks > 0 && shapes.back().blocks > 0) {
-        add(fmt::format("--decoder-first-pipeline-num-layers {}", shapes.front().blocks));
-        add(fmt::format("--decoder-last-pipeline-num-layers {}", shapes.back().blocks));
-      } else {
-        add(fmt::format("--pipeline-model-parallel-layout \"{}\"", layout_string(shapes)));
-      }
+  if (p.sequence_parallel) args.push_back("--sequence-parallel");
+  if (p.pp == 1) return;
+  const auto shapes = stage_shapes(p, ctx);
+  const bool even = even_blocks(shapes);
+  if (p.vp > 1) {
+    if (even) args.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}", shapes.front().blocks));
+    else args.push_back(fmt::format("--pipeline-model-parallel-layout \"{}\"", layout_string(shapes)));
+  } else if (!even) {
+    // Megatron-LM's uneven split: the first and last stages set, the others equal.
+    bool middle_even = true;
+    for (size_t s = 2; s + 1 < shapes.size(); ++s) middle_even = middle_even && shapes[s].blocks == shapes[1].blocks;
+    if (middle_even && shapes.front().blocks > 0 && shapes.back().blocks > 0) {
+      args.push_back(fmt::format("--decoder-first-pipeline-num-layers {}", shapes.front().blocks));
+      args.push_back(fmt::format("--decoder-last-pipeline-num-layers {}", shapes.back().blocks));
+    } else {
+      args.push_back(fmt::format("--pipeline-model-parallel-layout \"{}\"", layout_string(shapes)));
     }
   }
-  // Batch.
-  add(fmt::format("--micro-batch-size {}", p.micro_batch));
-  add(fmt::format("--global-batch-size {}", p.global_batch));
-  // Memory.
-  if (p.recompute == plan::Recompute::selective) add("--recompute-granularity selective");
+}
+
+// Batch, recomputation, data parallelism (distributed optimizer, FSDP, buckets) and precision.
+void megatron_training_args(const plan::Plan& p, const plan::PlanContext& ctx, std::vector<std::string>& args) {
+  args.push_back(fmt::format("--micro-batch-size {}", p.micro_batch));
+  args.push_back(fmt::format("--global-batch-size {}", p.global_batch));
+  if (p.recompute == plan::Recompute::selective) args.push_back("--recompute-granularity selective");
   if (p.recompute == plan::Recompute::full) {
-    add("--recompute-granularity full");
-    add("--recompute-method uniform");
-    add("--recompute-num-layers 1");
+    args.push_back("--recompute-granularity full");
+    args.push_back("--recompute-method uniform");
+    args.push_back("--recompute-num-layers 1");
   }
-  if (p.zero_stage == 1) add("--use-distributed-optimizer");
-  if (p.dp_cp() > 1 && p.overlap_grad_reduce) add("--overlap-grad-reduce");
-  if (p.dp_cp() > 1) add(fmt::format("--ddp-bucket-size {}", static_cast<int64_t>(p.bucket_size_bytes)));
+  if (p.zero_stage >= 1) args.push_back("--use-distributed-optimizer");
+  if (p.zero_stage >= 2) {
+    args.push_back("--use-megatron-fsdp");
+    args.push_back(fmt::format("--data-parallel-sharding-strategy {}", p.zero_stage == 2 ? "optim_grads" : "optim_grads_params"));
+    args.push_back("--no-gradient-accumulation-fusion");
+    args.push_back("--ckpt-format fsdp_dtensor");
+  }
+  if (p.dp_cp() > 1 && p.overlap_grad_reduce) args.push_back("--overlap-grad-reduce");
+  if (p.dp_cp() > 1) args.push_back(fmt::format("--ddp-bucket-size {}", bucket_elements(p, ctx)));  // parameters
   const Precision prec = p.precision_or(ctx.precision);
-  if (prec == Precision::bf16) add("--bf16");
-  else if (prec == Precision::fp16) add("--fp16");
+  if (prec == Precision::bf16 || prec == Precision::fp8) {
+    args.push_back("--bf16");
+    if (p.dp_cp() > 1) args.push_back("--grad-reduce-in-bf16");  // the plan costs 16-bit gradients
+  } else if (prec == Precision::fp16) {
+    args.push_back("--fp16");
+  }
+  if (prec == Precision::fp8) {
+    args.push_back("--fp8-format hybrid");
+    args.push_back("--fp8-recipe delayed");
+  }
+}
+
+std::string megatron(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
+  megatron_checks(p, ctx, refuse);
+  std::vector<std::string> args;
+  megatron_model_args(p, ctx, args);
+  megatron_parallel_args(p, ctx, args);
+  megatron_training_args(p, ctx, args);
 
   std::string out = "# Megatron-LM arguments: " + summary_line(p, ctx) + "\n";
   if (p.dp > 1)
     out += fmt::format("# data parallelism: {} replicas (world size / (tp x pp{}), set by the launcher)\n", p.dp, p.cp > 1 ? " x cp" : "");
   if (const std::string nccl = nccl_note(p); !nccl.empty())
     out += fmt::format("# the plan's data-parallel all-reduce assumed {}: export it in the launch environment\n", nccl);
-  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
+  if (hierarchical_reduce(p))
     out += "# the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes\n";
+  if (needs_one_cuda_connection(p))
+    out += "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM asserts it with tensor or context parallelism\n";
+  if (p.zero_stage >= 2) out += "unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP asserts it is not 1\n";
   out += "MEGATRON_ARGS=(\n";
   for (const auto& a : args) out += "  " + a + "\n";
   out += ")\n";
@@ -260,8 +339,6 @@ std::string megatron(const plan::Plan& p, const plan::PlanContext& ctx, const Re
 }
 
 // ---- SageMaker ----------------------------------------------------------------------------
-
-std::string py_bool(bool b) { return b ? "True" : "False"; }
 
 // The plan's predicted wall-clock time: the whole-job expectation of its purchase option when
 // `trainplan plan` computed one, else steps x step time.
@@ -275,64 +352,47 @@ double predicted_time_s(const plan::Plan& p) {
   return 0;
 }
 
-std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
-  check_common(p, refuse);
-  const hw::InstanceType& inst = *ctx.instance;
-  if (!inst.aws || !inst.prices.sagemaker_on_demand)
-    refuse("/cluster/instance_type", fmt::format("{} is not a SageMaker training instance type (the catalog has no SageMaker price for it)", inst.name),
-           "re-plan with --platform sagemaker, which only considers types SageMaker offers");
-  if (p.sequence_parallel) refuse("/parallelism/sequence_parallel", "sequence parallelism needs Megatron-LM", "export with --to megatron and launch it with torch_distributed");
-  if (p.cp > 1)
-    refuse("/parallelism/cp",
-           fmt::format("context parallelism (cp = {}) in this SageMaker model parallel (v1) configuration (context_parallel_degree "
-                       "belongs to SMP v2, which has no pipeline parallelism and shards with FSDP instead)",
-                       p.cp),
-           "export with --to megatron and launch it with torch_distributed, or re-plan with --cp 1");
-  if (p.vp > 1)
-    refuse("/parallelism/vp", "virtual pipeline stages (SageMaker's model parallel library has no interleaved 1F1B)",
-           "re-plan with --schedules 1f1b");
-  if (p.zero_stage == 3 && p.pp > 1)
-    refuse("/parallelism/zero_stage", "sharded data parallelism with pipeline parallelism", "re-plan with --zero 0,1");
-  const bool model_parallel = p.tp > 1 || p.pp > 1 || p.zero_stage == 3;
-  const std::string ml_type = "ml." + inst.name;
-  static const std::vector<std::string> kSmddpTypes = {"ml.p3.16xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge"};
-  if (o.smddp && model_parallel)
-    refuse("/parallelism", "the smdistributed data parallel library with model parallelism or sharding", "leave out --smddp");
-  if (o.smddp && std::find(kSmddpTypes.begin(), kSmddpTypes.end(), ml_type) == kSmddpTypes.end())
-    refuse("/cluster/instance_type", fmt::format("the smdistributed data parallel library on {} (it supports {})", ml_type, join(kSmddpTypes, ", ")),
-           "leave out --smddp to use torch_distributed");
-  const Precision prec = p.precision_or(ctx.precision);
+bool listed(std::span<const std::string_view> list, std::string_view s) { return std::find(list.begin(), list.end(), s) != list.end(); }
 
-  std::string dist;
-  std::vector<std::string> notes;
-  if (!model_parallel) {
-    dist = o.smddp ? "{\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}}" : "{\"torch_distributed\": {\"enabled\": True}}";
-    if (p.zero_stage > 0)
-      notes.push_back(fmt::format("ZeRO-{} comes from the training script (DeepSpeed: trainplan export --to deepspeed)", p.zero_stage));
-    if (p.recompute != plan::Recompute::none) notes.push_back("recomputation is enabled in the training script");
-  } else {
-    std::vector<std::string> params;
-    params.push_back(fmt::format("\"pipeline_parallel_degree\": {},  # alias: partitions", p.pp));
-    params.push_back(fmt::format("\"microbatches\": {},", p.pp > 1 ? p.num_micro_batches : 1));
-    if (p.pp > 1) params.push_back(fmt::format("\"pipeline\": \"{}\",", p.schedule == plan::Schedule::gpipe ? "simple" : "interleaved"));
-    params.push_back(fmt::format("\"tensor_parallel_degree\": {},", p.tp));
-    params.push_back("\"ddp\": True,");
-    params.push_back("\"placement_strategy\": \"PDT\",  # rank = (pp, dp, tp), tp innermost");
-    if (p.zero_stage == 1) params.push_back("\"shard_optimizer_state\": True,");
-    if (p.zero_stage == 3) params.push_back(fmt::format("\"sharded_data_parallel_degree\": {},", p.dp));
-    if (p.zero_stage == 2)
-      refuse("/parallelism/zero_stage", "ZeRO-2 with SageMaker model parallelism (it shards optimizer state, ZeRO-1, or everything, ZeRO-3)",
-             "re-plan with --zero 0,1,3");
-    if (p.pp > 1) params.push_back("\"auto_partition\": True,  # the library balances layers itself");
-    if (prec == Precision::bf16) params.push_back("\"bf16\": True,");
-    if (prec == Precision::fp16) params.push_back("\"fp16\": True,");
-    dist = "{\n        \"smdistributed\": {\"modelparallel\": {\"enabled\": True, \"parameters\": {\n";
-    for (const auto& x : params) dist += "            " + x + "\n";
-    dist += "        }}},\n";
-    dist += fmt::format("        \"mpi\": {{\"enabled\": True, \"processes_per_host\": {}}},\n    }}", inst.gpu_count);
-    if (p.recompute != plan::Recompute::none) notes.push_back("activation checkpointing is set in the script (smp.set_activation_checkpointing)");
+std::string joined(std::span<const std::string_view> list) {
+  std::vector<std::string> v(list.begin(), list.end());
+  return join(v, ", ");
+}
+
+// A user string as a Python literal; a string that cannot be one names its flag.
+std::string literal(const std::string& value, const char* flag) {
+  try {
+    return python_string(value);
+  } catch (Error& e) {
+    e.at(flag);
+    throw;
   }
-  // Time limits.
+}
+
+void sagemaker_checks(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
+  check_common(p, refuse);
+  const std::string ml_type = "ml." + ctx.instance->name;
+  if (!ctx.instance->aws || !listed(sagemaker_training_instance_types(), ml_type))
+    refuse("/cluster/instance_type", "sagemaker.instance-types", fmt::format("{} is not a SageMaker training instance type", ml_type),
+           "re-plan with --platform sagemaker, which only considers types SageMaker trains on");
+  if (!listed(sagemaker_torch_distributed_versions(), o.framework_version))
+    throw Error(fmt::format("framework_version \"{}\" is not one the SageMaker Python SDK accepts with torch_distributed (it "
+                            "compares exact versions) [rule sagemaker.framework-version]",
+                            comment_text(o.framework_version)))
+        .at("--framework-version")
+        .hint("give one of " + joined(sagemaker_torch_distributed_versions()));
+  const bool model_parallel = p.tp > 1 || p.pp > 1 || p.cp > 1 || p.zero_stage == 3;
+  if (o.smddp && model_parallel)
+    refuse("/parallelism", "sagemaker.smddp-instance-types",
+           "the smdistributed data parallel library with model parallelism or sharding", "leave out --smddp");
+  if (o.smddp && !listed(sagemaker_smddp_instance_types(), ml_type))
+    refuse("/cluster/instance_type", "sagemaker.smddp-instance-types",
+           fmt::format("the smdistributed data parallel library on {} (it supports {})", ml_type, joined(sagemaker_smddp_instance_types())),
+           "leave out --smddp to use torch_distributed");
+}
+
+// max_run and max_wait in seconds (rule sagemaker.max-run).
+std::pair<double, double> sagemaker_limits(const plan::Plan& p, const ExportOptions& o, const Refusal& refuse) {
   double run_s = o.max_run_s;
   if (run_s <= 0) {
     const double predicted = predicted_time_s(p);
@@ -343,32 +403,42 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
     run_s = std::max(3600.0, std::ceil(predicted * 1.5 / 3600.0) * 3600.0);
   }
   if (run_s > kSageMakerMaxRunS)
-    refuse("/predicted", fmt::format("a job of {} (SageMaker stops training jobs after at most 28 days)", units::format_duration(run_s)),
+    refuse("/predicted", "sagemaker.max-run",
+           fmt::format("a job of {} (SageMaker stops training jobs after at most 28 days)", units::format_duration(run_s)),
            "split the run into jobs that resume from checkpoints and pass --max-run 28d, or use more instances");
-  const bool spot = p.purchase == plan::Purchase::spot;
   double wait_s = o.max_wait_s > 0 ? o.max_wait_s : std::min(kSageMakerMaxRunS, 2.0 * run_s);
-  if (spot && wait_s < run_s) wait_s = run_s;
+  if (wait_s < run_s) wait_s = run_s;
+  return {run_s, wait_s};
+}
+
+std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
+  sagemaker_checks(p, ctx, o, refuse);
+  const auto [run_s, wait_s] = sagemaker_limits(p, o, refuse);
+  const bool spot = p.purchase == plan::Purchase::spot;
+  std::vector<std::string> notes;
+  if (p.tp > 1 || p.pp > 1 || p.cp > 1 || p.zero_stage > 0 || p.recompute != plan::Recompute::none)
+    notes.push_back("the layout is the entry point's: torch_distributed starts it with torchrun on every GPU; run Megatron-LM "
+                    "with the arguments of `trainplan export PLAN --to megatron` (or DeepSpeed with --to deepspeed)");
 
   std::string out = "# SageMaker PyTorch estimator: " + summary_line(p, ctx) + "\n";
   for (const auto& n : notes) out += "# " + n + "\n";
   out += "from sagemaker.pytorch import PyTorch\n\n";
   out += "estimator = PyTorch(\n";
   // Every string from the user goes through python_string (a valid literal whatever it holds).
-  auto literal = [](const std::string& value, const char* flag) {
-    try {
-      return python_string(value);
-    } catch (Error& e) {
-      e.at(flag);
-      throw;
-    }
-  };
   out += fmt::format("    entry_point={},\n", literal(o.entry_point, "--entry-point"));
   out += fmt::format("    role={},\n", literal(o.role, "--role"));
   out += fmt::format("    framework_version={},\n", literal(o.framework_version, "--framework-version"));
   out += fmt::format("    py_version={},\n", literal(o.py_version, "--py-version"));
-  out += fmt::format("    instance_type={},\n", literal(ml_type, "/cluster/instance_type"));
+  out += fmt::format("    instance_type={},\n", literal("ml." + ctx.instance->name, "/cluster/instance_type"));
   out += fmt::format("    instance_count={},\n", p.instance_count);
-  out += fmt::format("    distribution={},\n", dist);
+  out += fmt::format("    distribution={},\n", o.smddp ? "{\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}}"
+                                                        : "{\"torch_distributed\": {\"enabled\": True}}");
+  // The training processes' environment (rule sagemaker.environment).
+  std::vector<std::string> env;
+  if (needs_one_cuda_connection(p)) env.push_back("\"CUDA_DEVICE_MAX_CONNECTIONS\": \"1\"");
+  if (const std::string nccl = nccl_note(p); !nccl.empty() && !o.smddp)
+    env.push_back(fmt::format("\"NCCL_ALGO\": \"{}\"", nccl.substr(nccl.find('=') + 1)));
+  if (!env.empty()) out += "    environment={" + join(env, ", ") + "},\n";
   out += fmt::format("    max_run={},\n", static_cast<int64_t>(run_s));
   if (spot) {
     out += "    use_spot_instances=True,\n";
@@ -392,6 +462,7 @@ std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const Ex
     if (inst.network.gpudirect_rdma) env.push_back("FI_EFA_USE_DEVICE_RDMA=1");
   }
   if (const std::string nccl = nccl_note(p); !nccl.empty()) env.push_back(nccl);
+  if (needs_one_cuda_connection(p)) env.push_back("CUDA_DEVICE_MAX_CONNECTIONS=1");
   const std::string env_text = env.empty() ? "" : join(env, " ") + " ";
   std::string out = "# " + summary_line(p, ctx) + "\n";
   if (p.cp > 1) {
@@ -399,13 +470,15 @@ std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const Ex
                        "(Megatron-LM order: tp groups on consecutive GPUs of a node, cp groups next to them)\n",
                        p.world_size(), p.dp, p.cp, p.tp, p.pp);
     out += "# context parallelism is the training script's: each cp rank holds sequence chunks i and 2cp-1-i and all-gathers K, V "
-           "around every attention (Megatron-LM --context-parallel-size with --cp-comm-type allgather; PyTorch's "
+           "around every attention (Megatron-LM --context-parallel-size with --cp-comm-type all_gather; PyTorch's "
            "torch.distributed.tensor.experimental.context_parallel)\n";
   } else {
     out += fmt::format("# ranks: {} = dp {} x tp {} x pp {}, tp innermost (Megatron-LM order: tp groups on consecutive GPUs of a node)\n",
                        p.world_size(), p.dp, p.tp, p.pp);
   }
-  if (p.dp_cp() > 1 && p.zero_stage == 0 && p.dp_algorithm == plan::DpAlgorithm::hierarchical)
+  if (needs_one_cuda_connection(p))
+    out += "# CUDA_DEVICE_MAX_CONNECTIONS=1: Megatron-LM asserts it with tensor or context parallelism\n";
+  if (hierarchical_reduce(p))
     out += "# the plan's data-parallel all-reduce assumed a hierarchical algorithm: NCCL's default across nodes\n";
   out += "\n# On each node (NODE_RANK = 0.." + std::to_string(p.instance_count - 1) + ", MASTER_ADDR = node 0):\n";
   // The entry point is one shell word; in the srun line the whole inner command is quoted once
@@ -436,6 +509,11 @@ std::string export_plan(const plan::Plan& plan_in, const plan::PlanContext& ctx,
     case ExportTarget::torchrun: return torchrun(p, ctx, options, refuse);
   }
   return "";
+}
+
+std::vector<std::string> export_notes(const plan::Plan& plan, const plan::PlanContext&, ExportTarget target) {
+  if (target == ExportTarget::deepspeed) return deepspeed_notes(plan);
+  return {};
 }
 
 std::optional<std::string> export_refusal(const plan::Plan& plan, const plan::PlanContext& ctx, ExportTarget target,

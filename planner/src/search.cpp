@@ -42,14 +42,12 @@ void check_request(const SearchRequest& req) {
 SearchRequest narrow_to_framework(const SearchRequest& request) {
   SearchRequest req = request;
   if (!req.framework) return req;
-  std::erase_if(req.dp_algorithms, [&](plan::DpAlgorithm a) {
-    return a == plan::DpAlgorithm::parameter_server ||
-           (*req.framework == ExportTarget::deepspeed && a == plan::DpAlgorithm::hierarchical);
-  });
+  std::erase_if(req.dp_algorithms, [&](plan::DpAlgorithm a) { return a == plan::DpAlgorithm::parameter_server; });
   if (req.dp_algorithms.empty())
-    throw Error(fmt::format("{} runs none of the requested data-parallel algorithms", export_target_name(*req.framework)))
-        .hint("allow ring or tree (--dp-algorithms)");
-  if (*req.framework == ExportTarget::deepspeed || *req.framework == ExportTarget::sagemaker) req.partition = PartitionMode::even;
+    throw Error(fmt::format("{} runs none of the requested data-parallel algorithms (no target runs a parameter server)",
+                            export_target_name(*req.framework)))
+        .hint("allow ring, tree or hierarchical (--dp-algorithms)");
+  if (*req.framework == ExportTarget::deepspeed) req.partition = PartitionMode::even;
   if (*req.framework == ExportTarget::sagemaker) req.platform = plan::Platform::sagemaker;
   return req;
 }

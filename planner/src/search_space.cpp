@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "search_internal.hpp"
+#include "trainplan/planner/export_rules.hpp"
 #include "trainplan/core/strings.hpp"
 
 namespace trainplan::planner {
@@ -164,6 +165,10 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
       c.base.stages.clear();
+      // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule
+      // megatron.attention-backend): plan it with the score matrix in memory.
+      if (req.framework == ExportTarget::megatron && transformer && compute_capability(*c.ctx) > 0 && compute_capability(*c.ctx) < 80)
+        c.base.attention = plan::AttentionImpl::unfused;
       // Selective recomputation only helps where it drops something (with flash attention
       // there is no score matrix to drop): otherwise it is a duplicate of "none".
       bool selective_saves = false;

@@ -349,7 +349,9 @@ TEST_CASE("search: a search for one framework ranks only plans its exporter acce
     const auto res = planner::search(req, hw::Catalog::builtin());
     INFO("framework " << planner::export_target_name(target));
     REQUIRE(!res.ranked.empty());
-    CHECK(res.dropped.count(std::string(planner::export_target_name(target)) + " cannot run it") == 1);
+    // DeepSpeed cannot run Megatron-style sequence parallelism; the others run every plan of this space.
+    if (target == planner::ExportTarget::deepspeed)
+      CHECK(res.dropped.count(std::string(planner::export_target_name(target)) + " cannot run it") == 1);
     for (size_t i = 0; i < std::min<size_t>(res.ranked.size(), 40); ++i) {
       plan::Plan p = res.ranked[i].plan;
       p.predicted = {{"time_to_train_s", res.ranked[i].objective_time_s}};
@@ -359,7 +361,7 @@ TEST_CASE("search: a search for one framework ranks only plans its exporter acce
     }
     if (target == planner::ExportTarget::sagemaker) CHECK(res.ranked.front().plan.platform == plan::Platform::sagemaker);
   }
-  // Without the restriction the same search ranks plans DeepSpeed refuses (tensor parallelism).
+  // Without the restriction the same search ranks plans DeepSpeed refuses (sequence parallelism).
   planner::SearchRequest req;
   req.model = "gpt3-1.3b";
   req.tokens = 5e9;

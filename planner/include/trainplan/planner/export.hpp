@@ -2,12 +2,14 @@
 //
 // Exports a plan to the framework that will run it:
 //   deepspeed  a DeepSpeed config JSON (batch sizes, gradient accumulation, ZeRO stage and
-//              buckets, fp16/bf16, pipeline stages and activation checkpointing);
-//   megatron   Megatron-LM arguments as a bash array (model shape, tensor/pipeline sizes, layers
-//              per virtual stage or the uneven split, micro/global batch, recomputation,
-//              sequence parallelism, distributed optimizer, DDP buckets, precision);
+//              buckets in elements, fp16/bf16, AutoTP size, activation checkpointing); what a
+//              config cannot carry (PipelineModule arguments) comes from export_notes();
+//   megatron   Megatron-LM arguments as a bash array with the launch environment (model shape,
+//              tensor/pipeline/context sizes, layers per virtual stage or the uneven split,
+//              micro/global batch, recomputation, sequence parallelism, distributed optimizer or
+//              Megatron-FSDP, DDP buckets in parameters, bf16/fp16/fp8);
 //   sagemaker  a SageMaker Python SDK PyTorch estimator (ml. instance type and count, the
-//              distribution: torch_distributed, smdistributed model parallel or data parallel,
+//              distribution: torch_distributed or smdistributed data parallel, the environment,
 //              and for spot use_spot_instances, max_run, max_wait, checkpoint_s3_uri);
 //   torchrun   torchrun and Slurm srun launch lines for the cluster.
 //
@@ -15,15 +17,16 @@
 //   plan::PlanContext ctx = plan::resolve(p, catalog, "plan.json");
 //   std::string text = planner::export_plan(p, ctx, planner::ExportTarget::megatron);
 //
-// A plan a framework cannot express is refused with an Error that names the field and a way
-// out (ZeRO-2/3 with a pipeline in DeepSpeed, sequence parallelism outside Megatron-LM, an
-// instance type SageMaker does not offer, a parameter server anywhere, ...). The output is
-// deterministic: the same plan gives the same bytes. Field names follow the frameworks'
-// documentation, cited in planner/README.md.
+// A plan a framework cannot run is refused with an Error that names the field, the framework's
+// limitation with its rule (export_rules.hpp: "[rule deepspeed.pipeline-zero]") and a way out
+// (ZeRO-2/3 with a pipeline in DeepSpeed, context parallelism outside Megatron-LM, an instance
+// type SageMaker does not train on, a parameter server anywhere, ...). The output is
+// deterministic: the same plan gives the same bytes, and it passes validate_export().
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "trainplan/plan/plan.hpp"
 
@@ -37,7 +40,9 @@ ExportTarget parse_export_target(const std::string& name);
 struct ExportOptions {
   std::string entry_point = "train.py";          // the training script
   std::string role = "<SageMaker execution role ARN>";
-  std::string framework_version = "2.2";         // SageMaker PyTorch container
+  /// SageMaker PyTorch container: an exact version the SDK accepts with torch_distributed
+  /// (sagemaker_torch_distributed_versions(); "2.2" is refused, "2.2.0" is not).
+  std::string framework_version = "2.2.0";
   std::string py_version = "py310";
   std::string checkpoint_s3_uri = "s3://<bucket>/checkpoints/<job>";  // SageMaker spot
   /// SageMaker pure data parallelism: the smdistributed data parallel library (SMDDP, only on
@@ -55,6 +60,11 @@ struct ExportOptions {
 /// `plan_file` and the plan field, when the target cannot express the plan.
 std::string export_plan(const plan::Plan& plan, const plan::PlanContext& ctx, ExportTarget target,
                         const ExportOptions& options = {}, const std::string& plan_file = "plan");
+
+/// What `target`'s text cannot carry and the training script must do (DeepSpeed: the
+/// PipelineModule arguments, which layers to checkpoint, NCCL_ALGO); empty for the others,
+/// whose texts carry it as comments. The CLI prints each on stderr as "note: ...".
+std::vector<std::string> export_notes(const plan::Plan& plan, const plan::PlanContext& ctx, ExportTarget target);
 
 /// Why `target` cannot express `plan` (the refusal's message), or nullopt when it can. The
 /// SageMaker time limit is not checked (a search has no predicted time yet). For searches

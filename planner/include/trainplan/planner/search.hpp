@@ -131,14 +131,17 @@ struct SearchRequest {
   /// Context-parallel degrees (each must divide the GPU count, and 2 * cp the sequence length).
   /// Empty: 1, 2, 4, 8 for sequences of at least kContextParallelMinSeqLen tokens, else 1.
   std::vector<int> context_parallel;
+  /// The parameter server is modelled for comparison only (no export target runs one: rule
+  /// all.no-parameter-server), so it is searched only when asked for.
   std::vector<plan::DpAlgorithm> dp_algorithms = {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree,
-                                                  plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server};
+                                                  plan::DpAlgorithm::hierarchical};
   std::vector<double> bucket_sizes_bytes = {25e6};
   bool sequence_parallel = true;  // also try sequence parallelism where tp > 1
   bool allow_tp_across_nodes = false;
   PartitionMode partition = PartitionMode::time;
-  /// Only plans this framework can run (export_refusal): no parameter server anywhere, the
-  /// even layer split for DeepSpeed and SageMaker (they split layers themselves), ...
+  /// Only plans this framework can run (export_refusal, the rules of export_rules.hpp): no
+  /// parameter server anywhere, the even layer split for DeepSpeed (PipelineModule splits layers
+  /// itself), unfused attention for Megatron-LM on GPUs below sm80, ...
   std::optional<ExportTarget> framework;
   size_t simulate_top = 0;        // 0 = no simulation
   /// The lazy stages (expand, job) are exact for at least this many best candidates and for
