@@ -42,6 +42,7 @@ struct BenchArgs {
   double min_time_s = 0.05;
   std::string max_bytes = "16MiB";
   int ranks = 2;
+  bool ranks_given = false;
 };
 
 using Shape3 = std::tuple<int64_t, int64_t, int64_t>;
@@ -133,6 +134,35 @@ calibration::BenchPoint measure_all_reduce(const BenchArgs& a, double bytes, int
     });
   for (auto& t : threads) t.join();
   return all_reduce_point(static_cast<double>(elems), comm_ranks, times);
+}
+
+// The all-reduce over the device backend's collective library (NCCL on cuda), one thread per
+// device, when the machine has two devices or more: the module times it (registry.hpp). Returns
+// the ranks measured, 0 when there is nothing to measure (one device), with a note.
+int add_device_collectives(const BenchArgs& a, double max_bytes, calibration::BenchResult& out) {
+  const int devices = executor::backend_device_count(a.backend);
+  if (devices < 2) {
+    std::fprintf(stderr, "note: %d %s device(s) here: no collective to measure (an all-reduce needs two); "
+                         "calibrate takes nccl-tests all_reduce_perf logs of a larger machine\n",
+                 devices, a.backend.c_str());
+    return 0;
+  }
+  const int ranks = std::min(devices, a.ranks_given ? a.ranks : 8);
+  const json::Json table = executor::backend_collective_benchmark(a.backend, ranks, static_cast<int64_t>(max_bytes));
+  out.communicator = "nccl";
+  out.statistics += "; the nccl all-reduce points: rank 0's mean over the module's timed operations (10 per size, "
+                    "fewer above 64 MiB, after 3 untimed)";
+  for (const auto& e : table.at("entries")) {
+    if (e.value("collective", "") != "all_reduce") continue;
+    calibration::BenchPoint pt;
+    pt.kind = "all_reduce", pt.ranks = ranks;
+    pt.bytes = e.at("size_bytes").get<double>();
+    // The module reports one time per size (rank 0's mean over its timed operations).
+    pt.median_s = pt.min_s = pt.max_s = e.at("duration_s").get<double>();
+    pt.repetitions = 1;
+    out.points.push_back(pt);
+  }
+  return ranks;
 }
 
 // What a bench output says about the run: machine, backend, date, software, statistics.
@@ -278,6 +308,7 @@ void run(const BenchArgs& a) {
     bar.update(++done);
   }
   bar.finish();
+  if (a.backend != "cpu" && !job.world) comm_ranks = add_device_collectives(a, max_bytes, out);
   json::write_file(a.out, calibration::to_json(out));
   const auto roof = calibration::roofline(out, a.out);
   std::printf("%s on %s (%s): %zu points\n", a.backend.c_str(), out.hardware.c_str(), out.machine.c_str(), out.points.size());
@@ -287,10 +318,6 @@ void run(const BenchArgs& a) {
     std::printf(", all-reduce over %d ranks: latency %s, bus bandwidth %s", comm_ranks,
                 units::format_duration(roof.comm_latency_s).c_str(), units::format_bandwidth(roof.comm_busbw_bytes_per_s).c_str());
   std::printf("\nmeasurements: %s\n", a.out.c_str());
-  if (a.backend != "cpu")
-    std::printf("note: collectives on %s are measured by trainplan_bench_executor_cuda (NCCL) or nccl-tests; this run "
-                "measured compute only\n",
-                a.backend.c_str());
 }
 
 }  // namespace
@@ -306,8 +333,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--max-bytes", a->max_bytes, "Largest all-reduce message (from 1KiB, x4 steps; at most 1GiB)")->capture_default_str();
   add_int(cmd, "--ranks", a->ranks, 2, 64,
           "Ranks of the all-reduce (threads of the in-process communicator; under mpirun or trainplan launch: one "
-          "per process, over TCP)");
-  cmd->callback([a] { run(*a); });
+          "per process, over TCP; --backend cuda: GPUs of this machine over NCCL, default all of them up to 8)");
+  cmd->callback([a, cmd] {
+    a->ranks_given = cmd->count("--ranks") > 0;
+    run(*a);
+  });
 }
 
 }  // namespace trainplan::cli

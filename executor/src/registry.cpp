@@ -210,18 +210,51 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
+namespace {
+
+// The loaded, usable module of a backend; throws Error naming why not.
+const TrainplanBackendModule& usable_module(std::string_view name) {
+  const ModuleSpec* spec = module_spec(name);
+  if (!spec) throw Error(fmt::format("unknown backend \"{}\"", name)).hint(suggestion(name, backend_names()));
+  Resolved r = resolve(*spec);
+  std::string hint = r.hint;
+  std::string why = r.module ? probe(*r.module, &hint) : r.why;
+  if (!why.empty())
+    throw Error(fmt::format("backend \"{}\" is unavailable: {}", name, why))
+        .hint(hint.empty() ? "use the cpu backend, or run on a machine where it is available" : hint);
+  return *r.module;
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
-  if (const ModuleSpec* spec = module_spec(name)) {
-    Resolved r = resolve(*spec);
-    std::string hint = r.hint;
-    std::string why = r.module ? probe(*r.module, &hint) : r.why;
-    if (!why.empty())
-      throw Error(fmt::format("backend \"{}\" is unavailable: {}", name, why))
-          .hint(hint.empty() ? "use the cpu backend, or run on a machine where it is available" : hint);
-    return create(*r.module);
+  return create(usable_module(name));
+}
+
+int backend_device_count(std::string_view name) {
+  if (name == "cpu") return 1;
+  try {
+    const TrainplanBackendModule& m = usable_module(name);
+    return m.device_count ? m.device_count() : 0;
+  } catch (const Error&) {
+    return 0;
   }
-  throw Error(fmt::format("unknown backend \"{}\"", name)).hint(suggestion(name, backend_names()));
+}
+
+json::Json backend_collective_benchmark(std::string_view name, int ranks, int64_t max_bytes) {
+  if (name == "cpu")
+    throw Error("the cpu backend has no device collective library")
+        .hint("trainplan bench --backend cpu times the in-process communicator, or TCP under a launcher");
+  const TrainplanBackendModule& m = usable_module(name);
+  if (!m.collective_benchmark) throw Error(fmt::format("backend \"{}\" has no collective benchmark", name));
+  TrainplanBackendError err{};
+  char* text = nullptr;
+  if (m.collective_benchmark(ranks, static_cast<long long>(max_bytes), &text, &err) != 0)
+    throw Error(fmt::format("backend \"{}\": {}", name, err.message)).hint(err.hint);
+  const std::string owned = text ? text : "";
+  if (text) m.free_text(text);
+  return json::parse_text(owned, fmt::format("the {} module's collective benchmark", name));
 }
 
 }  // namespace trainplan::executor

@@ -123,3 +123,14 @@ TEST_CASE("registry: the cpu backend, the runtime and the registry's listing loa
     CHECK(maps.find(lib) == std::string::npos);
   }
 }
+
+TEST_CASE("registry: device counts and the device collective benchmark, asked of backends that have none", "[executor]") {
+  const fs::path empty = fresh_dir("registry-collectives");
+  BackendPath path(empty.string());
+  CHECK(backend_device_count("cpu") == 1);
+  CHECK(backend_device_count("cuda") == 0);  // no module on the path: nothing to count
+  CHECK(backend_device_count("nonesuch") == 0);
+  REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cpu", 2, 1 << 20), "no device collective library");
+  REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cuda", 2, 1 << 20), "unavailable");
+  REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cudaa", 2, 1 << 20), "unknown backend");
+}

@@ -188,3 +188,28 @@ TEST_CASE("nccl: the communicator refuses cpu tensors and non-cuda backends", "[
   REQUIRE_ERROR_CONTAINS(comm->all_reduce(CommGroup{0, {0}, "world"}, 1, host, ReduceOp::sum),
                          "the NCCL communicator moves cuda tensors");
 }
+
+TEST_CASE("nccl: the module's collective benchmark (trainplan bench --backend cuda) times all-reduce by size",
+          "[cuda][nccl]") {
+  const int n = world_of_gpus();
+  if (n < 2) {
+    REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cuda", 2, 1 << 20), "needs that many");
+    WARN("needs two GPUs for the timing: only the refusal checked");
+    return;
+  }
+  const json::Json t = backend_collective_benchmark("cuda", n, int64_t{1} << 22);
+  CHECK(t.at("ranks").get<int>() == n);
+  int rows = 0;
+  double prev = 0;
+  for (const auto& e : t.at("entries")) {
+    CHECK(e.at("collective") == "all_reduce");
+    const double bytes = e.at("size_bytes").get<double>(), secs = e.at("duration_s").get<double>();
+    CHECK(secs > 0);
+    // nccl-tests' busbw = bytes / t x 2 (n - 1) / n.
+    CHECK(e.at("busbw_bytes_per_s").get<double>() == Approx(bytes / secs * 2.0 * (n - 1) / n).epsilon(1e-6));
+    CHECK(bytes > prev);
+    prev = bytes;
+    ++rows;
+  }
+  CHECK(rows >= 10);  // 1 KiB .. 4 MiB
+}

@@ -1,7 +1,10 @@
 // The module's entry point (backend_module.hpp): what libtrainplan_backend_cuda.so exports to
 // the registry. Also linked into the programs that link the CUDA library themselves (the GPU
 // tests, the CUDA benchmarks), which export it so their registry uses their own copy.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -9,6 +12,11 @@
 #include "trainplan/core/error.hpp"
 #include "trainplan/executor/backend_module.hpp"
 #include "trainplan/executor/cuda_backend.hpp"
+#include "trainplan/executor/cuda_benchmarks.hpp"
+#if TRAINPLAN_HAVE_NCCL
+#include "trainplan/executor/nccl_communicator.hpp"
+#include "trainplan/executor/nccl_launch.hpp"
+#endif
 
 namespace {
 
@@ -43,8 +51,59 @@ trainplan::executor::Backend* create(TrainplanBackendError* error) {
   return nullptr;
 }
 
+// NCCL all-reduce from 1 KiB to max_bytes on `ranks` GPUs, one thread each (what
+// `trainplan bench --backend cuda` measures; trainplan_bench_executor_cuda times the other
+// collectives too).
+int collective_benchmark(int ranks, long long max_bytes, char** json_out, TrainplanBackendError* error) {
+  using namespace trainplan::executor;
+  try {
+#if !TRAINPLAN_HAVE_NCCL
+    (void)ranks, (void)max_bytes, (void)json_out;
+    throw trainplan::Error("this cuda module was built without NCCL")
+        .hint("install NCCL (libnccl-dev) and build again; nccl-tests logs are calibrate inputs too");
+#else
+    const int have = cuda_device_count();
+    if (ranks < 2 || ranks > have)
+      throw trainplan::Error(fmt::format("an all-reduce over {} GPUs needs that many; this machine has {}", ranks, have))
+          .hint("pass --ranks between 2 and the GPU count; one GPU has no collective to measure");
+    trainplan::json::Json table;
+    run_rank_threads(ranks, [&](int rank, Rendezvous& store) {
+      auto be = make_cuda_backend();
+      auto comm = make_nccl_communicator(store, rank, ranks, *be, be->default_stream());
+      NcclBenchOptions o;
+      o.max_bytes = max_bytes;
+      o.collectives = {"all_reduce"};
+      trainplan::json::Json t = run_nccl_benchmark(*comm, *be, o, cuda_device_info(cuda_backend_device(*be)).name);
+      if (rank == 0) table = std::move(t);
+    });
+    const std::string text = table.dump();
+    char* out = static_cast<char*>(std::malloc(text.size() + 1));
+    if (!out) throw trainplan::Error("out of host memory for the benchmark table");
+    std::memcpy(out, text.c_str(), text.size() + 1);
+    *json_out = out;
+    return 0;
+#endif
+  } catch (const trainplan::Error& e) {
+    copy_text(e.message(), error->message);
+    copy_text(e.hint_text(), error->hint);
+  } catch (const std::exception& e) {
+    copy_text(e.what(), error->message);
+  }
+  return 1;
+}
+
+void free_text(char* text) { std::free(text); }
+
+int device_count() {
+  try {
+    return trainplan::executor::cuda_device_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
 const TrainplanBackendModule kModule = {kTrainplanBackendAbi, TRAINPLAN_VERSION, "cuda", TRAINPLAN_CUDA_BUILD,
-                                        probe, create};
+                                        probe, create, collective_benchmark, free_text, device_count};
 
 }  // namespace
 

@@ -25,7 +25,7 @@ class Backend;
 }
 
 /// Bumped whenever this table or the Backend class (backend.hpp, tensor.hpp) changes layout.
-inline constexpr int kTrainplanBackendAbi = 1;
+inline constexpr int kTrainplanBackendAbi = 2;
 
 extern "C" {
 
@@ -46,6 +46,16 @@ struct TrainplanBackendModule {
   /// A new backend (owned by the caller, deleted through Backend's virtual destructor), or
   /// nullptr with the reason in `error`.
   trainplan::executor::Backend* (*create)(TrainplanBackendError* error);
+  /// Times all-reduces over the device's collective library (NCCL for cuda) on `ranks` devices
+  /// of this machine, one thread per device, float32 buffers from 1 KiB up to `max_bytes`: the
+  /// JSON text of the table (executor/cuda: run_nccl_benchmark's format, times are rank 0's)
+  /// goes to `*json_out` (released with `free_text`). Returns 0, or 1 with the reason in
+  /// `error` (fewer devices than `ranks`, an NCCL failure). Null when the backend has no
+  /// collective library.
+  int (*collective_benchmark)(int ranks, long long max_bytes, char** json_out, TrainplanBackendError* error);
+  void (*free_text)(char* text);
+  /// How many devices this machine has for the backend (0 on error).
+  int (*device_count)(void);
 };
 
 }  // extern "C"

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trainplan/core/json.hpp"
 #include "trainplan/executor/backend.hpp"
 
 namespace trainplan::executor {
@@ -48,6 +49,17 @@ std::vector<std::string> backend_names();
 /// Creates a backend by name, loading its module on first use. Throws Error for an unknown
 /// name (with a suggestion) or a backend that is unavailable here (with the reason).
 std::unique_ptr<Backend> make_backend(std::string_view name);
+/// How many devices the backend has on this machine (1 for "cpu": one process; 0 when the
+/// module is missing or unavailable). Loads the module.
+int backend_device_count(std::string_view name);
+/// Times all-reduces over the backend's collective library (NCCL for "cuda") on `ranks`
+/// devices of this machine, one thread per device, from 1 KiB to `max_bytes`: {"ranks", "gpu",
+/// "entries": [{"collective", "size_bytes", "duration_s", "algbw_bytes_per_s",
+/// "busbw_bytes_per_s"}]}. Throws Error for a backend without one ("cpu": its in-process and
+/// TCP communicators are timed by trainplan bench itself), an unavailable backend, or the
+/// module's failure (fewer devices than ranks, an NCCL error), with its reason.
+json::Json backend_collective_benchmark(std::string_view name, int ranks, int64_t max_bytes);
+
 /// The folders searched for backend modules, in order (see the top of this file).
 std::vector<std::string> backend_module_search_path();
 
