@@ -252,6 +252,31 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
   return std::nullopt;
 }
 
+// Attention: fused (flash) where the source says so or from 2023 on (FlashAttention-2, cuDNN
+// fused attention and PyTorch SDPA are the defaults of every framework since); the score matrix
+// in memory before (Megatron-LM 2020-2021). A fused kernel before 2023, or an ALiBi model before
+// 2024, ran a FlashAttention-1-class kernel: FlashAttention-2 appeared in July 2023 and took
+// ALiBi only in flash-attn 2.4 (ALiBi models such as MPT ran the Triton port of
+// FlashAttention-1, llm-foundry's attn_impl "triton").
+void map_attention(const Json& point, const std::string& arch, plan::Plan& p, ValidationPoint& vp) {
+  const int year = published_year(point).value_or(0);
+  if (contains(arch, "flash") && ((year > 0 && year < 2023) || (contains(arch, "alibi") && year > 0 && year < 2024))) {
+    p.attention = plan::AttentionImpl::flash1;
+    vp.assumptions.push_back(fmt::format(
+        "flash attention in {}{}: a FlashAttention-1-class kernel (FlashAttention-2 from July 2023; ALiBi in flash-attn "
+        "only from 2.4)",
+        year, contains(arch, "alibi") ? " with ALiBi" : ""));
+  } else if (contains(arch, "flash")) {
+    p.attention = plan::AttentionImpl::flash;
+  } else if (year >= 2023) {
+    p.attention = plan::AttentionImpl::flash;
+    vp.assumptions.push_back("attention implementation not stated: fused (flash), the default since 2023");
+  } else {
+    p.attention = plan::AttentionImpl::unfused;
+    vp.assumptions.push_back("attention implementation not stated: unfused (scores in memory), as Megatron-LM before 2022");
+  }
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
   const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
@@ -324,20 +349,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     p.vp = static_cast<int>(*v);
     p.schedule = plan::Schedule::interleaved_1f1b;
   }
-  // Attention: fused (flash) where the source says so or from 2023 on (FlashAttention-2,
-  // cuDNN fused attention and PyTorch SDPA are the defaults of every framework since); the
-  // score matrix in memory before (Megatron-LM 2020-2021).
-  const std::string arch = str(m, "arch_notes");
-  const int year = published_year(point).value_or(0);
-  if (contains(arch, "flash")) {
-    p.attention = plan::AttentionImpl::flash;
-  } else if (year >= 2023) {
-    p.attention = plan::AttentionImpl::flash;
-    vp.assumptions.push_back("attention implementation not stated: fused (flash), the default since 2023");
-  } else {
-    p.attention = plan::AttentionImpl::unfused;
-    vp.assumptions.push_back("attention implementation not stated: unfused (scores in memory), as Megatron-LM before 2022");
-  }
+  map_attention(point, str(m, "arch_notes"), p, vp);
   const std::string prec = to_lower(str(point, "precision"));
   if (contains(prec, "fp8")) p.precision = Precision::fp8;
   else if (contains(prec, "bf16")) p.precision = Precision::bf16;

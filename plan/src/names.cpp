@@ -34,7 +34,14 @@ std::string_view dp_algorithm_name(DpAlgorithm a) {
 
 std::string_view purchase_name(Purchase p) { return p == Purchase::spot ? "spot" : "on-demand"; }
 std::string_view platform_name(Platform p) { return p == Platform::sagemaker ? "sagemaker" : "ec2"; }
-std::string_view attention_impl_name(AttentionImpl a) { return a == AttentionImpl::unfused ? "unfused" : "flash"; }
+std::string_view attention_impl_name(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::unfused: return "unfused";
+    case AttentionImpl::flash1: return "flash1";
+    case AttentionImpl::flash: return "flash";
+  }
+  return "?";
+}
 
 std::string_view task_kind_name(TaskKind k) {
   switch (k) {

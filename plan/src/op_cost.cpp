@@ -83,9 +83,10 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
     c.gemm_m = static_cast<int64_t>(b * heads / div * sq);
     c.gemm_n = static_cast<int64_t>(s);
     c.gemm_k = op.head_dim;
-    if (attention == AttentionImpl::flash) {
+    if (is_fused_attention(attention)) {
       const double causal = op.causal ? 0.5 : 1.0;     // masked blocks are skipped
       c.fused_attention = true;
+      c.fused_attention_v1 = attention == AttentionImpl::flash1;
       c.flops_fwd = 4.0 * ss_h * causal * scale;
       c.flops_bwd = 10.0 * ss_h * causal * scale;      // recomputes QK^T (FlashAttention-2)
       const double lse = heads * sq * 4.0;             // fp32 log-sum-exp per head and local token

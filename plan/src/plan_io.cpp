@@ -91,7 +91,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   if (auto f = r.optional_field("schedule"))
     p.schedule = parse_enum(*f, {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved_1f1b}, schedule_name);
   if (auto f = r.optional_field("attention"))
-    p.attention = parse_enum(*f, {AttentionImpl::flash, AttentionImpl::unfused}, attention_impl_name);
+    p.attention = parse_enum(*f, {AttentionImpl::flash, AttentionImpl::unfused, AttentionImpl::flash1}, attention_impl_name);
   if (auto f = r.optional_field("stages"))
     for (const auto& item : f->items()) p.stages.push_back(parse_stage(item));
   if (auto f = r.optional_field("precision")) {

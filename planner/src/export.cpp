@@ -223,7 +223,7 @@ void megatron_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Re
            fmt::format("the {} model {} (Megatron-LM trains transformer language models)", models::family_name(m.family), m.name),
            "export with --to torchrun or --to deepspeed");
   const int cc = compute_capability(ctx);
-  if (p.attention == plan::AttentionImpl::flash && cc > 0 && cc < 80)
+  if (plan::is_fused_attention(p.attention) && cc > 0 && cc < 80)
     refuse("/attention", "megatron.attention-backend",
            fmt::format("flash attention on {} (sm{}): Transformer Engine disables FlashAttention and FusedAttention below sm80, "
                        "and the unfused backend that remains keeps the score matrix this plan does not count",
@@ -250,7 +250,8 @@ void megatron_model_args(const plan::Plan& p, const plan::PlanContext& ctx, std:
   if (m.activation == models::Activation::swiglu) args.push_back("--swiglu");
   if (!m.tied_embeddings) args.push_back("--untie-embeddings-and-output-weights");
   if (!m.bias) args.push_back("--disable-bias-linear");
-  args.push_back(fmt::format("--attention-backend {}", plan::attention_impl_name(p.attention)));
+  // A flash1 plan describes an older stack's kernel; today's Megatron runs its flash backend.
+  args.push_back(fmt::format("--attention-backend {}", plan::is_fused_attention(p.attention) ? "flash" : "unfused"));
 }
 
 // Tensor, context and pipeline parallelism with the layer split.

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <tuple>
 
 #include "test_support.hpp"
 #include "trainplan/calibration/validate.hpp"
@@ -306,4 +307,38 @@ TEST_CASE("validate: a profile's calibration applies to the points on its GPU ty
   CHECK(point(r, "mini-narayanan-1.7B").predicted > 1.5 * n0.predicted);
   CHECK(point(r, "mini-cp").predicted == m0.predicted);
   CHECK(point(r, "mini-nccl-1n").predicted == point(base, "mini-nccl-1n").predicted);
+}
+
+TEST_CASE("validate: flash attention before FlashAttention-2, or with ALiBi before flash-attn 2.4, is FlashAttention-1-class",
+          "[calibration]") {
+  json::Json doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json pts = json::Json::array();
+  for (const auto& p : doc["data_points"]) {
+    if (p["id"] != "mini-mosaic-125m") continue;
+    for (const auto& [id, notes, date] : {std::tuple{"fa-2023", "FlashAttention", "2023-2024"},
+                                          std::tuple{"fa-alibi-2023", "MPT: ALiBi, FlashAttention", "2023-2024"},
+                                          std::tuple{"fa-alibi-2024", "MPT: ALiBi, FlashAttention", "2024-05"},
+                                          std::tuple{"fa-2022", "FlashAttention", "2022-11"}}) {
+      json::Json q = p;
+      q["id"] = id;
+      q["model"]["arch_notes"] = notes;
+      q["source"]["date"] = date;
+      pts.push_back(q);
+    }
+  }
+  doc["data_points"] = pts;
+  const auto r = calibration::validate_published_json(doc, "mini", hw::Catalog::builtin());
+  auto impl = [&](const std::string& id) {
+    const auto& p = point(r, id);
+    REQUIRE(p.mapped);
+    return p.setup.substr(p.setup.rfind(' ') + 1);
+  };
+  CHECK(impl("fa-2023") == "flash");
+  CHECK(impl("fa-alibi-2023") == "flash1");
+  CHECK(impl("fa-alibi-2024") == "flash");
+  CHECK(impl("fa-2022") == "flash1");
+  const auto& a = point(r, "fa-alibi-2023").assumptions;
+  CHECK(std::any_of(a.begin(), a.end(), [](const std::string& s) { return s.find("FlashAttention-1-class") != std::string::npos; }));
+  // Same work, half the attention speed: the FA1-class prediction is the slower one.
+  CHECK(point(r, "fa-alibi-2023").predicted > point(r, "fa-2023").predicted);
 }

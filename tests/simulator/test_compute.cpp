@@ -6,6 +6,8 @@
 #include "trainplan/core/random.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/models/model.hpp"
+#include "trainplan/plan/op_cost.hpp"
+#include "trainplan/plan/plan.hpp"
 #include "trainplan/simulator/compute_model.hpp"
 
 using namespace trainplan;
@@ -141,4 +143,34 @@ TEST_CASE("simulator: bad calibration tables and GPUs are rejected", "[simulator
   v100.name = "V100-SXM2-16GB";
   v100.peak_flops.erase(Precision::bf16);
   REQUIRE_ERROR_CONTAINS(sim::ComputeModel(v100, Precision::bf16), "no peak FLOP/s for bf16");
+}
+
+TEST_CASE("simulator: a FlashAttention-1-class kernel takes twice the FlashAttention-2 time, same work and memory",
+          "[simulator]") {
+  // FlashAttention-2 is "around 2x faster than FlashAttention" (Dao 2023): the flash1 plan field
+  // costs the same FLOPs, bytes and saved activations as flash and runs at half its efficiency.
+  models::Op op;
+  op.kind = models::OpKind::attention;
+  op.heads = op.kv_heads = 32;
+  op.head_dim = 128;
+  op.out_shape = {4096, 32 * 128};
+  op.causal = true;
+  const auto f2 = plan::op_cost(op, 2, 1, false, Precision::bf16, plan::AttentionImpl::flash);
+  const auto f1 = plan::op_cost(op, 2, 1, false, Precision::bf16, plan::AttentionImpl::flash1);
+  CHECK(f1.fused_attention);
+  CHECK(f1.fused_attention_v1);
+  CHECK_FALSE(f2.fused_attention_v1);
+  CHECK(f1.flops_fwd == f2.flops_fwd);
+  CHECK(f1.flops_bwd == f2.flops_bwd);
+  CHECK(f1.mem_fwd_bytes == f2.mem_fwd_bytes);
+  CHECK(f1.saved_bytes == f2.saved_bytes);
+  sim::ComputeModelOptions o;
+  o.kernel_overhead_s = 0;
+  const sim::ComputeModel m(hw::Catalog::builtin().gpu("A100-SXM4-80GB"), Precision::bf16, o);
+  for (auto phase : {plan::Phase::forward, plan::Phase::backward})
+    CHECK(m.op_duration_s(f1, phase) == Approx(2 * m.op_duration_s(f2, phase)));
+  // The plan format names it.
+  CHECK(plan::attention_impl_name(plan::AttentionImpl::flash1) == "flash1");
+  CHECK(plan::is_fused_attention(plan::AttentionImpl::flash1));
+  CHECK_FALSE(plan::is_fused_attention(plan::AttentionImpl::unfused));
 }

@@ -55,6 +55,7 @@ struct OpCost {
   /// QKᵀ as M = micro_batch·heads/tp·s, N = s, K = head_dim. 0: not a GEMM.
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   bool fused_attention = false;  // attention op run as one fused kernel
+  bool fused_attention_v1 = false;  // ... of the FlashAttention-1 class (AttentionImpl::flash1)
   int kernels_fwd = 1, kernels_bwd = 1;
   /// Activations kept from forward to backward without recomputation (bytes on this rank).
   double saved_bytes = 0;

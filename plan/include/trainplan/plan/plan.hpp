@@ -39,15 +39,20 @@ enum class Platform { ec2, sagemaker };
 /// How attention runs: `flash` = one fused kernel that never stores the score matrix
 /// (FlashAttention-2/3, cuDNN fused attention, PyTorch SDPA's flash / memory-efficient paths);
 /// `unfused` = QK^T, softmax (+ mask, dropout) and AV as separate kernels with the scores in
-/// memory (Megatron-LM before 2022).
-enum class AttentionImpl { flash, unfused };
+/// memory (Megatron-LM before 2022); `flash1` = a FlashAttention-1-class fused kernel (the
+/// original FlashAttention CUDA kernels and their Triton port, what stacks ran before
+/// FlashAttention-2 (July 2023), and ALiBi models until flash-attn 2.4): the same memory and
+/// FLOPs as `flash`, about half its speed (simulator/README.md, "Compute model").
+enum class AttentionImpl { flash, unfused, flash1 };
 
 std::string_view recompute_name(Recompute r);        // "none", "selective", "full"
 std::string_view schedule_name(Schedule s);          // "gpipe", "1f1b", "interleaved-1f1b"
 std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server"
 std::string_view purchase_name(Purchase p);          // "on-demand", "spot"
 std::string_view platform_name(Platform p);          // "ec2", "sagemaker"
-std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused"
+std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused", "flash1"
+/// Whether the attention runs as one fused kernel (flash or flash1).
+inline bool is_fused_attention(AttentionImpl a) { return a != AttentionImpl::unfused; }
 
 /// Layer units [first_unit, last_unit] (inclusive) owned by one (virtual) pipeline stage.
 struct StageAssignment {
