@@ -188,9 +188,9 @@ void run(const PlanArgs& a) {
     run_classic_plan(a.search, a.classic, a.cmd, a.json_out);
     return;
   }
-  if (classic_options_given(a.cmd))
+  if (const std::string flag = classic_option_given(a.cmd); !flag.empty())
     throw Error(fmt::format("applies to --model xgboost, not to {}", a.search.model))
-        .at("--rows")
+        .at(flag)
         .hint("classic ML options (--rows, --features, --rounds, --repeat, --keep-alive, ...) size an XGBoost job");
   if (a.search.tokens.empty()) throw CLI::RequiredError("--tokens");
   const planner::SearchRequest req = planner::search_request(a.search);

@@ -129,15 +129,16 @@ void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows,
               units::format_duration(sim::LifecycleFacts::builtin().sagemaker_warm_pool_start_s).c_str());
 }
 
-void print_spot(const planner::XgboostSpec& spec, const std::vector<Row>& rows, const planner::SpotRequest& req) {
+void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req, const std::vector<planner::SpotResult>& results) {
   std::printf("\nManaged spot (%zu Monte Carlo runs%s%s):\n", req.runs,
               req.max_wait_s ? fmt::format(", max_wait {}", units::format_duration(*req.max_wait_s)).c_str() : "",
               req.max_run_s ? fmt::format(", max_run {}", units::format_duration(*req.max_run_s)).c_str() : "");
   Table t({"instance", ">count", ">spot $/h", ">wall mean", ">wall p90", ">cost mean", ">on-demand cost", ">interruptions",
            ">P(> max_wait)"});
   std::vector<std::string> notes;
-  for (const auto& r : rows) {
-    const auto s = planner::spot_job(spec, *r.instance, r.job.count, req);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto& s = results[i];
     const auto& mc = s.monte_carlo;
     t.add({r.job.instance, std::to_string(r.job.count), fmt::format("{:.4f}", s.spot_price_usd_per_hour),
            units::format_duration(mc.time_s.mean), units::format_duration(mc.time_s.p90), usd4(mc.cost_usd.mean),
@@ -170,10 +171,10 @@ void add_classic_options(CLI::App* cmd, ClassicArgs& a) {
   cmd->add_option("--max-run", a.max_run, "xgboost with --purchase spot: SageMaker max_run, e.g. 30min");
 }
 
-bool classic_options_given(const CLI::App* cmd) {
+std::string classic_option_given(const CLI::App* cmd) {
   for (const auto& name : kClassicOnly)
-    if (given(cmd, name)) return true;
-  return false;
+    if (given(cmd, name)) return name;
+  return "";
 }
 
 void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a, const CLI::App* cmd, const std::string& json_out) {
@@ -206,6 +207,20 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
     for (int n : counts) rows.push_back({&inst, planner::xgboost_job(spec, inst, n)});
   }
 
+  // Everything that can refuse the request runs before anything is printed.
+  planner::SweepRequest sweep_req;
+  if (a.repeat > 0) {
+    sweep_req = {.repeat = a.repeat, .parallel = a.parallel,
+                 .keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration)};
+    (void)planner::sweep(spec, *rows.front().instance, rows.front().job.count, sweep_req);
+  }
+  planner::SpotRequest spot_req{.max_wait_s = optional_duration(a.max_wait, "--max-wait"),
+                                .max_run_s = optional_duration(a.max_run, "--max-run"), .runs = search.spot_runs, .seed = search.seed};
+  std::vector<planner::SpotResult> spot_results;
+  if (spot)
+    for (const auto& r : rows)
+      spot_results.push_back(at_flag("--max-wait", [&] { return planner::spot_job(spec, *r.instance, r.job.count, spot_req); }));
+
   std::printf("trainplan plan: xgboost (tree_method hist, max_depth %d, %d bins), %s rows x %lld features, %lld rounds\n",
               spec.max_depth, spec.bins, units::format_count(static_cast<double>(spec.rows)).c_str(),
               static_cast<long long>(spec.features), static_cast<long long>(spec.rounds));
@@ -221,15 +236,8 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
       std::printf("note: %s x%d: the data (%s per instance) exceeds %s usable memory\n", r.job.instance.c_str(), r.job.count,
                   units::format_bytes(r.job.memory_bytes_per_instance).c_str(), units::format_bytes(r.job.usable_memory_bytes).c_str());
 
-  planner::SweepRequest sweep_req;
-  if (a.repeat > 0) {
-    sweep_req = {.repeat = a.repeat, .parallel = a.parallel,
-                 .keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration)};
-    print_sweep(spec, rows, sweep_req);
-  }
-  planner::SpotRequest spot_req{.max_wait_s = optional_duration(a.max_wait, "--max-wait"),
-                                .max_run_s = optional_duration(a.max_run, "--max-run"), .runs = search.spot_runs, .seed = search.seed};
-  if (spot) at_flag("--max-wait", [&] { print_spot(spec, rows, spot_req); });
+  if (a.repeat > 0) print_sweep(spec, rows, sweep_req);
+  if (spot) print_spot(rows, spot_req, spot_results);
   std::printf("\nStart-up phases: durations measured in published SageMaker logs of built-in XGBoost jobs (not the jobs\n"
               "compared here); `trainplan plan --model xgboost ... --json FILE` lists every constant with its source.\n");
 
@@ -245,6 +253,10 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
         j["break_even_rows"] = be ? json::Json(*be) : json::Json(nullptr);
       }
       if (a.repeat > 0) j["sweep"] = planner::to_json(planner::sweep(spec, *r.instance, r.job.count, sweep_req));
+      if (spot) {
+        const auto& s = spot_results[static_cast<size_t>(&r - rows.data())];
+        j["spot"] = {{"spot_usd_per_hour", s.spot_price_usd_per_hour}, {"monte_carlo", sim::to_json(s.monte_carlo)}};
+      }
       doc["jobs"].push_back(j);
     }
     doc["constants"] = json::Json::array();

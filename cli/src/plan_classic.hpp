@@ -33,8 +33,8 @@ bool is_classic_model(const std::string& model);
 /// Declares the options above on `plan`.
 void add_classic_options(CLI::App* cmd, ClassicArgs& args);
 
-/// True when any classic-only option was given (an error with a GPU model).
-bool classic_options_given(const CLI::App* cmd);
+/// The first classic-only option given ("" if none): an error with a GPU model.
+std::string classic_option_given(const CLI::App* cmd);
 
 /// Runs the classic plan and prints it; writes JSON to `json_out` when not empty.
 void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& args, const CLI::App* cmd,
