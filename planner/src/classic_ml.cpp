@@ -41,7 +41,7 @@ double s3_bytes_per_s(const hw::CpuInstanceType& instance, const sim::LifecycleF
 double sagemaker_price(const hw::CpuInstanceType& instance) {
   if (!instance.prices.sagemaker_on_demand)
     throw Error(fmt::format("no SageMaker price for {}", instance.name))
-        .hint("add \"sagemaker_on_demand\" for it in a price file (--prices FILE)");
+        .hint("give its \"sagemaker_on_demand\" (or the family's \"sagemaker_uplift\") in a catalog folder (--catalog-dir)");
   return *instance.prices.sagemaker_on_demand;
 }
 
@@ -159,8 +159,8 @@ std::optional<double> break_even_rows(const XgboostSpec& s, const hw::CpuInstanc
   return std::max(0.0, (an - a1) / (b1 - bn));
 }
 
-SweepResult sweep(const XgboostSpec& s, const hw::CpuInstanceType& instance, int count, const SweepRequest& req,
-                  const sim::LifecycleFacts& f) {
+SweepResult sweep_jobs(const SweepJob& cold, const SweepJob& warm, int count, double usd_per_hour, const SweepRequest& req,
+                       const sim::LifecycleFacts& f) {
   if (req.repeat < 1 || req.repeat > kMaxSweepJobs)
     throw bad_flag("--repeat", fmt::format("must be 1..{}, got {}", kMaxSweepJobs, req.repeat), "the number of jobs, e.g. 20");
   if (req.parallel < 1 || req.parallel > kMaxSweepJobs)
@@ -171,13 +171,11 @@ SweepResult sweep(const XgboostSpec& s, const hw::CpuInstanceType& instance, int
                    fmt::format("must be 0..{}, got {}", units::format_duration(f.sagemaker_warm_pool_max_keep_alive_s),
                                units::format_duration(req.keep_alive_s)),
                    "SageMaker keeps a warm pool at most 3600 s (KeepAlivePeriodInSeconds); 0 = no warm pool");
-  const ClassicJob cold = xgboost_job(s, instance, count, false, f);
-  const ClassicJob warm = xgboost_job(s, instance, count, true, f);
   SweepResult r;
   r.jobs = req.repeat;
   r.slots = std::min(req.parallel, req.repeat);
   r.waves = (req.repeat + r.slots - 1) / r.slots;
-  const double price_per_s = cold.price_usd_per_hour / 3600.0;
+  const double price_per_s = usd_per_hour / 3600.0;
   r.cold_wall_s = static_cast<double>(r.waves) * cold.wall_s;
   r.cold_billed_s = static_cast<double>(r.jobs) * cold.billed_s_total;
   r.cold_cost_usd = r.cold_billed_s * price_per_s;
@@ -195,11 +193,19 @@ SweepResult sweep(const XgboostSpec& s, const hw::CpuInstanceType& instance, int
   return r;
 }
 
+SweepResult sweep(const XgboostSpec& s, const hw::CpuInstanceType& instance, int count, const SweepRequest& req,
+                  const sim::LifecycleFacts& f) {
+  const ClassicJob cold = xgboost_job(s, instance, count, false, f);
+  const ClassicJob warm = xgboost_job(s, instance, count, true, f);
+  return sweep_jobs({cold.wall_s, cold.billed_s_total}, {warm.wall_s, warm.billed_s_total}, count, cold.price_usd_per_hour, req, f);
+}
+
 SpotResult spot_job(const XgboostSpec& s, const hw::CpuInstanceType& instance, int count, const SpotRequest& req,
                     const sim::LifecycleFacts& f) {
   const ClassicJob cold = xgboost_job(s, instance, count, false, f);
   if (!instance.prices.spot || !instance.prices.ec2_on_demand)
-    throw Error(fmt::format("no spot price for {}", instance.name)).hint("add \"spot\" for it in a price file (--prices FILE)");
+    throw Error(fmt::format("no spot price for {}", instance.name))
+        .hint("give its family's \"spot_discount\" and its \"ec2_on_demand\" in a catalog folder (--catalog-dir)");
   SpotResult out;
   out.spot_price_usd_per_hour = cold.price_usd_per_hour * (*instance.prices.spot / *instance.prices.ec2_on_demand);
   sim::JobSpec job;

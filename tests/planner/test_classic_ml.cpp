@@ -8,6 +8,7 @@
 #include "test_support.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/planner/classic_ml.hpp"
+#include "trainplan/planner/job.hpp"
 
 using namespace trainplan;
 
@@ -170,4 +171,39 @@ TEST_CASE("planner: xgboost data that does not fit an instance's memory is flagg
   CHECK(planner::xgboost_job(s, r5, 1).fits_memory);
   CHECK(planner::xgboost_job(s, m5_large(), 64).memory_bytes_per_instance ==
         Approx(planner::xgboost_job(s, m5_large(), 1).memory_bytes_per_instance / 64));
+}
+
+TEST_CASE("planner: trainplan job --repeat costs a sweep of a GPU plan's jobs, cold and with a warm pool", "[planner][classic]") {
+  plan::Plan p;
+  p.model = "gpt2-124m";
+  p.instance_type = "p3.8xlarge";
+  p.instance_count = 2;
+  p.dp = 8;
+  p.global_batch = 64;
+  p.micro_batch = 4;
+  p.training_tokens = 1e8;
+  const auto ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
+  plan::validate(p, ctx, "test");
+  planner::JobRequest r;
+  r.step_time = "1s";
+  r.platform = "sagemaker";
+  r.no_hardware_failures = true;
+  const auto single = planner::analyze_job(p, ctx, r);
+  r.repeat = 6;
+  r.parallel = 4;
+  r.keep_alive = "5min";
+  const auto a = planner::analyze_job(p, ctx, r);
+  REQUIRE(a.sweep);
+  CHECK(a.sweep->waves == 2);
+  CHECK(a.sweep->warm_starts == 2);
+  CHECK(a.sweep->cold_wall_s == Approx(2 * single.estimate.total_s));
+  CHECK(a.sweep->cold_billed_s == Approx(6 * 2 * single.estimate.billed_s_per_node));
+  // A warm start skips provisioning and the image pull; 4 pools of 2 instances kept 5 minutes.
+  CHECK(a.sweep->wall_s < a.sweep->cold_wall_s);
+  CHECK(a.sweep->keep_alive_billed_s == Approx(4 * 2 * 300.0));
+  r.platform = "ec2";
+  REQUIRE_ERROR_CONTAINS(planner::analyze_job(p, ctx, r), "--keep-alive: warm pools are a SageMaker feature");
+  r.platform = "sagemaker";
+  r.repeat = 0;
+  REQUIRE_ERROR_CONTAINS(planner::analyze_job(p, ctx, r), "add --repeat");
 }

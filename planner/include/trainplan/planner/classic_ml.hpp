@@ -152,6 +152,18 @@ struct SweepResult {
 SweepResult sweep(const XgboostSpec& spec, const hw::CpuInstanceType& instance, int count, const SweepRequest& request,
                   const sim::LifecycleFacts& facts = sim::LifecycleFacts::builtin());
 
+/// One job of a sweep as the sweep arithmetic needs it: request-to-end wall time and billed
+/// instance-seconds of all its instances.
+struct SweepJob {
+  double wall_s = 0;
+  double billed_s_total = 0;
+};
+/// The sweep arithmetic shared by XGBoost jobs and GPU plans (`trainplan job --repeat`): `cold`
+/// is a job that provisions, `warm` one that reuses a warm pool; `count` instances per job at
+/// `usd_per_hour` each. Throws Error naming --repeat, --parallel or --keep-alive.
+SweepResult sweep_jobs(const SweepJob& cold, const SweepJob& warm, int count, double usd_per_hour, const SweepRequest& request,
+                       const sim::LifecycleFacts& facts = sim::LifecycleFacts::builtin());
+
 /// Managed spot for one job: the job as a sim::JobSpec (rounds as steps, the phases as its
 /// start-up, no checkpoints, no hardware failures) under the default spot model (no Spot
 /// Advisor bucket is known for the CPU types), with SageMaker's max_wait and max_run.
