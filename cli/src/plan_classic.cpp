@@ -54,7 +54,7 @@ void print_comparison(const std::vector<Row>& rows) {
   const planner::ClassicJob* base = nullptr;
   for (const auto& r : rows) {
     const auto& j = r.job;
-    if (j.count == 1 || !base || base->instance != j.instance) base = j.count == 1 ? &r.job : base;
+    if (j.count == 1) base = &r.job;  // the row each instance type's other counts compare with
     const bool same = base && base->instance == j.instance;
     t.add({j.instance, std::to_string(j.count), units::format_duration(j.wall_s), secs(j.billed_s_total),
            secs(j.billed_s_per_instance), usd4(j.cost_usd), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
@@ -89,7 +89,6 @@ void print_break_even(const planner::XgboostSpec& spec, const std::vector<Row>& 
   for (const auto& r : rows) {
     if (r.job.count == 1) continue;
     const auto rows_star = planner::break_even_rows(spec, *r.instance, r.job.count);
-    const planner::ClassicJob one = planner::xgboost_job(spec, *r.instance, 1);
     if (!rows_star) {
       std::printf("  %s: %d instances never finish sooner than 1\n", r.job.instance.c_str(), r.job.count);
       continue;
@@ -104,7 +103,6 @@ void print_break_even(const planner::XgboostSpec& spec, const std::vector<Row>& 
                 units::format_count(static_cast<double>(spec.rows)).c_str(), units::format_duration(n_job.wall_s).c_str(),
                 usd4(n_job.cost_usd).c_str(), usd4(one_job.cost_usd).c_str(),
                 one_job.fits_memory ? "" : "; one instance cannot hold that many rows");
-    (void)one;
   }
   std::printf("  More instances never bill less: each one pays the fixed phases (input, image, algorithm start, upload)\n"
               "  again, and the histogram all-reduce on top.\n");

@@ -40,6 +40,8 @@ void parse_purchase(const std::string& text, sim::JobOptions& o) {
 void check_option_values(const JobRequest& a) {
   flag_in_range("--epochs", a.epochs, kMinEpochs, kMaxEpochs);
   flag_choice("--platform", a.platform, {"ec2", "sagemaker"});
+  flag_in_range("--repeat", a.repeat, 0, 1'000'000);
+  flag_in_range("--parallel", a.parallel, 1, 1'000'000);
   if (a.repeat == 0 && (a.parallel != 1 || !a.keep_alive.empty()))
     throw Error("describes a sweep").at(a.parallel != 1 ? "--parallel" : "--keep-alive").hint("add --repeat N");
   flag_choice("--data-input", a.data_input, sim::data_source_names());
