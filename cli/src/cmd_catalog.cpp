@@ -116,6 +116,38 @@ void print_list(const hw::Catalog& cat) {
       region_column ? "region as listed" : ("region " + join(std::vector<std::string>(regions.begin(), regions.end()), ", ")).c_str());
 }
 
+std::string cpu_network(const hw::CpuInstanceType& c) {
+  const std::string base = gbps(c.network.bandwidth_bytes_per_s);
+  return c.network.burstable ? fmt::format("{} base, up to {}", base, gbps(c.burst_bandwidth_bytes_per_s)) : base;
+}
+
+void print_cpu_list(const hw::Catalog& cat) {
+  if (cat.cpu_instance_names().empty()) return;
+  std::printf("\nCPU instances (no GPU; classic ML: `trainplan plan --model xgboost`):\n");
+  Table t({"instance", ">vCPUs", ">cores", ">memory", "network", ">EC2 $/h", ">SageMaker $/h", ">spot $/h"});
+  for (const auto& name : cat.cpu_instance_names()) {
+    const auto& c = cat.cpu_instance(name);
+    const auto& p = c.prices;
+    t.add({name, std::to_string(c.vcpus), std::to_string(c.cores), units::format_bytes(c.host_memory_bytes), cpu_network(c),
+           usd(p.ec2_on_demand, false), usd(p.sagemaker_on_demand, p.sagemaker_estimated), usd(p.spot, p.spot_estimated)});
+  }
+  std::fputs(t.render().c_str(), stdout);
+}
+
+void print_cpu_instance(const hw::Catalog& cat, const hw::CpuInstanceType& c) {
+  std::printf("%s: CPU instance, %s (%s)\n", c.name.c_str(), c.description.c_str(), c.family.c_str());
+  std::printf("  CPU:      %s, %d vCPUs = %d cores\n", c.cpu.c_str(), c.vcpus, c.cores);
+  std::printf("  memory:   %s\n", units::format_bytes(c.host_memory_bytes).c_str());
+  std::printf("  network:  %s, %s, latency %s\n", cpu_network(c).c_str(), c.network.fabric.c_str(),
+              units::format_duration(c.network.latency_s).c_str());
+  const auto& p = c.prices;
+  std::printf("  prices (%s, USD/h): EC2 %s, SageMaker %s, spot %s\n", p.region.c_str(), usd(p.ec2_on_demand, false).c_str(),
+              usd(p.sagemaker_on_demand, p.sagemaker_estimated).c_str(), usd(p.spot, p.spot_estimated).c_str());
+  for (const auto& n : c.notes) std::printf("  note: %s\n", n.c_str());
+  std::printf("\nsources:\n");
+  for (const auto& [group, ref] : c.sources) std::printf("  %-17s %s\n", group.c_str(), source_line(cat, ref).c_str());
+}
+
 void print_matrix(const std::vector<std::vector<std::string>>& m, const std::string& indent) {
   std::vector<std::string> headers{""};
   for (size_t j = 0; j < m.size(); ++j) headers.push_back(fmt::format("GPU{}", j));
@@ -258,7 +290,13 @@ void run(const std::string& name, bool as_json) {
       std::fputs(json::dump(hw::catalog_json(cat)).c_str(), stdout);
     } else {
       print_list(cat);
+      print_cpu_list(cat);
     }
+    return;
+  }
+  if (const hw::CpuInstanceType* c = cat.find_cpu_instance(name)) {
+    if (as_json) std::fputs(json::dump(hw::to_json(*c)).c_str(), stdout);
+    else print_cpu_instance(cat, *c);
     return;
   }
   const hw::InstanceType& inst = cat.instance(name);

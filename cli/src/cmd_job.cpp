@@ -201,6 +201,16 @@ void run_job(const JobArgs& a) {
               job.checkpoint_interval_s > 0 ? duration(job.checkpoint_interval_s).c_str() : "none (final checkpoint only)",
               an.interval_mode == "auto" ? " (Young)" : "");
   if (!a.write_plan.empty()) std::printf("plan with the chosen interval written to %s\n", a.write_plan.c_str());
+  if (const auto& s = an.sweep) {
+    std::printf("\nsweep: %lld jobs, %lld at a time, %lld waves%s\n", static_cast<long long>(s->jobs),
+                static_cast<long long>(s->slots), static_cast<long long>(s->waves),
+                s->keep_alive_billed_s > 0 ? fmt::format(", warm pools kept alive {}", a.keep_alive).c_str() : " (no warm pool)");
+    std::printf("  wall %s, billed %s instance-hours, %s (%lld warm starts, %s instance-hours of keep-alive)\n",
+                duration(s->wall_s).c_str(), fmt::format("{:.2f}", s->billed_s / 3600).c_str(), units::format_usd(s->cost_usd).c_str(),
+                static_cast<long long>(s->warm_starts), fmt::format("{:.2f}", s->keep_alive_billed_s / 3600).c_str());
+    std::printf("  without a warm pool: wall %s, billed %s instance-hours, %s\n", duration(s->cold_wall_s).c_str(),
+                fmt::format("{:.2f}", s->cold_billed_s / 3600).c_str(), units::format_usd(s->cold_cost_usd).c_str());
+  }
   if (!an.assumptions.empty()) {
     std::printf("\nassumptions:\n");
     for (const auto& s : an.assumptions) std::printf("  - %s\n", s.c_str());
@@ -224,6 +234,9 @@ void add_job_command(CLI::App& app) {
   cmd->add_option("--purchase", a->purchase, "on-demand, spot, or blend:K (K instances on-demand, the rest spot)")->capture_default_str();
   add_choice(cmd, "--platform", a->platform, {"ec2", "sagemaker"}, "ec2 or sagemaker");
   cmd->add_flag("--warm-pool", a->warm_pool, "SageMaker managed warm pool for the first start");
+  add_int(cmd, "--repeat", a->repeat, 1, 1'000'000, "A sweep of this many such jobs (hyperparameter tuning), on-demand");
+  add_int(cmd, "--parallel", a->parallel, 1, 1'000'000, "Jobs of the sweep running at once");
+  cmd->add_option("--keep-alive", a->keep_alive, "SageMaker warm pool keep-alive between the sweep's jobs, e.g. 10min (at most 1h)");
   add_choice(cmd, "--data-input", a->data_input, sim::data_source_names(), "s3-file, s3-fastfile, s3-pipe, fsx-lustre or ebs");
   cmd->add_option("--dataset-size", a->dataset_size, "Dataset size for File-mode staging (e.g. 140GB); default: samples x sample size");
   cmd->add_option("--sample-size", a->sample_size, "Bytes per training sample; default: from the model (token ids, one JPEG)");

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "options.hpp"
+#include "plan_classic.hpp"
 #include "search_options.hpp"
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
@@ -24,6 +25,8 @@ namespace {
 
 struct PlanArgs {
   SearchArgs search;
+  ClassicArgs classic;
+  CLI::App* cmd = nullptr;
   size_t pareto_rows = 12;
   bool explain = false;
   std::string output = "plan.json";
@@ -181,6 +184,15 @@ void print_verbose(const planner::SearchResult& res, const hw::Catalog& catalog)
 }
 
 void run(const PlanArgs& a) {
+  if (is_classic_model(a.search.model)) {
+    run_classic_plan(a.search, a.classic, a.cmd, a.json_out);
+    return;
+  }
+  if (const std::string flag = classic_option_given(a.cmd); !flag.empty())
+    throw Error(fmt::format("applies to --model xgboost, not to {}", a.search.model))
+        .at(flag)
+        .hint("classic ML options (--rows, --features, --rounds, --repeat, --keep-alive, ...) size an XGBoost job");
+  if (a.search.tokens.empty()) throw CLI::RequiredError("--tokens");
   const planner::SearchRequest req = planner::search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
   planner::SearchResult res = run_search(req);
@@ -223,6 +235,8 @@ void add_plan_command(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* cmd = app.add_subcommand("plan", "Search instance types, counts and parallel plans for a model, a token budget and a deadline or budget");
   add_search_options(cmd, a->search, /*model_required=*/true);
+  add_classic_options(cmd, a->classic);
+  a->cmd = cmd;
   add_int(cmd, "--pareto", a->pareto_rows, 0, limits::kMaxRows, "Pareto frontier rows to print");
   cmd->add_flag("--explain", a->explain, "Show why the winner beats the runner-up");
   cmd->add_option("--output,-o", a->output, "Where to write the best plan (empty: do not write)")->capture_default_str();

@@ -40,6 +40,9 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
     po.calibration = a.search.calibration;
     return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, po, tokens, a.plan_file);
   }
+  if (a.search.model == "xgboost")
+    throw Error("classic ML (xgboost) has no report yet").at("--model")
+        .hint("trainplan plan --model xgboost --rows R --features F prints the comparison, sweep and spot tables (--json FILE writes them)");
   if (a.search.model.empty() || a.search.tokens.empty())
     throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");

@@ -26,8 +26,8 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
     if (model_required) o->required();
   }
   {
-    auto* o = cmd->add_option("--tokens,-t", a.tokens, fmt::format("Training tokens (e.g. 300e9 or 300B; at most {:g})", limits::kMaxTokens));
-    if (model_required) o->required();
+    // Required for GPU models; `plan` checks it (an XGBoost plan takes --rows instead).
+    cmd->add_option("--tokens,-t", a.tokens, fmt::format("Training tokens (e.g. 300e9 or 300B; at most {:g})", limits::kMaxTokens));
   }
   add_int(cmd, "--global-batch", a.global_batch, 1, limits::kMaxBatch, "Sequences per optimizer step (default: ~1M tokens)");
   cmd->add_option("--global-batch-range", a.global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");

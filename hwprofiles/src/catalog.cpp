@@ -78,6 +78,8 @@ Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> 
   c.instances_ = std::move(parsed.instances);
   c.instance_order_ = std::move(parsed.instance_order);
   c.sources_ = std::move(parsed.sources);
+  c.cpu_instances_ = std::move(parsed.cpu_instances);
+  c.cpu_order_ = std::move(parsed.cpu_order);
   return c;
 }
 
@@ -117,10 +119,33 @@ const GpuSpec& Catalog::gpu(const std::string& name) const {
 
 const InstanceType& Catalog::instance(const std::string& name) const {
   auto it = instances_.find(name);
-  if (it == instances_.end())
+  if (it == instances_.end()) {
+    if (find_cpu_instance(name))
+      throw Error(fmt::format("{} is a CPU instance (no GPU): GPU plans, simulation and execution need a GPU instance", name))
+          .hint("plan classic ML on it with `trainplan plan --model xgboost --instances " + name +
+                "`, or pick a GPU type (`trainplan catalog` lists both)");
     throw Error(fmt::format("unknown instance type \"{}\"", name))
         .hint(suggestion(name, instance_names()) + " (`trainplan catalog` lists them)");
+  }
   return it->second;
+}
+
+namespace {
+std::string without_ml_prefix(const std::string& name) { return name.rfind("ml.", 0) == 0 ? name.substr(3) : name; }
+}  // namespace
+
+const CpuInstanceType* Catalog::find_cpu_instance(const std::string& name) const {
+  auto it = cpu_instances_.find(without_ml_prefix(name));
+  return it == cpu_instances_.end() ? nullptr : &it->second;
+}
+
+const CpuInstanceType& Catalog::cpu_instance(const std::string& name) const {
+  if (const CpuInstanceType* c = find_cpu_instance(name)) return *c;
+  if (find_instance(without_ml_prefix(name)))
+    throw Error(fmt::format("{} is a GPU instance; classic ML plans run on CPU instances", name))
+        .hint("pick a CPU type, e.g. ml.m5.large (`trainplan catalog` lists them)");
+  throw Error(fmt::format("unknown CPU instance type \"{}\"", name))
+      .hint(suggestion(without_ml_prefix(name), cpu_order_) + " (`trainplan catalog` lists them)");
 }
 
 const InstanceType* Catalog::find_instance(const std::string& name) const {

@@ -9,6 +9,7 @@ namespace trainplan::hw {
 namespace {
 
 json::Json optional_number(const std::optional<double>& v) { return v ? json::Json(*v) : json::Json(nullptr); }
+json::Json prices_json(const Prices& p);
 
 json::Json string_map(const std::map<std::string, std::string>& m, const std::vector<std::string>& order) {
   json::Json out = json::Json::object();
@@ -101,7 +102,15 @@ json::Json to_json(const InstanceType& inst) {
   st["ebs_bandwidth_bytes_per_s"] = s.ebs_bandwidth_bytes_per_s;
   j["storage"] = st;
 
-  const Prices& p = inst.prices;
+  j["prices"] = prices_json(inst.prices);
+  j["sources"] = string_map(inst.sources, instance_source_groups());
+  j["notes"] = inst.notes;
+  j["file"] = inst.file;
+  return j;
+}
+
+namespace {
+json::Json prices_json(const Prices& p) {
   json::Json pr;
   pr["region"] = p.region;
   pr["ec2_on_demand_usd_per_hour"] = optional_number(p.ec2_on_demand);
@@ -114,11 +123,29 @@ json::Json to_json(const InstanceType& inst) {
   pr["spot_estimated"] = p.spot_estimated;
   pr["spot_discount"] = optional_number(p.spot_discount);
   pr["interruption_bucket"] = p.interruption_bucket.empty() ? json::Json(nullptr) : json::Json(p.interruption_bucket);
-  j["prices"] = pr;
+  return pr;
+}
+}  // namespace
 
-  j["sources"] = string_map(inst.sources, instance_source_groups());
-  j["notes"] = inst.notes;
-  j["file"] = inst.file;
+json::Json to_json(const CpuInstanceType& c) {
+  json::Json j;
+  j["name"] = c.name;
+  j["family"] = c.family;
+  j["gpu_count"] = 0;
+  j["description"] = c.description;
+  j["cpu"] = c.cpu;
+  j["vcpus"] = c.vcpus;
+  j["cores"] = c.cores;
+  j["host_memory_bytes"] = c.host_memory_bytes;
+  j["network"] = {{"bandwidth_bytes_per_s", c.network.bandwidth_bytes_per_s},
+                  {"burst_bandwidth_bytes_per_s", c.burst_bandwidth_bytes_per_s},
+                  {"burstable", c.network.burstable},
+                  {"latency_s", c.network.latency_s},
+                  {"fabric", c.network.fabric}};
+  j["prices"] = prices_json(c.prices);
+  j["sources"] = c.sources;
+  j["notes"] = c.notes;
+  j["file"] = c.file;
   return j;
 }
 
@@ -129,6 +156,8 @@ json::Json catalog_json(const Catalog& cat) {
   json::Json gpus = json::Json::object();
   for (const auto& g : cat.gpu_names()) gpus[g] = to_json(cat.gpu(g));
   doc["gpus"] = gpus;
+  doc["cpu_instances"] = json::Json::array();
+  for (const auto& n : cat.cpu_instance_names()) doc["cpu_instances"].push_back(to_json(cat.cpu_instance(n)));
   json::Json sources = json::Json::object();
   for (const auto& [id, s] : cat.sources()) sources[id] = to_json(s);
   doc["sources"] = sources;

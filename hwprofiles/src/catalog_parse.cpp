@@ -419,6 +419,89 @@ std::vector<std::string> read_notes(const Reader& top, DefaultsNode* defaults) {
   return out;
 }
 
+// ---- CPU instances: "cpu_families": {family: {shared fields, "sizes": [...]}} -------------
+// A size's fields: name, vcpus, memory, network (baseline), network_burst (burstable sizes),
+// ec2_on_demand, sagemaker_on_demand (both optional). Family fields: description, cpu,
+// threads_per_core, network_latency, fabric, sagemaker_uplift, spot_discount, sources, notes.
+void parse_cpu_families(const Reader& families, std::vector<SourceRef>& refs, ParsedCatalog& out) {
+  static const std::vector<std::string> kGroups = {"hardware",  "network",          "network_latency", "ec2_on_demand",
+                                                   "sagemaker", "sagemaker_uplift", "spot_discount"};
+  for (auto& [family, f] : families.entries()) {
+    const int threads_per_core = static_cast<int>(f.field("threads_per_core").as_positive_int(4));
+    const double latency_s = positive_quantity(f.field("network_latency"), Dimension::duration);
+    std::optional<double> uplift, discount;
+    if (auto u = f.optional_field("sagemaker_uplift")) uplift = u->as_number_in(1.0, 3.0);
+    if (auto d = f.optional_field("spot_discount")) {
+      discount = d->as_number();
+      if (!(*discount > 0.0 && *discount < 1.0))
+        throw d->error(fmt::format("must be a fraction between 0 and 1 (exclusive), got {}", d->value().dump()))
+            .hint("write e.g. 0.6 for spot prices 60% below on-demand");
+    }
+    std::map<std::string, std::string> family_sources;
+    Reader src = f.field("sources");
+    for (auto& [group, id] : src.entries()) {
+      if (std::find(kGroups.begin(), kGroups.end(), group) == kGroups.end())
+        throw id.error(fmt::format("unknown source group \"{}\"", group)).hint(suggestion(group, kGroups));
+      add_source_refs(id, refs);
+      family_sources[group] = id.as_string();
+    }
+    std::vector<std::string> family_notes;
+    if (auto n = f.optional_field("notes"))
+      for (auto& note : n->items()) family_notes.push_back(note.as_string());
+    for (auto& size : f.field("sizes").items()) {
+      CpuInstanceType c;
+      c.file = families.file();
+      c.family = family;
+      c.name = size.field("name").as_string();
+      if (c.name.rfind(family + ".", 0) != 0)
+        throw size.field("name").error(fmt::format("CPU instance \"{}\" is not in family \"{}\"", c.name, family))
+            .hint("an AWS instance name is <family>.<size>, e.g. m5.large in family m5");
+      c.description = f.field_or("description", "");
+      c.cpu = f.field_or("cpu", "");
+      c.vcpus = static_cast<int>(size.field("vcpus").as_positive_int(1 << 12));
+      if (c.vcpus % threads_per_core != 0)
+        throw size.field("vcpus").error(fmt::format("{} vCPUs are not whole cores of {} threads", c.vcpus, threads_per_core))
+            .hint("vcpus = cores x threads_per_core");
+      c.cores = c.vcpus / threads_per_core;
+      c.host_memory_bytes = positive_quantity(size.field("memory"), Dimension::bytes);
+      c.network.bandwidth_bytes_per_s = positive_quantity(size.field("network"), Dimension::bandwidth);
+      c.network.latency_s = latency_s;
+      c.network.fabric = f.field_or("fabric", "ENA");
+      c.burst_bandwidth_bytes_per_s = c.network.bandwidth_bytes_per_s;
+      if (auto b = size.optional_field("network_burst")) {
+        c.burst_bandwidth_bytes_per_s = positive_quantity(*b, Dimension::bandwidth);
+        c.network.burstable = true;
+        if (c.burst_bandwidth_bytes_per_s < c.network.bandwidth_bytes_per_s)
+          throw b->error("is below the baseline \"network\"").hint("network is the sustained baseline, network_burst the peak");
+      }
+      if (auto v = size.optional_field("ec2_on_demand")) c.prices.ec2_on_demand = v->as_positive(1e4);
+      if (auto v = size.optional_field("sagemaker_on_demand")) c.prices.sagemaker_on_demand = v->as_positive(1e4);
+      c.prices.sagemaker_uplift = uplift;
+      c.prices.spot_discount = discount;
+      c.prices.region = "us-east-1";
+      const std::map<std::string, bool> has = {
+          {"hardware", true}, {"network", true}, {"network_latency", true},
+          {"ec2_on_demand", c.prices.ec2_on_demand.has_value()}, {"sagemaker", c.prices.sagemaker_on_demand.has_value()},
+          {"sagemaker_uplift", uplift.has_value()}, {"spot_discount", discount.has_value()}};
+      for (const auto& [group, needed] : has) {
+        auto it = family_sources.find(group);
+        if (needed && it == family_sources.end())
+          throw src.error(fmt::format("no source for \"{}\"", group)).hint("name the source id of this field group");
+        if (needed) c.sources[group] = it->second;
+      }
+      derive_prices(c.prices, c.sources);
+      c.notes = family_notes;
+      size.finish();
+      if (out.cpu_instances.count(c.name) || out.instances.count(c.name))
+        throw size.field("name").error(fmt::format("instance \"{}\" is defined twice", c.name))
+            .hint("instance names must be unique across the catalog");
+      out.cpu_order.push_back(c.name);
+      out.cpu_instances[c.name] = std::move(c);
+    }
+    f.finish();
+  }
+}
+
 struct FileParts {
   std::string name;
   json::Json doc;
@@ -442,16 +525,17 @@ bool is_iso_date(const std::string& s) {
 }
 
 
-void derive_prices(InstanceType& inst) {
-  Prices& p = inst.prices;
+void derive_prices(InstanceType& inst) { derive_prices(inst.prices, inst.sources); }
+
+void derive_prices(Prices& p, std::map<std::string, std::string>& sources) {
   if (!p.sagemaker_on_demand || p.sagemaker_estimated) {
     p.sagemaker_on_demand.reset();
     p.sagemaker_estimated = false;
-    inst.sources.erase("sagemaker");
+    sources.erase("sagemaker");
     if (p.ec2_on_demand && p.sagemaker_uplift) {
       p.sagemaker_on_demand = *p.ec2_on_demand * *p.sagemaker_uplift;
       p.sagemaker_estimated = true;
-      if (inst.sources.count("sagemaker_uplift")) inst.sources["sagemaker"] = inst.sources.at("sagemaker_uplift");
+      if (sources.count("sagemaker_uplift")) sources["sagemaker"] = sources.at("sagemaker_uplift");
     }
   }
   if (!p.spot || p.spot_estimated) {
@@ -460,12 +544,12 @@ void derive_prices(InstanceType& inst) {
     if (p.spot_min && p.spot_max) {
       p.spot = 0.5 * (*p.spot_min + *p.spot_max);
     } else if (p.ec2_on_demand && p.spot_discount) {
-      inst.sources.erase("spot");
+      sources.erase("spot");
       p.spot = *p.ec2_on_demand * (1.0 - *p.spot_discount);
       p.spot_estimated = true;
-      if (inst.sources.count("spot_discount")) inst.sources["spot"] = inst.sources.at("spot_discount");
+      if (sources.count("spot_discount")) sources["spot"] = sources.at("spot_discount");
     } else {
-      inst.sources.erase("spot");
+      sources.erase("spot");
     }
   }
 }
@@ -523,6 +607,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     r.ignore("order");
     r.ignore("sources");
     r.ignore("gpus");
+    if (auto cpu = r.optional_field("cpu_families")) parse_cpu_families(*cpu, refs, out);
     std::unique_ptr<DefaultsNode> defaults;
     if (auto d = r.optional_field("defaults")) {
       if (!d->is_object()) (void)d->entries();

@@ -23,6 +23,8 @@ struct ParsedCatalog {
   std::map<std::string, InstanceType> instances;
   std::vector<std::string> instance_order;
   std::map<std::string, Source> sources;
+  std::map<std::string, CpuInstanceType> cpu_instances;
+  std::vector<std::string> cpu_order;
 };
 
 /// Checks (display name, parsed document) files. Errors name the file and the JSON pointer.
@@ -33,6 +35,8 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
 /// where no SageMaker price is given. Estimated values name the source of their factor.
 /// Values that are not estimates are kept.
 void derive_prices(InstanceType& instance);
+/// The same on a price table and its field-group sources (CPU instances).
+void derive_prices(Prices& prices, std::map<std::string, std::string>& sources);
 
 /// True for ISO dates "2026", "2026-09" and "2026-09-24".
 bool is_iso_date(const std::string& text);

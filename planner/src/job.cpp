@@ -40,6 +40,10 @@ void parse_purchase(const std::string& text, sim::JobOptions& o) {
 void check_option_values(const JobRequest& a) {
   flag_in_range("--epochs", a.epochs, kMinEpochs, kMaxEpochs);
   flag_choice("--platform", a.platform, {"ec2", "sagemaker"});
+  flag_in_range("--repeat", a.repeat, 0, 1'000'000);
+  flag_in_range("--parallel", a.parallel, 1, 1'000'000);
+  if (a.repeat == 0 && (a.parallel != 1 || !a.keep_alive.empty()))
+    throw Error("describes a sweep").at(a.parallel != 1 ? "--parallel" : "--keep-alive").hint("add --repeat N");
   flag_choice("--data-input", a.data_input, sim::data_source_names());
   flag_choice("--checkpoint-storage", a.checkpoint_storage, sim::checkpoint_storage_names());
   flag_in_range("--eval-every", a.eval_every, 0, limits::kMaxSteps);
@@ -125,6 +129,24 @@ std::vector<sim::TraceFit> fit_traces(const std::vector<std::string>& paths, int
   return fits;
 }
 
+// `repeat` jobs like this one (uninterrupted, on-demand), cold or reusing a warm pool.
+SweepResult job_sweep(const JobRequest& a, const plan::Plan& p, const plan::PlanContext& ctx, const sim::JobOptions& o,
+                      const sim::JobSpec& job) {
+  if (job.purchase != sim::PurchaseOption::on_demand)
+    throw Error("a sweep is costed on-demand (uninterrupted jobs)").at("--repeat").hint("drop --purchase, or --repeat");
+  const double keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration);
+  if (keep_alive_s > 0 && job.platform != plan::Platform::sagemaker)
+    throw Error("warm pools are a SageMaker feature").at("--keep-alive").hint("add --platform sagemaker");
+  sim::JobOptions cold_options = o, warm_options = o;
+  cold_options.warm_pool = false;
+  warm_options.warm_pool = job.platform == plan::Platform::sagemaker;
+  const sim::JobEstimate cold = sim::estimate_job(sim::build_job_spec(p, ctx, cold_options));
+  const sim::JobEstimate warm = sim::estimate_job(sim::build_job_spec(p, ctx, warm_options));
+  const double nodes = job.nodes;
+  return sweep_jobs({cold.total_s, cold.billed_s_per_node * nodes}, {warm.total_s, warm.billed_s_per_node * nodes}, job.nodes,
+                    job.prices.on_demand_usd_per_hour, {.repeat = a.repeat, .parallel = a.parallel, .keep_alive_s = keep_alive_s});
+}
+
 JobAnalysis analyze_job(const plan::Plan& p, const plan::PlanContext& ctx, const JobRequest& a) {
   check_option_values(a);
   JobAnalysis out;
@@ -137,6 +159,7 @@ JobAnalysis analyze_job(const plan::Plan& p, const plan::PlanContext& ctx, const
   out.interval_mode = choose_interval(a, p, rate, job);
 
   out.estimate = sim::estimate_job(job);
+  if (a.repeat > 0) out.sweep = job_sweep(a, p, ctx, o, job);
   sim::MonteCarloOptions& mc = out.monte_carlo_options;
   mc.runs = a.runs;
   mc.seed = a.seed;
@@ -205,6 +228,7 @@ json::Json to_json(const JobAnalysis& a, const std::string& plan_name) {
   j["estimate"] = sim::to_json(a.estimate);
   j["interruption_model"] = a.model.describe();
   j["job_interruption_rate_per_s"] = a.rate_per_s;
+  if (a.sweep) j["sweep"] = to_json(*a.sweep);
   if (const auto& cf = a.closed_form) {
     j["closed_form"] = {{"rate_per_s", cf->rate_per_s},
                         {"mean_restart_s", cf->mean_restart_s},

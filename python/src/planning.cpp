@@ -96,6 +96,9 @@ const Setters<JobRequest>& job_setters() {
       {"fit_traces", [](O& o, const py::handle& v) { o.fit_traces = text_list(v, "fit_traces"); }},
       {"needed", int_field(&O::needed, "needed")},
       {"no_hardware_failures", bool_field(&O::no_hardware_failures, "no_hardware_failures")},
+      {"repeat", int_field(&O::repeat, "repeat")},
+      {"parallel", int_field(&O::parallel, "parallel")},
+      {"keep_alive", text_field(&O::keep_alive, "keep_alive")},
   };
   return s;
 }

@@ -189,6 +189,30 @@ struct InstanceType {
   std::string file;       // catalog file it came from
 };
 
+/// A CPU-only instance type (no GPU): what classic ML (gradient-boosted trees, planner/classic_ml.hpp)
+/// runs on. Its own catalog table (`cpu_families` in a catalog file, hwprofiles/README.md): GPU
+/// plans, simulation and execution refuse it by name (Catalog::instance says so).
+struct CpuInstanceType {
+  std::string name;       // "m5.large" (SageMaker calls it "ml.m5.large")
+  std::string family;     // "m5"
+  std::string cpu;        // "Intel Xeon Platinum 8175M or 8259CL"
+  std::string description;
+  int vcpus = 0;
+  /// Physical cores: vcpus / threads_per_core (2 with Hyper-Threading).
+  int cores = 0;
+  double host_memory_bytes = 0;
+  /// bandwidth_bytes_per_s is the sustained baseline; burstable sizes ("up to N Gbps") can go to
+  /// burst_bandwidth_bytes_per_s for short transfers (network I/O credits).
+  NetworkSpec network;
+  double burst_bandwidth_bytes_per_s = 0;
+  Prices prices;          // EC2 and SageMaker on-demand, spot (derived like a GPU instance's)
+  /// Field group -> source id: hardware, network, network_latency, ec2_on_demand, sagemaker,
+  /// sagemaker_uplift, spot_discount (groups without a value are absent).
+  std::map<std::string, std::string> sources;
+  std::vector<std::string> notes;
+  std::string file;
+};
+
 class Catalog {
  public:
   /// The catalog compiled into the binary. Loaded once; throws Error if the embedded data is
@@ -227,6 +251,12 @@ class Catalog {
   /// The instance named `name`, or nullptr.
   const InstanceType* find_instance(const std::string& name) const;
 
+  /// CPU instance types (no GPU), in catalog order. `name` may carry SageMaker's "ml." prefix.
+  /// Unknown names throw Error with the closest CPU name.
+  const CpuInstanceType& cpu_instance(const std::string& name) const;
+  const CpuInstanceType* find_cpu_instance(const std::string& name) const;
+  std::vector<std::string> cpu_instance_names() const { return cpu_order_; }
+
   /// Adds the first `gpus` GPUs of instance `name` as an instance of their own, for runs that
   /// use part of a node (nccl-tests or training on 1, 2 or 4 GPUs of an 8-GPU node): the NVLink
   /// lanes among those GPUs, the sockets and PCIe switches they sit on, the NICs local to them
@@ -241,6 +271,8 @@ class Catalog {
   std::map<std::string, InstanceType> instances_;
   std::vector<std::string> instance_order_;
   std::map<std::string, Source> sources_;
+  std::map<std::string, CpuInstanceType> cpu_instances_;
+  std::vector<std::string> cpu_order_;
 };
 
 /// The catalog a command should use: the built-in one, or every *.json under `dir` when
@@ -251,6 +283,7 @@ Catalog load_catalog(const std::string& dir, const std::string& price_file);
 json::Json to_json(const Source& source);
 json::Json to_json(const GpuSpec& gpu);
 json::Json to_json(const InstanceType& instance);
+json::Json to_json(const CpuInstanceType& instance);
 /// The whole catalog as `trainplan catalog --json` writes it: {"instances": [...], "gpus":
 /// {name: gpu}, "sources": {id: source}}.
 json::Json catalog_json(const Catalog& catalog);

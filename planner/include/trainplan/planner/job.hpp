@@ -20,6 +20,7 @@
 
 #include "trainplan/core/json.hpp"
 #include "trainplan/plan/plan.hpp"
+#include "trainplan/planner/classic_ml.hpp"
 #include "trainplan/simulator/job.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/simulator/spot.hpp"
@@ -65,6 +66,11 @@ struct JobRequest {
   std::vector<std::string> fit_traces;
   int64_t needed = 0;
   bool no_hardware_failures = false;
+  /// A sweep of this many such jobs (0: none), `parallel` at a time, with a SageMaker warm pool
+  /// kept alive `keep_alive` ("10min"; empty: none) between them.
+  int64_t repeat = 0;
+  int64_t parallel = 1;
+  std::string keep_alive;
 };
 
 struct JobAnalysis {
@@ -79,6 +85,7 @@ struct JobAnalysis {
   std::optional<sim::MonteCarloResult> monte_carlo;   // when anything can interrupt the job
   std::optional<sim::ClosedForm> closed_form;         // not for trace replays
   std::optional<sim::IntervalStudy> interval_study;   // when checkpoints take time
+  std::optional<SweepResult> sweep;                   // with --repeat (on-demand, uninterrupted jobs)
   std::vector<std::string> assumptions;
 };
 

@@ -61,6 +61,16 @@ struct LifecycleFacts {
   double container_pull_bytes_per_s = 0;
   double framework_init_s = 0;
   double fastfile_mount_s = 0;
+  // SageMaker phases of a small CPU training job (built-in XGBoost), as published logs show
+  // them: Starting and Preparing are not billed; input, image, algorithm start, upload are.
+  double sagemaker_cpu_starting_s = 0;
+  double sagemaker_cpu_preparing_s = 0;
+  double sagemaker_input_download_s = 0;       // fixed part; the dataset's bytes come on top
+  double sagemaker_xgboost_image_download_s = 0;
+  double sagemaker_xgboost_algorithm_start_s = 0;
+  double sagemaker_model_upload_s = 0;
+  double sagemaker_warm_pool_max_keep_alive_s = 0;
+  double csv_bytes_per_value = 0;
   // Storage.
   double s3_network_efficiency = 0;  // S3 throughput / instance network bandwidth
   double s3_max_instance_bytes_per_s = 0;  // cap on one instance's S3 throughput

@@ -1,0 +1,268 @@
+#include "plan_classic.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "common.hpp"
+#include "options.hpp"
+#include "table.hpp"
+#include "trainplan/core/flags.hpp"
+#include "trainplan/core/strings.hpp"
+#include "trainplan/core/units.hpp"
+#include "trainplan/planner/classic_ml.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+const std::vector<std::string> kClassicOnly = {"--rows", "--features", "--rounds", "--max-depth", "--bins",
+                                               "--repeat", "--parallel", "--keep-alive", "--max-wait", "--max-run"};
+const std::vector<std::string> kGpuOnly = {"--tokens", "--global-batch", "--global-batch-range", "--seq-len", "--max-gpus",
+                                           "--micro-batches", "--zero", "--recompute", "--schedules", "--vp", "--cp",
+                                           "--dp-algorithms", "--bucket-sizes", "--for", "--calibration", "--simulate-top"};
+
+bool given(const CLI::App* cmd, const std::string& name) {
+  const CLI::Option* o = cmd->get_option_no_throw(name);
+  return o && o->count() > 0;
+}
+
+std::string usd4(double v) { return v < 10 ? fmt::format("${:.4f}", v) : short_usd(v); }
+std::string secs(double s) { return fmt::format("{:.1f}", s); }
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split(text.empty() ? "1,2" : text, ','))
+    out.push_back(static_cast<int>(detail::parse_int_flag("--counts", item, 1, 64)));
+  return out;
+}
+
+std::optional<double> optional_duration(const std::string& text, const std::string& flag) {
+  if (text.empty()) return std::nullopt;
+  return flag_positive_quantity(flag, text, units::Dimension::duration);
+}
+
+struct Row {
+  const hw::CpuInstanceType* instance;
+  planner::ClassicJob job;
+};
+
+void print_comparison(const std::vector<Row>& rows) {
+  Table t({"instance", ">count", ">wall", ">billable s", ">per instance", ">cost", ">wall vs 1", ">cost vs 1", ">training",
+           ">memory/instance"});
+  const planner::ClassicJob* base = nullptr;
+  for (const auto& r : rows) {
+    const auto& j = r.job;
+    if (j.count == 1) base = &r.job;  // the row each instance type's other counts compare with
+    const bool same = base && base->instance == j.instance;
+    t.add({j.instance, std::to_string(j.count), units::format_duration(j.wall_s), secs(j.billed_s_total),
+           secs(j.billed_s_per_instance), usd4(j.cost_usd), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
+           same ? fmt::format("{:.2f}x", j.cost_usd / base->cost_usd) : "-", units::format_duration(j.phases.training_s),
+           memory_of(j.memory_bytes_per_instance, j.usable_memory_bytes) + (j.fits_memory ? "" : " (!)")});
+  }
+  std::fputs(t.render().c_str(), stdout);
+}
+
+void print_phases(const std::vector<Row>& rows) {
+  std::vector<std::string> head = {"phase (seconds)", "billed"};
+  for (const auto& r : rows) head.push_back(fmt::format(">{} x{}", r.job.instance, r.job.count));
+  Table t(head);
+  using P = planner::JobPhases;
+  const std::vector<std::tuple<std::string, bool, double P::*>> phases = {
+      {"starting", false, &P::starting_s},          {"preparing instances", false, &P::preparing_s},
+      {"input download", true, &P::input_download_s}, {"image download", true, &P::image_download_s},
+      {"algorithm start", true, &P::algorithm_start_s}, {"training", true, &P::training_s},
+      {"model upload", true, &P::upload_s}};
+  for (const auto& [name, billed, member] : phases) {
+    std::vector<std::string> row = {name, billed ? "yes" : "no"};
+    for (const auto& r : rows) row.push_back(secs(r.job.phases.*member));
+    t.add(row);
+  }
+  std::vector<std::string> total = {"wall (per instance)", ""};
+  for (const auto& r : rows) total.push_back(secs(r.job.wall_s));
+  t.add(total);
+  std::fputs(t.render("  ").c_str(), stdout);
+}
+
+void print_break_even(const planner::XgboostSpec& spec, const std::vector<Row>& rows) {
+  for (const auto& r : rows) {
+    if (r.job.count == 1) continue;
+    const auto rows_star = planner::break_even_rows(spec, *r.instance, r.job.count);
+    if (!rows_star) {
+      std::printf("  %s: %d instances never finish sooner than 1\n", r.job.instance.c_str(), r.job.count);
+      continue;
+    }
+    planner::XgboostSpec at = spec;
+    at.rows = static_cast<int64_t>(std::ceil(*rows_star));
+    const auto n_job = planner::xgboost_job(at, *r.instance, r.job.count);
+    const auto one_job = planner::xgboost_job(at, *r.instance, 1);
+    std::printf("  %s: %d instances finish sooner than 1 above %s rows (%s now); there each job takes %s and bills %s vs %s "
+                "on one%s\n",
+                r.job.instance.c_str(), r.job.count, units::format_count(*rows_star).c_str(),
+                units::format_count(static_cast<double>(spec.rows)).c_str(), units::format_duration(n_job.wall_s).c_str(),
+                usd4(n_job.cost_usd).c_str(), usd4(one_job.cost_usd).c_str(),
+                one_job.fits_memory ? "" : "; one instance cannot hold that many rows");
+  }
+  std::printf("  More instances never bill less: each one pays the fixed phases (input, image, algorithm start, upload)\n"
+              "  again, and the histogram all-reduce on top.\n");
+}
+
+void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows, const planner::SweepRequest& req) {
+  std::printf("\nTuning sweep: %lld jobs, %lld at a time%s\n", static_cast<long long>(req.repeat),
+              static_cast<long long>(req.parallel),
+              req.keep_alive_s > 0 ? fmt::format(", warm pools kept alive {}", units::format_duration(req.keep_alive_s)).c_str()
+                                   : " (no warm pool; --keep-alive keeps one)");
+  Table t({"instance", ">count", ">waves", ">wall", ">billable s", ">cost", ">warm starts", ">keep-alive billed s",
+           ">wall without pool", ">cost without pool"});
+  for (const auto& r : rows) {
+    const auto s = planner::sweep(spec, *r.instance, r.job.count, req);
+    t.add({r.job.instance, std::to_string(r.job.count), std::to_string(s.waves), units::format_duration(s.wall_s),
+           secs(s.billed_s), usd4(s.cost_usd), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s),
+           units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd)});
+  }
+  std::fputs(t.render("  ").c_str(), stdout);
+  std::printf("  A warm pool reuse skips provisioning and the image download (a %s warm start instead); each pool is\n"
+              "  billed while it waits, up to its keep-alive after the slot's last job.\n",
+              units::format_duration(sim::LifecycleFacts::builtin().sagemaker_warm_pool_start_s).c_str());
+}
+
+void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req, const std::vector<planner::SpotResult>& results) {
+  std::printf("\nManaged spot (%zu Monte Carlo runs%s%s):\n", req.runs,
+              req.max_wait_s ? fmt::format(", max_wait {}", units::format_duration(*req.max_wait_s)).c_str() : "",
+              req.max_run_s ? fmt::format(", max_run {}", units::format_duration(*req.max_run_s)).c_str() : "");
+  Table t({"instance", ">count", ">spot $/h", ">wall mean", ">wall p90", ">cost mean", ">on-demand cost", ">interruptions",
+           ">P(> max_wait)"});
+  std::vector<std::string> notes;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const auto& s = results[i];
+    const auto& mc = s.monte_carlo;
+    t.add({r.job.instance, std::to_string(r.job.count), fmt::format("{:.4f}", s.spot_price_usd_per_hour),
+           units::format_duration(mc.time_s.mean), units::format_duration(mc.time_s.p90), usd4(mc.cost_usd.mean),
+           usd4(r.job.cost_usd), fmt::format("{:.3f}", mc.interruptions.mean),
+           mc.p_exceed_max_wait ? percent(*mc.p_exceed_max_wait) : "-"});
+    if (notes.empty()) {
+      notes = s.assumptions;
+      notes.insert(notes.begin(), "spot model: " + s.model);
+    }
+  }
+  std::fputs(t.render("  ").c_str(), stdout);
+  std::printf("  A job still running at max_wait (waiting for capacity included) fails: P(> max_wait) is how often.\n");
+  for (const auto& n : notes) std::printf("  note: %s\n", n.c_str());
+}
+
+}  // namespace
+
+bool is_classic_model(const std::string& model) { return model == "xgboost"; }
+
+void add_classic_options(CLI::App* cmd, ClassicArgs& a) {
+  add_int(cmd, "--rows", a.rows, 1, 1'000'000'000'000, "xgboost: training rows");
+  add_int(cmd, "--features", a.features, 1, 1'000'000, "xgboost: feature columns (without the label)");
+  add_int(cmd, "--rounds", a.rounds, 1, 1'000'000, "xgboost: boosting rounds (num_round)");
+  add_int(cmd, "--max-depth", a.max_depth, 1, 20, "xgboost: tree depth (XGBoost's default 6)");
+  add_int(cmd, "--bins", a.bins, 2, 65536, "xgboost: histogram bins, max_bin (XGBoost's default 256)");
+  add_int(cmd, "--repeat", a.repeat, 1, 1'000'000, "xgboost: a sweep of this many jobs (hyperparameter tuning)");
+  add_int(cmd, "--parallel", a.parallel, 1, 1'000'000, "xgboost: jobs of the sweep running at once");
+  cmd->add_option("--keep-alive", a.keep_alive, "xgboost: SageMaker warm pool keep-alive for the sweep, e.g. 10min (at most 1h)");
+  cmd->add_option("--max-wait", a.max_wait, "xgboost with --purchase spot: SageMaker max_wait, e.g. 1h");
+  cmd->add_option("--max-run", a.max_run, "xgboost with --purchase spot: SageMaker max_run, e.g. 30min");
+}
+
+std::string classic_option_given(const CLI::App* cmd) {
+  for (const auto& name : kClassicOnly)
+    if (given(cmd, name)) return name;
+  return "";
+}
+
+void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a, const CLI::App* cmd, const std::string& json_out) {
+  for (const auto& name : kGpuOnly)
+    if (given(cmd, name))
+      throw Error(fmt::format("does not apply to --model {}", search.model))
+          .at(name)
+          .hint("an XGBoost job is sized by --rows, --features, --rounds, --max-depth and --bins");
+  if (given(cmd, "--platform") && search.platform != "sagemaker")
+    throw Error("classic ML jobs are modelled as SageMaker training jobs").at("--platform").hint("drop it, or say sagemaker");
+  if (a.rows == 0) throw Error("is required with --model xgboost").at("--rows").hint("the training table's rows, e.g. --rows 892");
+  if (a.features == 0)
+    throw Error("is required with --model xgboost").at("--features").hint("feature columns without the label, e.g. --features 8");
+  const bool spot = search.spot || search.purchase == "spot" || search.purchase == "both";
+  if ((!a.max_wait.empty() || !a.max_run.empty()) && !spot)
+    throw Error("applies to managed spot only").at(!a.max_wait.empty() ? "--max-wait" : "--max-run").hint("add --purchase spot");
+  if ((given(cmd, "--parallel") || !a.keep_alive.empty()) && a.repeat == 0)
+    throw Error("describes a sweep").at(given(cmd, "--parallel") ? "--parallel" : "--keep-alive").hint("add --repeat N");
+
+  planner::XgboostSpec spec{.rows = a.rows, .features = a.features, .rounds = a.rounds,
+                            .max_depth = static_cast<int>(a.max_depth), .bins = static_cast<int>(a.bins)};
+  planner::check(spec);
+  const hw::Catalog& cat = user_catalog();
+  std::vector<std::string> names = split(search.instances.empty() ? "ml.m5.large" : search.instances, ',');
+  const std::vector<int> counts = parse_counts(search.counts);
+  std::vector<Row> rows;
+  for (const auto& raw : names) {
+    const std::string& name = raw;
+    const hw::CpuInstanceType& inst = at_flag("--instances", [&]() -> const hw::CpuInstanceType& { return cat.cpu_instance(name); });
+    for (int n : counts) rows.push_back({&inst, planner::xgboost_job(spec, inst, n)});
+  }
+
+  // Everything that can refuse the request runs before anything is printed.
+  planner::SweepRequest sweep_req;
+  if (a.repeat > 0) {
+    sweep_req = {.repeat = a.repeat, .parallel = a.parallel,
+                 .keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration)};
+    (void)planner::sweep(spec, *rows.front().instance, rows.front().job.count, sweep_req);
+  }
+  planner::SpotRequest spot_req{.max_wait_s = optional_duration(a.max_wait, "--max-wait"),
+                                .max_run_s = optional_duration(a.max_run, "--max-run"), .runs = search.spot_runs, .seed = search.seed};
+  std::vector<planner::SpotResult> spot_results;
+  if (spot)
+    for (const auto& r : rows)
+      spot_results.push_back(at_flag("--max-wait", [&] { return planner::spot_job(spec, *r.instance, r.job.count, spot_req); }));
+
+  std::printf("trainplan plan: xgboost (tree_method hist, max_depth %d, %d bins), %s rows x %lld features, %lld rounds\n",
+              spec.max_depth, spec.bins, units::format_count(static_cast<double>(spec.rows)).c_str(),
+              static_cast<long long>(spec.features), static_cast<long long>(spec.rounds));
+  std::printf("SageMaker training jobs, on-demand, us-east-1; rows sharded over the instances (ShardedByS3Key)\n\n");
+  print_comparison(rows);
+  std::printf("\nWhere the time goes, per instance (all instances run the phases in parallel; billed phases are billed\n"
+              "on every instance):\n");
+  print_phases(rows);
+  std::printf("\nWhen more instances pay (same features, rounds, depth and bins):\n");
+  print_break_even(spec, rows);
+  for (const auto& r : rows)
+    if (!r.job.fits_memory)
+      std::printf("note: %s x%d: the data (%s per instance) exceeds %s usable memory\n", r.job.instance.c_str(), r.job.count,
+                  units::format_bytes(r.job.memory_bytes_per_instance).c_str(), units::format_bytes(r.job.usable_memory_bytes).c_str());
+
+  if (a.repeat > 0) print_sweep(spec, rows, sweep_req);
+  if (spot) print_spot(rows, spot_req, spot_results);
+  std::printf("\nStart-up phases: durations measured in published SageMaker logs of built-in XGBoost jobs (not the jobs\n"
+              "compared here); `trainplan plan --model xgboost ... --json FILE` lists every constant with its source.\n");
+
+  if (!json_out.empty()) {
+    json::Json doc;
+    doc["model"] = {{"kind", "xgboost"}, {"rows", spec.rows}, {"features", spec.features}, {"rounds", spec.rounds},
+                    {"max_depth", spec.max_depth}, {"bins", spec.bins}};
+    doc["jobs"] = json::Json::array();
+    for (const auto& r : rows) {
+      json::Json j = planner::to_json(r.job);
+      if (r.job.count > 1) {
+        const auto be = planner::break_even_rows(spec, *r.instance, r.job.count);
+        j["break_even_rows"] = be ? json::Json(*be) : json::Json(nullptr);
+      }
+      if (a.repeat > 0) j["sweep"] = planner::to_json(planner::sweep(spec, *r.instance, r.job.count, sweep_req));
+      if (spot) {
+        const auto& s = spot_results[static_cast<size_t>(&r - rows.data())];
+        j["spot"] = {{"spot_usd_per_hour", s.spot_price_usd_per_hour}, {"monte_carlo", sim::to_json(s.monte_carlo)}};
+      }
+      doc["jobs"].push_back(j);
+    }
+    doc["constants"] = json::Json::array();
+    for (const auto& c : planner::xgboost_constants())
+      doc["constants"].push_back({{"name", c.name}, {"value", c.value}, {"kind", c.kind}, {"source", c.source}});
+    json::write_file(json_out, doc);
+    std::printf("written to %s\n", json_out.c_str());
+  }
+}
+
+}  // namespace trainplan::cli
