@@ -119,11 +119,14 @@ void StepSimulator::phase_done(int inst, int phase) {
   const CommPhase& ph = patterns_[static_cast<size_t>(in.pattern)].phases[static_cast<size_t>(phase)];
   const double bytes = ph.bytes_factor * in.size_bytes;
   if (bytes > 0) {
-    for (const FlowEnds& f : ph.flows) {  // a host end (-1: parameter server) counts for no GPU
-      if (f.src_gpu >= 0) gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
+    // Bytes GPUs send and receive: a host end (-1: a parameter server) counts for no GPU.
+    for (const FlowEnds& f : ph.flows) {
+      if (f.src_gpu >= 0) {
+        gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
+        sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes;
+      }
       if (f.dst_gpu >= 0) gpu_received_[static_cast<size_t>(f.dst_gpu)] += bytes;
     }
-    sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes * static_cast<double>(ph.flows.size());
   }
   schedule_phase(inst, phase + 1, now_);
 }
