@@ -16,6 +16,7 @@
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
+#include "trainplan/simulator/collectives.hpp"
 
 namespace trainplan::calibration {
 namespace {
@@ -484,6 +485,164 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
   vp.error = vp.predicted / vp.measured - 1.0;
 }
 
+// ---- Data-parallel libraries: relative speedups and scaling efficiencies ----------------------
+
+// A data-parallel plan of catalog `model` on `gpus` GPUs of `cluster` (part of one node below
+// its GPU count), `mb` samples per GPU per step, no gradient accumulation, with `algorithm`.
+struct DpRun {
+  plan::Plan plan;
+  plan::PlanContext ctx;
+};
+DpRun dp_run(const hw::Catalog& catalog, std::string cluster, int gpus, const std::string& model, int64_t seq, int64_t mb,
+             plan::DpAlgorithm algorithm, double bucket_bytes) {
+  std::string reason;
+  std::optional<hw::Catalog> local;
+  std::vector<std::string> ignored;
+  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, ignored, reason);
+  if (!cat) throw Error(reason);
+  const auto& inst = cat->instance(cluster);
+  DpRun r;
+  r.plan.model = model;
+  r.plan.instance_type = cluster;
+  r.plan.instance_count = std::max(1, gpus / inst.gpu_count);
+  r.plan.dp = gpus;
+  r.plan.micro_batch = mb;
+  r.plan.global_batch = mb * gpus;
+  r.plan.seq_len = seq;
+  r.plan.dp_algorithm = algorithm;
+  r.plan.bucket_size_bytes = bucket_bytes;
+  r.ctx = plan::resolve(r.plan, *cat, models::ModelCatalog::builtin().spec(model), model);
+  if (auto problem = plan::check(r.plan, r.ctx)) throw Error(*problem);
+  return r;
+}
+
+double simulated_step_s(const DpRun& r, const ValidationOptions& options) {
+  sim::PlanSimOptions so;
+  so.sim = sim::options_for(r.plan);
+  so.sim.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(*r.ctx.gpu, so.sim);
+  so.sim.record_timeline = false;
+  so.memory_events = false;
+  so.granularity = plan::Granularity::layer;
+  so.fidelity = sim::Fidelity::symmetric;
+  return sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+}
+
+// The catalog model a source's workload key names ("bert", "resnet101"), or "" when none is.
+std::string catalog_model_of(const std::string& key) {
+  if (key == "bert") return "bert-large";
+  if (key == "resnet101") return "resnet-101";
+  if (key == "resnet50") return "resnet-50";
+  return "";
+}
+
+void fill_dp_point(ValidationPoint& vp, const std::string& metric, double measured, double predicted, double analytical,
+                   const std::string& cluster, const DpRun& run, bool with_analytical) {
+  vp.mapped = true;
+  vp.metric = metric;
+  vp.measured = measured;
+  vp.predicted = predicted;
+  vp.error = predicted / measured - 1.0;
+  if (with_analytical) {
+    vp.predicted_analytical = analytical;
+    vp.error_analytical = analytical / measured - 1.0;
+  }
+  vp.cluster = fmt::format("{} x {}", run.plan.instance_count, cluster);
+  vp.gpu = run.ctx.gpu->name;
+  vp.num_gpus = run.plan.world_size();
+  vp.gpus_per_node = run.ctx.instance->gpu_count;
+}
+
+// SMDDP against PyTorch DDP (the SageMaker developer guide's benchmark): the throughput ratio
+// SMDDP / DDP = DDP's step time / SMDDP's on the same plan. The guide names the models only:
+// BERT is taken as BERT-large at sequence 128 with 64 samples per GPU per step (NVIDIA
+// DeepLearningExamples' phase-1 micro-batch on a 32 GB V100), fp16, no gradient accumulation;
+// DDP's NCCL ring all-reduce in 25 MB buckets (PyTorch's default), SMDDP with the same buckets.
+void map_relative_speedup(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
+  const Json& other = member(member(point, "metrics"), "other");
+  const std::string prefix = "smddp_speedup_vs_pytorch_ddp_";
+  std::string key, model;
+  std::vector<std::string> skipped;
+  if (other.is_object())
+    for (auto it = other.begin(); it != other.end(); ++it) {
+      if (it.key().rfind(prefix, 0) != 0) continue;
+      const std::string w = it.key().substr(prefix.size());
+      if (model.empty() && !catalog_model_of(w).empty()) key = it.key(), model = catalog_model_of(w);
+      else skipped.push_back(w);
+    }
+  if (model.empty()) {
+    vp.reason = skipped.empty() ? "no SMDDP-vs-DDP speedup is given" : fmt::format("no catalog model for {}", join(skipped, ", "));
+    return;
+  }
+  const auto speedup = num(other, key.c_str());
+  if (!speedup || !(*speedup > -1)) {
+    vp.reason = fmt::format("\"{}\" must be a number above -1", key);
+    return;
+  }
+  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
+  if (gpus < 2) {
+    vp.reason = "fewer than 2 GPUs";
+    return;
+  }
+  const std::string cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
+  if (cluster.empty()) return;
+  for (const auto& w : skipped) vp.assumptions.push_back(fmt::format("{}: no catalog model, not compared", w));
+  vp.assumptions.push_back(fmt::format("{} taken as {} at sequence 128, 64 samples per GPU per step, fp16, no gradient "
+                                       "accumulation (NVIDIA DeepLearningExamples' BERT phase-1 micro-batch on a 32 GB V100)",
+                                       key.substr(prefix.size()), model));
+  vp.assumptions.push_back("PyTorch DDP: NCCL ring all-reduce in 25 MB buckets; SMDDP in the same buckets");
+  const DpRun ddp = dp_run(catalog, cluster, gpus, model, 128, 64, plan::DpAlgorithm::ring, 25e6);
+  const DpRun smddp = dp_run(catalog, cluster, gpus, model, 128, 64, plan::DpAlgorithm::smddp, 25e6);
+  vp.setup = fmt::format("{} seq 128 mb 64 dp{}: DDP (ring) vs SMDDP", model, gpus);
+  vp.measured_from = fmt::format("1 + published {} (throughput SMDDP / DDP)", key);
+  const double pred = simulated_step_s(ddp, options) / simulated_step_s(smddp, options);
+  double an = 0;
+  if (options.analytical_step_s) an = options.analytical_step_s(ddp.plan, ddp.ctx) / options.analytical_step_s(smddp.plan, smddp.ctx);
+  fill_dp_point(vp, "throughput_ratio", 1.0 + *speedup, pred, an, cluster, ddp, static_cast<bool>(options.analytical_step_s));
+}
+
+// Horovod's scaling efficiency: throughput on n GPUs / (n x throughput on one) at a fixed batch
+// per GPU = step time on one GPU / step time on n (Horovod: NCCL ring all-reduce of 64 MiB
+// fusion buffers, its default threshold). The first workload with a catalog model is compared.
+void map_scaling_efficiency(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
+  const Json& eff = member(member(member(point, "metrics"), "other"), "scaling_efficiency");
+  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
+  if (gpus < 2) {
+    vp.reason = "fewer than 2 GPUs";
+    return;
+  }
+  const std::string cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
+  if (cluster.empty()) return;
+  std::string key, model;
+  if (eff.is_object())
+    for (auto it = eff.begin(); it != eff.end() && model.empty(); ++it)
+      if (!catalog_model_of(it.key()).empty()) key = it.key(), model = catalog_model_of(it.key());
+  if (model.empty()) {
+    vp.reason = "no workload with a catalog model";
+    return;
+  }
+  const auto measured_eff = num(eff, key.c_str());
+  if (!measured_eff || !(*measured_eff > 0)) {
+    vp.reason = fmt::format("scaling efficiency of {} must be positive", key);
+    return;
+  }
+  const auto mb = whole(member(point, "parallelism"), "micro_batch", 1, limits::kMaxBatch);
+  if (!mb) {
+    vp.reason = "the batch per GPU is not given";
+    return;
+  }
+  const double fusion = sim::kHorovodFusionThresholdBytes;
+  const DpRun one = dp_run(catalog, cluster, 1, model, 0, *mb, plan::DpAlgorithm::horovod, fusion);
+  const DpRun many = dp_run(catalog, cluster, gpus, model, 0, *mb, plan::DpAlgorithm::horovod, fusion);
+  vp.assumptions.push_back(fmt::format("{} as {}, {} per GPU, Horovod over NCCL with its default 64 MiB fusion threshold", key, model, *mb));
+  vp.setup = fmt::format("{} mb {} dp{} (Horovod) vs 1 GPU", model, *mb, gpus);
+  vp.measured_from = fmt::format("published scaling efficiency of {}", key);
+  const double pred = simulated_step_s(one, options) / simulated_step_s(many, options);
+  double an = 0;
+  if (options.analytical_step_s) an = options.analytical_step_s(one.plan, one.ctx) / options.analytical_step_s(many.plan, many.ctx);
+  fill_dp_point(vp, "scaling_efficiency", *measured_eff, pred, an, cluster, many, static_cast<bool>(options.analytical_step_s));
+}
+
 // The software stack a source ran, from its title, locator and notes.
 std::string framework_of(const Json& point) {
   const Json none;
@@ -605,6 +764,8 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     try {
       if (vp.kind == "training_throughput") map_training(point, catalog, options, vp);
       else if (vp.kind == "collective_benchmark") map_collective(point, catalog, options, vp);
+      else if (vp.kind == "relative_speedup") map_relative_speedup(point, catalog, options, vp);
+      else if (vp.kind == "scaling_efficiency") map_scaling_efficiency(point, catalog, options, vp);
       else vp.reason = fmt::format("kind \"{}\" is not a per-step throughput or collective measurement", vp.kind);
     } catch (const Error& e) {
       vp.mapped = false;
@@ -614,12 +775,13 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   // Per source, in the order sources first appear.
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ValidationPoint*>> by_source;
-  std::vector<const ValidationPoint*> training, collectives;
+  std::vector<const ValidationPoint*> training, collectives, libraries;
   for (const auto& p : report.points) {
     if (!by_source.count(p.source)) order.push_back(p.source);
     by_source[p.source].push_back(&p);
     if (p.kind == "training_throughput") training.push_back(&p);
     if (p.kind == "collective_benchmark") collectives.push_back(&p);
+    if (p.kind == "relative_speedup" || p.kind == "scaling_efficiency") libraries.push_back(&p);
   }
   for (const auto& src : order) {
     SourceSummary s;
@@ -662,6 +824,9 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   report.collectives.title = "all collective benchmarks (bus bandwidth)";
   report.collectives.metric = "busbw_GBps";
   summarize(collectives, report.collectives);
+  report.libraries.title = "data-parallel libraries (speedup, scaling efficiency)";
+  report.libraries.metric = "ratio";
+  summarize(libraries, report.libraries);
   return report;
 }
 
@@ -696,6 +861,7 @@ json::Json to_json(const ValidationReport& r) {
   for (const auto& g : r.groups) groups.push_back(summary(g));
   j["groups"] = groups;
   j["collectives"] = summary(r.collectives);
+  j["libraries"] = summary(r.libraries);
   Json sources = Json::array();
   for (const auto& s : r.sources) sources.push_back(summary(s));
   j["sources"] = sources;
@@ -712,11 +878,11 @@ json::Json to_json(const ValidationReport& r) {
       q["measured"] = p.measured;
       q["predicted"] = p.predicted;
       q["error"] = p.error;
+      if (p.metric != "busbw_GBps" && r.analytical) {
+        q["predicted_analytical"] = p.predicted_analytical;
+        q["error_analytical"] = p.error_analytical;
+      }
       if (p.metric == "step_time_s") {
-        if (r.analytical) {
-          q["predicted_analytical"] = p.predicted_analytical;
-          q["error_analytical"] = p.error_analytical;
-        }
         q["model_tflops_per_gpu_measured"] = p.model_tflops_measured;
         q["model_tflops_per_gpu_predicted"] = p.model_tflops_predicted;
         q["fits_memory"] = p.fits_memory;

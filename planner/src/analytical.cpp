@@ -423,10 +423,10 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
       break;
     }
     case plan::DpAlgorithm::horovod: {
-      // NCCL's ring all-reduce of the fusion buffers (at most bucket_size_bytes each), each
-      // started half a Horovod cycle late on average.
-      const double buffers = std::ceil(grad_bytes / p.bucket_size_bytes);
-      reduce_s = ring_all_reduce_s(dp_net, grad_bytes) + buffers * 0.5 * sim::kHorovodCycleTimeS;
+      // NCCL's ring all-reduce of the fusion buffers (at most bucket_size_bytes each). A buffer
+      // waits for the background thread's next tick, half a cycle on average; buffers ready at
+      // one tick run back to back, so only the last one's wait adds to the reduction.
+      reduce_s = ring_all_reduce_s(dp_net, grad_bytes) + 0.5 * sim::kHorovodCycleTimeS;
       break;
     }
   }

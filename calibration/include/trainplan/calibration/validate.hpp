@@ -53,7 +53,7 @@ struct ValidationPoint {
   std::string cluster;       // "16 x dgx-a100-80gb"
   std::string setup;         // "gpt3-175b tp8 pp12 dp4 mb1 full recompute"
   std::vector<std::string> assumptions;  // what the point leaves open and we assumed
-  std::string metric;        // "step_time_s" or "busbw_GBps"
+  std::string metric;        // "step_time_s", "busbw_GBps", "throughput_ratio" or "scaling_efficiency"
   std::string measured_from; // how the measured value was obtained (the FLOP convention)
   double measured = 0;
   double predicted = 0;      // simulator
@@ -91,6 +91,9 @@ struct ValidationReport {
   /// Over all mapped training points (step time) and collective points (busbw).
   SourceSummary training;
   SourceSummary collectives;
+  /// Data-parallel library points (relative_speedup: SMDDP vs PyTorch DDP throughput ratio;
+  /// scaling_efficiency: Horovod on n GPUs vs one), each compared as a ratio of two simulations.
+  SourceSummary libraries;
   /// Whether training points carry an analytical estimate (ValidationOptions::analytical_step_s).
   bool analytical = false;
   /// Mapped training points by group: "single node" / "multi-node", "GPU <generation>",
