@@ -4,7 +4,9 @@
 // ../shared/validation/published-results.json): every training-throughput point that maps
 // onto a catalog cluster is turned into a plan and predicted by the simulator (and, when the
 // caller supplies one, by an analytical estimate); every collective benchmark is simulated on
-// its cluster. Points that cannot be mapped are kept with the reason.
+// its cluster; SMDDP-vs-DDP speedups and Horovod scaling efficiencies are ratios of two
+// simulations of one plan under the two settings. Points that cannot be mapped are kept with
+// the reason.
 //
 //   calibration::ValidationOptions o;
 //   o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext& ctx) {
