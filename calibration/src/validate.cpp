@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <map>
+#include <memory>
 
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
@@ -490,30 +491,28 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
 // A data-parallel plan of catalog `model` on `gpus` GPUs of `cluster` (part of one node below
 // its GPU count), `mb` samples per GPU per step, no gradient accumulation, with `algorithm`.
 struct DpRun {
+  std::unique_ptr<hw::Catalog> catalog;  // with the part of a node a one-GPU run uses; ctx points into it
   plan::Plan plan;
   plan::PlanContext ctx;
 };
 DpRun dp_run(const hw::Catalog& catalog, std::string cluster, int gpus, const std::string& model, int64_t seq, int64_t mb,
              plan::DpAlgorithm algorithm, double bucket_bytes) {
-  std::string reason;
-  std::optional<hw::Catalog> local;
-  std::vector<std::string> ignored;
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, ignored, reason);
-  if (!cat) throw Error(reason);
+  auto cat = std::make_unique<hw::Catalog>(catalog);
+  if (gpus < cat->instance(cluster).gpu_count) cluster = cat->add_partial_instance(cluster, gpus);
   const auto& inst = cat->instance(cluster);
-  DpRun r;
-  r.plan.model = model;
-  r.plan.instance_type = cluster;
-  r.plan.instance_count = std::max(1, gpus / inst.gpu_count);
-  r.plan.dp = gpus;
-  r.plan.micro_batch = mb;
-  r.plan.global_batch = mb * gpus;
-  r.plan.seq_len = seq;
-  r.plan.dp_algorithm = algorithm;
-  r.plan.bucket_size_bytes = bucket_bytes;
-  r.ctx = plan::resolve(r.plan, *cat, models::ModelCatalog::builtin().spec(model), model);
-  if (auto problem = plan::check(r.plan, r.ctx)) throw Error(*problem);
-  return r;
+  plan::Plan p;
+  p.model = model;
+  p.instance_type = cluster;
+  p.instance_count = std::max(1, gpus / inst.gpu_count);
+  p.dp = gpus;
+  p.micro_batch = mb;
+  p.global_batch = mb * gpus;
+  p.seq_len = seq;
+  p.dp_algorithm = algorithm;
+  p.bucket_size_bytes = bucket_bytes;
+  plan::PlanContext ctx = plan::resolve(p, *cat, models::ModelCatalog::builtin().spec(model), model);
+  if (auto problem = plan::check(p, ctx)) throw Error(*problem);
+  return DpRun{std::move(cat), std::move(p), std::move(ctx)};
 }
 
 double simulated_step_s(const DpRun& r, const ValidationOptions& options) {
