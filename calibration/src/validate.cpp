@@ -535,21 +535,34 @@ std::string catalog_model_of(const std::string& key) {
   return "";
 }
 
-void fill_dp_point(ValidationPoint& vp, const std::string& metric, double measured, double predicted, double analytical,
-                   const std::string& cluster, const DpRun& run, bool with_analytical) {
+// The GPU count and catalog cluster of a library point; 0 GPUs (with vp.reason) when none fits.
+int library_cluster(const Json& point, const hw::Catalog& catalog, ValidationPoint& vp, std::string& cluster) {
+  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
+  if (gpus < 2) {
+    vp.reason = "fewer than 2 GPUs";
+    return 0;
+  }
+  cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
+  return cluster.empty() ? 0 : gpus;
+}
+
+// Scores a library point: predicted = step time of `num` / step time of `den` (simulated, and
+// analytical when the caller supplies the estimate); the cluster shown is `shown`'s.
+void score_ratio(ValidationPoint& vp, const std::string& metric, double measured, const DpRun& num, const DpRun& den,
+                 const DpRun& shown, const std::string& cluster, const ValidationOptions& options) {
   vp.mapped = true;
   vp.metric = metric;
   vp.measured = measured;
-  vp.predicted = predicted;
-  vp.error = predicted / measured - 1.0;
-  if (with_analytical) {
-    vp.predicted_analytical = analytical;
-    vp.error_analytical = analytical / measured - 1.0;
+  vp.predicted = simulated_step_s(num, options) / simulated_step_s(den, options);
+  vp.error = vp.predicted / measured - 1.0;
+  if (options.analytical_step_s) {
+    vp.predicted_analytical = options.analytical_step_s(num.plan, num.ctx) / options.analytical_step_s(den.plan, den.ctx);
+    vp.error_analytical = vp.predicted_analytical / measured - 1.0;
   }
-  vp.cluster = fmt::format("{} x {}", run.plan.instance_count, cluster);
-  vp.gpu = run.ctx.gpu->name;
-  vp.num_gpus = run.plan.world_size();
-  vp.gpus_per_node = run.ctx.instance->gpu_count;
+  vp.cluster = fmt::format("{} x {}", shown.plan.instance_count, cluster);
+  vp.gpu = shown.ctx.gpu->name;
+  vp.num_gpus = shown.plan.world_size();
+  vp.gpus_per_node = shown.ctx.instance->gpu_count;
 }
 
 // SMDDP against PyTorch DDP (the SageMaker developer guide's benchmark): the throughput ratio
@@ -578,13 +591,9 @@ void map_relative_speedup(const Json& point, const hw::Catalog& catalog, const V
     vp.reason = fmt::format("\"{}\" must be a number above -1", key);
     return;
   }
-  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
-  if (gpus < 2) {
-    vp.reason = "fewer than 2 GPUs";
-    return;
-  }
-  const std::string cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
-  if (cluster.empty()) return;
+  std::string cluster;
+  const int gpus = library_cluster(point, catalog, vp, cluster);
+  if (gpus == 0) return;
   for (const auto& w : skipped) vp.assumptions.push_back(fmt::format("{}: no catalog model, not compared", w));
   vp.assumptions.push_back(fmt::format("{} taken as {} at sequence 128, 64 samples per GPU per step, fp16, no gradient "
                                        "accumulation (NVIDIA DeepLearningExamples' BERT phase-1 micro-batch on a 32 GB V100)",
@@ -594,10 +603,7 @@ void map_relative_speedup(const Json& point, const hw::Catalog& catalog, const V
   const DpRun smddp = dp_run(catalog, cluster, gpus, model, 128, 64, plan::DpAlgorithm::smddp, 25e6);
   vp.setup = fmt::format("{} seq 128 mb 64 dp{}: DDP (ring) vs SMDDP", model, gpus);
   vp.measured_from = fmt::format("1 + published {} (throughput SMDDP / DDP)", key);
-  const double pred = simulated_step_s(ddp, options) / simulated_step_s(smddp, options);
-  double an = 0;
-  if (options.analytical_step_s) an = options.analytical_step_s(ddp.plan, ddp.ctx) / options.analytical_step_s(smddp.plan, smddp.ctx);
-  fill_dp_point(vp, "throughput_ratio", 1.0 + *speedup, pred, an, cluster, ddp, static_cast<bool>(options.analytical_step_s));
+  score_ratio(vp, "throughput_ratio", 1.0 + *speedup, ddp, smddp, ddp, cluster, options);
 }
 
 // Horovod's scaling efficiency: throughput on n GPUs / (n x throughput on one) at a fixed batch
@@ -605,13 +611,9 @@ void map_relative_speedup(const Json& point, const hw::Catalog& catalog, const V
 // fusion buffers, its default threshold). The first workload with a catalog model is compared.
 void map_scaling_efficiency(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
   const Json& eff = member(member(member(point, "metrics"), "other"), "scaling_efficiency");
-  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
-  if (gpus < 2) {
-    vp.reason = "fewer than 2 GPUs";
-    return;
-  }
-  const std::string cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
-  if (cluster.empty()) return;
+  std::string cluster;
+  const int gpus = library_cluster(point, catalog, vp, cluster);
+  if (gpus == 0) return;
   std::string key, model;
   if (eff.is_object())
     for (auto it = eff.begin(); it != eff.end() && model.empty(); ++it)
@@ -636,10 +638,7 @@ void map_scaling_efficiency(const Json& point, const hw::Catalog& catalog, const
   vp.assumptions.push_back(fmt::format("{} as {}, {} per GPU, Horovod over NCCL with its default 64 MiB fusion threshold", key, model, *mb));
   vp.setup = fmt::format("{} mb {} dp{} (Horovod) vs 1 GPU", model, *mb, gpus);
   vp.measured_from = fmt::format("published scaling efficiency of {}", key);
-  const double pred = simulated_step_s(one, options) / simulated_step_s(many, options);
-  double an = 0;
-  if (options.analytical_step_s) an = options.analytical_step_s(one.plan, one.ctx) / options.analytical_step_s(many.plan, many.ctx);
-  fill_dp_point(vp, "scaling_efficiency", *measured_eff, pred, an, cluster, many, static_cast<bool>(options.analytical_step_s));
+  score_ratio(vp, "scaling_efficiency", *measured_eff, one, many, many, cluster, options);
 }
 
 // The software stack a source ran, from its title, locator and notes.
