@@ -353,8 +353,22 @@ double server_phase_s(const plan::PlanContext& ctx, const RingNet& dp_net, doubl
   return t_s + dp_net.latency_s + launch_s;
 }
 
+// The dp groups' members on the first node (in ring order: SMDDP's intra-node rings).
+std::vector<std::vector<int>> dp_groups_on_first_node(const plan::Plan& p, const hw::Cluster& cluster) {
+  std::vector<std::vector<int>> out;
+  for (const auto& g : dp_groups(p)) {
+    std::vector<int> mine;
+    for (int r : g)
+      if (cluster.node_of(r) == 0) mine.push_back(r);
+    if (mine.size() > 1) out.push_back(mine);
+  }
+  return out;
+}
+
 // One data-parallel reduction of `grad_bytes` over the dp * cp group with the plan's algorithm.
-double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, double grad_bytes) {
+// `intra_net`: the rings of dp_groups_on_first_node (SMDDP only).
+double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, const RingNet& intra_net,
+                   double grad_bytes) {
   const int dpcp = p.dp_cp();
   const double n = dpcp;
   double reduce_s = 0;
@@ -404,21 +418,10 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
       // GPU's S/k shard pushed to the N nodes' servers and pulled back, intra-node all-gather.
       // Every phase runs on the per-hop latency model (k - 1 steps within the node, one step
       // to and from the servers), each after the launch cost.
-      // The intra-node rings are the dp groups' members on the first node, in ring order.
-      std::vector<std::vector<int>> on_node;
-      for (const auto& g : dp_groups(p)) {
-        std::vector<int> mine;
-        for (int r : g)
-          if (ctx.cluster.node_of(r) == 0) mine.push_back(r);
-        if (mine.size() > 1) on_node.push_back(mine);
-      }
-      const int k = on_node.empty() ? 1 : static_cast<int>(on_node[0].size());
+      const int k = intra_net.size;
       const double launch = sim::SimOptions{}.comm_launch_s;
       double intra_s = 0;
-      if (k > 1) {
-        const RingNet intra = ring_net(ctx.cluster, on_node);
-        intra_s = (k - 1.0) / k * grad_bytes / intra.bandwidth_bytes_per_s + (k - 1.0) * intra.latency_s;
-      }
+      if (k > 1) intra_s = (k - 1.0) / k * grad_bytes / intra_net.bandwidth_bytes_per_s + (k - 1.0) * intra_net.latency_s;
       reduce_s = launch + 2.0 * intra_s + 2.0 * (server_phase_s(ctx, dp_net, grad_bytes / k, dp_net.nodes, 0.0));
       break;
     }
@@ -513,7 +516,10 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       if (!p.overlap_grad_reduce) return t;
       return std::max(t - last_bwd, t * bucket_s_fraction);
     };
-    const double reduce_s = dp_reduce_s(p, ctx, dp_net, grad_bytes);
+    const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
+                                  ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
+                                  : RingNet{};
+    const double reduce_s = dp_reduce_s(p, ctx, dp_net, intra_net, grad_bytes);
     if (p.zero_stage == 0) {
       // The parameter server's push overlaps backward; its pull fetches the variables the
       // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).
