@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <map>
+#include <memory>
 
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
@@ -16,6 +17,7 @@
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
+#include "trainplan/simulator/collectives.hpp"
 
 namespace trainplan::calibration {
 namespace {
@@ -496,6 +498,161 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
   vp.error = vp.predicted / vp.measured - 1.0;
 }
 
+// ---- Data-parallel libraries: relative speedups and scaling efficiencies ----------------------
+
+// A data-parallel plan of catalog `model` on `gpus` GPUs of `cluster` (part of one node below
+// its GPU count), `mb` samples per GPU per step, no gradient accumulation, with `algorithm`.
+struct DpRun {
+  std::unique_ptr<hw::Catalog> catalog;  // with the part of a node a one-GPU run uses; ctx points into it
+  plan::Plan plan;
+  plan::PlanContext ctx;
+};
+DpRun dp_run(const hw::Catalog& catalog, std::string cluster, int gpus, const std::string& model, int64_t seq, int64_t mb,
+             plan::DpAlgorithm algorithm, double bucket_bytes) {
+  auto cat = std::make_unique<hw::Catalog>(catalog);
+  if (gpus < cat->instance(cluster).gpu_count) cluster = cat->add_partial_instance(cluster, gpus);
+  const auto& inst = cat->instance(cluster);
+  plan::Plan p;
+  p.model = model;
+  p.instance_type = cluster;
+  p.instance_count = std::max(1, gpus / inst.gpu_count);
+  p.dp = gpus;
+  p.micro_batch = mb;
+  p.global_batch = mb * gpus;
+  p.seq_len = seq;
+  p.dp_algorithm = algorithm;
+  p.bucket_size_bytes = bucket_bytes;
+  plan::PlanContext ctx = plan::resolve(p, *cat, models::ModelCatalog::builtin().spec(model), model);
+  if (auto problem = plan::check(p, ctx)) throw Error(*problem);
+  return DpRun{std::move(cat), std::move(p), std::move(ctx)};
+}
+
+double simulated_step_s(const DpRun& r, const ValidationOptions& options) {
+  sim::PlanSimOptions so;
+  so.sim = sim::options_for(r.plan);
+  so.sim.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(*r.ctx.gpu, so.sim);
+  so.sim.record_timeline = false;
+  so.memory_events = false;
+  so.granularity = plan::Granularity::layer;
+  so.fidelity = sim::Fidelity::symmetric;
+  return sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+}
+
+// The catalog model a source's workload key names ("bert", "resnet101"), or "" when none is.
+std::string catalog_model_of(const std::string& key) {
+  if (key == "bert") return "bert-large";
+  if (key == "resnet101") return "resnet-101";
+  if (key == "resnet50") return "resnet-50";
+  return "";
+}
+
+// The GPU count and catalog cluster of a library point; 0 GPUs (with vp.reason) when none fits.
+int library_cluster(const Json& point, const hw::Catalog& catalog, ValidationPoint& vp, std::string& cluster) {
+  const int gpus = static_cast<int>(whole(member(point, "hardware"), "num_gpus", 1, limits::kMaxGpus).value_or(0));
+  if (gpus < 2) {
+    vp.reason = "fewer than 2 GPUs";
+    return 0;
+  }
+  cluster = map_cluster(member(point, "hardware"), catalog, gpus, vp.assumptions, vp.reason);
+  return cluster.empty() ? 0 : gpus;
+}
+
+// Scores a library point: predicted = step time of `num` / step time of `den` (simulated, and
+// analytical when the caller supplies the estimate); the cluster shown is `shown`'s.
+void score_ratio(ValidationPoint& vp, const std::string& metric, double measured, const DpRun& num, const DpRun& den,
+                 const DpRun& shown, const std::string& cluster, const ValidationOptions& options) {
+  vp.mapped = true;
+  vp.metric = metric;
+  vp.measured = measured;
+  vp.predicted = simulated_step_s(num, options) / simulated_step_s(den, options);
+  vp.error = vp.predicted / measured - 1.0;
+  if (options.analytical_step_s) {
+    vp.predicted_analytical = options.analytical_step_s(num.plan, num.ctx) / options.analytical_step_s(den.plan, den.ctx);
+    vp.error_analytical = vp.predicted_analytical / measured - 1.0;
+  }
+  vp.cluster = fmt::format("{} x {}", shown.plan.instance_count, cluster);
+  vp.gpu = shown.ctx.gpu->name;
+  vp.num_gpus = shown.plan.world_size();
+  vp.gpus_per_node = shown.ctx.instance->gpu_count;
+}
+
+// SMDDP against PyTorch DDP (the SageMaker developer guide's benchmark): the throughput ratio
+// SMDDP / DDP = DDP's step time / SMDDP's on the same plan. The guide names the models only:
+// BERT is taken as BERT-large at sequence 128 with 64 samples per GPU per step (NVIDIA
+// DeepLearningExamples' phase-1 micro-batch on a 32 GB V100), fp16, no gradient accumulation;
+// DDP's NCCL ring all-reduce in 25 MB buckets (PyTorch's default), SMDDP with the same buckets.
+void map_relative_speedup(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
+  const Json& other = member(member(point, "metrics"), "other");
+  const std::string prefix = "smddp_speedup_vs_pytorch_ddp_";
+  std::string key, model;
+  std::vector<std::string> skipped;
+  if (other.is_object())
+    for (auto it = other.begin(); it != other.end(); ++it) {
+      if (it.key().rfind(prefix, 0) != 0) continue;
+      const std::string w = it.key().substr(prefix.size());
+      if (model.empty() && !catalog_model_of(w).empty()) key = it.key(), model = catalog_model_of(w);
+      else skipped.push_back(w);
+    }
+  if (model.empty()) {
+    vp.reason = skipped.empty() ? "no SMDDP-vs-DDP speedup is given" : fmt::format("no catalog model for {}", join(skipped, ", "));
+    return;
+  }
+  const auto speedup = num(other, key.c_str());
+  if (!speedup || !(*speedup > -1)) {
+    vp.reason = fmt::format("\"{}\" must be a number above -1", key);
+    return;
+  }
+  std::string cluster;
+  const int gpus = library_cluster(point, catalog, vp, cluster);
+  if (gpus == 0) return;
+  for (const auto& w : skipped) vp.assumptions.push_back(fmt::format("{}: no catalog model, not compared", w));
+  vp.assumptions.push_back(fmt::format("{} taken as {} at sequence 128, 64 samples per GPU per step, fp16, no gradient "
+                                       "accumulation (NVIDIA DeepLearningExamples' BERT phase-1 micro-batch on a 32 GB V100)",
+                                       key.substr(prefix.size()), model));
+  vp.assumptions.push_back("PyTorch DDP: NCCL ring all-reduce in 25 MB buckets; SMDDP in the same buckets");
+  const DpRun ddp = dp_run(catalog, cluster, gpus, model, 128, 64, plan::DpAlgorithm::ring, 25e6);
+  const DpRun smddp = dp_run(catalog, cluster, gpus, model, 128, 64, plan::DpAlgorithm::smddp, 25e6);
+  vp.setup = fmt::format("{} seq 128 mb 64 dp{}: DDP (ring) vs SMDDP", model, gpus);
+  vp.measured_from = fmt::format("1 + published {} (throughput SMDDP / DDP)", key);
+  score_ratio(vp, "throughput_ratio", 1.0 + *speedup, ddp, smddp, ddp, cluster, options);
+}
+
+// Horovod's scaling efficiency: throughput on n GPUs / (n x throughput on one) at a fixed batch
+// per GPU = step time on one GPU / step time on n (Horovod: NCCL ring all-reduce of 64 MiB
+// fusion buffers, its default threshold). The first workload with a catalog model is compared.
+void map_scaling_efficiency(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
+  const Json& eff = member(member(member(point, "metrics"), "other"), "scaling_efficiency");
+  std::string cluster;
+  const int gpus = library_cluster(point, catalog, vp, cluster);
+  if (gpus == 0) return;
+  std::string key, model;
+  if (eff.is_object())
+    for (auto it = eff.begin(); it != eff.end() && model.empty(); ++it)
+      if (!catalog_model_of(it.key()).empty()) key = it.key(), model = catalog_model_of(it.key());
+  if (model.empty()) {
+    vp.reason = "no workload with a catalog model";
+    return;
+  }
+  const auto measured_eff = num(eff, key.c_str());
+  if (!measured_eff || !(*measured_eff > 0)) {
+    vp.reason = fmt::format("scaling efficiency of {} must be positive", key);
+    return;
+  }
+  const auto mb = whole(member(point, "parallelism"), "micro_batch", 1, limits::kMaxBatch);
+  if (!mb) {
+    vp.reason = "the batch per GPU is not given";
+    return;
+  }
+  const double fusion = sim::kHorovodFusionThresholdBytes;
+  const DpRun one = dp_run(catalog, cluster, 1, model, 0, *mb, plan::DpAlgorithm::horovod, fusion);
+  const DpRun many = dp_run(catalog, cluster, gpus, model, 0, *mb, plan::DpAlgorithm::horovod, fusion);
+  vp.assumptions.push_back(fmt::format("{} as {}, {} per GPU, Horovod over NCCL with its default 64 MiB fusion threshold", key, model, *mb));
+  vp.setup = fmt::format("{} mb {} dp{} (Horovod) vs 1 GPU", model, *mb, gpus);
+  vp.measured_from = fmt::format("published scaling efficiency of {}", key);
+  score_ratio(vp, "scaling_efficiency", *measured_eff, one, many, many, cluster, options);
+}
+
 // The software stack a source ran, from its title, locator and notes.
 std::string framework_of(const Json& point) {
   const Json none;
@@ -617,6 +774,8 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     try {
       if (vp.kind == "training_throughput") map_training(point, catalog, options, vp);
       else if (vp.kind == "collective_benchmark") map_collective(point, catalog, options, vp);
+      else if (vp.kind == "relative_speedup") map_relative_speedup(point, catalog, options, vp);
+      else if (vp.kind == "scaling_efficiency") map_scaling_efficiency(point, catalog, options, vp);
       else vp.reason = fmt::format("kind \"{}\" is not a per-step throughput or collective measurement", vp.kind);
     } catch (const Error& e) {
       vp.mapped = false;
@@ -626,12 +785,13 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   // Per source, in the order sources first appear.
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ValidationPoint*>> by_source;
-  std::vector<const ValidationPoint*> training, collectives;
+  std::vector<const ValidationPoint*> training, collectives, libraries;
   for (const auto& p : report.points) {
     if (!by_source.count(p.source)) order.push_back(p.source);
     by_source[p.source].push_back(&p);
     if (p.kind == "training_throughput") training.push_back(&p);
     if (p.kind == "collective_benchmark") collectives.push_back(&p);
+    if (p.kind == "relative_speedup" || p.kind == "scaling_efficiency") libraries.push_back(&p);
   }
   for (const auto& src : order) {
     SourceSummary s;
@@ -674,6 +834,9 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   report.collectives.title = "all collective benchmarks (bus bandwidth)";
   report.collectives.metric = "busbw_GBps";
   summarize(collectives, report.collectives);
+  report.libraries.title = "data-parallel libraries (speedup, scaling efficiency)";
+  report.libraries.metric = "ratio";
+  summarize(libraries, report.libraries);
   return report;
 }
 
@@ -708,6 +871,7 @@ json::Json to_json(const ValidationReport& r) {
   for (const auto& g : r.groups) groups.push_back(summary(g));
   j["groups"] = groups;
   j["collectives"] = summary(r.collectives);
+  j["libraries"] = summary(r.libraries);
   Json sources = Json::array();
   for (const auto& s : r.sources) sources.push_back(summary(s));
   j["sources"] = sources;
@@ -724,11 +888,11 @@ json::Json to_json(const ValidationReport& r) {
       q["measured"] = p.measured;
       q["predicted"] = p.predicted;
       q["error"] = p.error;
+      if (p.metric != "busbw_GBps" && r.analytical) {
+        q["predicted_analytical"] = p.predicted_analytical;
+        q["error_analytical"] = p.error_analytical;
+      }
       if (p.metric == "step_time_s") {
-        if (r.analytical) {
-          q["predicted_analytical"] = p.predicted_analytical;
-          q["error_analytical"] = p.error_analytical;
-        }
         q["model_tflops_per_gpu_measured"] = p.model_tflops_measured;
         q["model_tflops_per_gpu_predicted"] = p.model_tflops_predicted;
         q["fits_memory"] = p.fits_memory;

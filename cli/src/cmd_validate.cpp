@@ -57,9 +57,13 @@ void run(const ValidateArgs& a) {
   Table t({"point", "cluster", ">measured", ">simulated", ">error", ">analytical", ">error", ">model TFLOP/s meas/pred",
            ">peak memory/GPU", "fits"});
   Table c({"point", "cluster", ">measured busbw", ">simulated", ">error"});
+  Table d({"point", "cluster", "compared", ">measured", ">simulated", ">error", ">analytical", ">error"});
   for (const auto& p : r.points) {
     if (!p.mapped) continue;
-    if (p.metric == "step_time_s")
+    if (p.metric == "throughput_ratio" || p.metric == "scaling_efficiency")
+      d.add({p.id, p.cluster, p.setup, fmt::format("{:.3f}", p.measured), fmt::format("{:.3f}", p.predicted), pct(p.error),
+             fmt::format("{:.3f}", p.predicted_analytical), pct(p.error_analytical)});
+    else if (p.metric == "step_time_s")
       t.add({p.id, p.cluster, fmt::format("{:.3f} s", p.measured), fmt::format("{:.3f} s", p.predicted), pct(p.error),
              fmt::format("{:.3f} s", p.predicted_analytical), pct(p.error_analytical),
              fmt::format("{:.0f}/{:.0f}", p.model_tflops_measured, p.model_tflops_predicted),
@@ -71,6 +75,10 @@ void run(const ValidateArgs& a) {
   std::fputs(t.render().c_str(), stdout);
   std::printf("\n");
   std::fputs(c.render().c_str(), stdout);
+  if (r.libraries.points > 0) {
+    std::printf("\ndata-parallel libraries (throughput_ratio: SMDDP / PyTorch DDP; scaling_efficiency: Horovod on n GPUs / n x 1):\n");
+    std::fputs(d.render().c_str(), stdout);
+  }
   std::printf("\nper source (MAPE = mean |predicted / measured - 1|; bias = mean signed error):\n");
   Table s({"source", "metric", ">points", ">unmapped", ">MAPE sim", ">bias sim", ">MAPE throughput", ">MAPE analytical"});
   auto add = [&](const calibration::SourceSummary& x) {
@@ -87,6 +95,7 @@ void run(const ValidateArgs& a) {
   }
   add(r.training);
   add(r.collectives);
+  if (r.libraries.points > 0) add(r.libraries);
   std::fputs(s.render("  ").c_str(), stdout);
   if (silent) std::printf("  (%zu more sources have no point that maps onto a catalog cluster)\n", silent);
   if (!r.groups.empty()) {

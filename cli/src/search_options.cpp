@@ -53,7 +53,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--vp", a.virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
   cmd->add_option("--cp", a.context_parallel,
                   "Context-parallel degrees to try (default 1,2,4,8 for sequences of 4096 tokens or more, else 1)");
-  cmd->add_option("--dp-algorithms", a.dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server (default ring,tree,hierarchical: no export target runs a parameter server)");
+  cmd->add_option("--dp-algorithms", a.dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server,smddp,horovod (default ring,tree,hierarchical: no export target runs a parameter server or Horovod, and only SageMaker runs SMDDP)");
   cmd->add_option("--bucket-sizes", a.bucket_sizes, "Gradient bucket sizes (default 25MB)");
   cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel, "Do not try sequence parallelism");
   cmd->add_flag("--tp-across-nodes", a.tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");

@@ -194,8 +194,12 @@ class Lowering {
 
   // Buckets of bucket_size_bytes in the order backward finalizes the gradients: chunks from
   // the last, units and ops reversed. A bucket closes once it holds at least the bucket size
-  // (PyTorch DDP / Megatron). The tied copy goes into its own bucket, reduced last.
+  // (PyTorch DDP / Megatron). Horovod's tensor fusion instead packs the first tensors that fit
+  // in the fusion threshold (docs/tensor-fusion.rst): a buffer closes before the gradient that
+  // would overflow it, and a larger gradient is a buffer of its own. The tied copy goes into
+  // its own bucket, reduced last.
   void make_buckets(int s, StageInfo& st) {
+    const bool fusion = plan_.dp_algorithm == DpAlgorithm::horovod;
     Bucket cur;
     Bucket tied;
     auto close = [&] {
@@ -225,8 +229,9 @@ class Lowering {
             add(tied, op);
             continue;
           }
+          if (fusion && !cur.ops.empty() && cur.grad_bytes + rank_op_params(op, s) * elem_ > plan_.bucket_size_bytes) close();
           add(cur, op);
-          if (cur.grad_bytes >= plan_.bucket_size_bytes) close();
+          if (!fusion && cur.grad_bytes >= plan_.bucket_size_bytes) close();
         }
       }
     }

@@ -28,6 +28,8 @@ std::string_view dp_algorithm_name(DpAlgorithm a) {
     case DpAlgorithm::tree: return "tree";
     case DpAlgorithm::hierarchical: return "hierarchical";
     case DpAlgorithm::parameter_server: return "parameter-server";
+    case DpAlgorithm::smddp: return "smddp";
+    case DpAlgorithm::horovod: return "horovod";
   }
   return "?";
 }

@@ -151,6 +151,10 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
                "use zero_stage 0 or 1 with pp > 1 (as DeepSpeed and Megatron-LM do)");
   if (p.dp_algorithm == DpAlgorithm::parameter_server && p.zero_stage != 0)
     return err("/data_parallel/algorithm", "the parameter-server algorithm does not combine with ZeRO", "use zero_stage 0 or a collective algorithm");
+  if ((p.dp_algorithm == DpAlgorithm::smddp || p.dp_algorithm == DpAlgorithm::horovod) && p.zero_stage != 0)
+    return err("/data_parallel/algorithm",
+               fmt::format("{} all-reduces whole gradients and does not combine with ZeRO", dp_algorithm_name(p.dp_algorithm)),
+               "use zero_stage 0, or ring / tree / hierarchical with ZeRO");
   Precision prec = p.precision_or(ctx.precision);
   if (!ctx.gpu->supports(prec))
     return err("/precision", fmt::format("{} does not support {}", ctx.gpu->name, precision_name(prec)),

@@ -5,18 +5,24 @@
 #include "trainplan/core/strings.hpp"
 #include "trainplan/plan/plan.hpp"
 
+#include <span>
+
 namespace trainplan::plan {
 namespace {
 
 template <typename E>
-E parse_enum(const json::Reader& r, std::initializer_list<E> values, std::string_view (*name)(E)) {
+E parse_enum(const json::Reader& r, std::span<const E> values, std::string_view (*name)(E)) {
   std::vector<std::string> names;
   for (E v : values) names.emplace_back(name(v));
   std::string s = r.as_choice(names);
   for (E v : values)
     if (name(v) == s) return v;
   TP_ASSERT(false);
-  return *values.begin();
+  return values.front();
+}
+template <typename E>
+E parse_enum(const json::Reader& r, std::initializer_list<E> values, std::string_view (*name)(E)) {
+  return parse_enum(r, std::span<const E>(values.begin(), values.size()), name);
 }
 
 StageAssignment parse_stage(const json::Reader& r) {
@@ -100,8 +106,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   }
   if (auto dpr = r.optional_field("data_parallel")) {
     if (auto f = dpr->optional_field("algorithm"))
-      p.dp_algorithm = parse_enum(*f, {DpAlgorithm::ring, DpAlgorithm::tree, DpAlgorithm::hierarchical, DpAlgorithm::parameter_server},
-                                  dp_algorithm_name);
+      p.dp_algorithm = parse_enum(*f, std::span<const DpAlgorithm>(kDpAlgorithms), dp_algorithm_name);
     if (auto f = dpr->optional_field("bucket_size_bytes")) p.bucket_size_bytes = f->as_positive(limits::kMaxBytes);
     if (auto f = dpr->optional_field("bucket_size")) {
       p.bucket_size_bytes = f->as_quantity(units::Dimension::bytes);

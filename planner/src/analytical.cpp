@@ -12,6 +12,7 @@
 #include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/tp_comm.hpp"
 #include "trainplan/simulator/collectives.hpp"
+#include "trainplan/simulator/simulate.hpp"
 
 namespace trainplan::planner {
 
@@ -328,8 +329,46 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
   return stages;
 }
 
+// One push (or pull) phase of servers on the hosts of `nodes` nodes, each holding 1/nodes of
+// every worker's `bytes_per_gpu`, as the simulator's parameter-server and SMDDP patterns run
+// it: all flows advance at one rate, so the phase lasts bytes per flow x the busiest link's
+// flows / its bandwidth. A GPU's PCIe path to its host carries its `nodes` flows (its share of
+// the switch uplink when GPUs share one); each node's NICs carry the flows of its G GPUs to or
+// from the other nodes' servers, G(N-1), at the NICs' rate (each NIC no faster than the PCIe
+// link it hangs off). Plus the per-hop latency of the longest route and the launch.
+double server_phase_s(const plan::PlanContext& ctx, const RingNet& dp_net, double bytes_per_gpu, int nodes, double launch_s) {
+  const auto& t = ctx.instance->topology;
+  const auto& net = ctx.instance->network;
+  double host_bw = t.pcie_bandwidth_bytes_per_s;
+  if (t.gpus_per_pcie_switch > 0 && t.pcie_switch_uplink_bytes_per_s > 0)
+    host_bw = std::min(host_bw, t.pcie_switch_uplink_bytes_per_s / t.gpus_per_pcie_switch);
+  const double n = nodes;
+  const double per_flow = bytes_per_gpu / n;
+  double t_s = per_flow * n / host_bw;
+  if (nodes > 1) {
+    const double nic_bw = net.nics * std::min(net.nic_bandwidth_bytes_per_s(), t.pcie_bandwidth_bytes_per_s);
+    const double g = ctx.cluster.gpus_per_node();
+    t_s = std::max(t_s, per_flow * g * (n - 1) / nic_bw);
+  }
+  return t_s + dp_net.latency_s + launch_s;
+}
+
+// The dp groups' members on the first node (in ring order: SMDDP's intra-node rings).
+std::vector<std::vector<int>> dp_groups_on_first_node(const plan::Plan& p, const hw::Cluster& cluster) {
+  std::vector<std::vector<int>> out;
+  for (const auto& g : dp_groups(p)) {
+    std::vector<int> mine;
+    for (int r : g)
+      if (cluster.node_of(r) == 0) mine.push_back(r);
+    if (mine.size() > 1) out.push_back(mine);
+  }
+  return out;
+}
+
 // One data-parallel reduction of `grad_bytes` over the dp * cp group with the plan's algorithm.
-double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, double grad_bytes) {
+// `intra_net`: the rings of dp_groups_on_first_node (SMDDP only).
+double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, const RingNet& intra_net,
+                   double grad_bytes) {
   const int dpcp = p.dp_cp();
   const double n = dpcp;
   double reduce_s = 0;
@@ -367,10 +406,32 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
       }
       break;
     }
-    case plan::DpAlgorithm::parameter_server:
-      // Sharded, colocated servers: push (n-1)/n of the gradients and pull as much back.
-      reduce_s = 2.0 * (n - 1) / n * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * dp_net.latency_s;
+    case plan::DpAlgorithm::parameter_server: {
+      // TensorFlow parameter server: one server per node on its host; every GPU pushes its
+      // gradients (1/N to each server) and pulls the updated variables back.
+      const double launch = sim::SimOptions{}.comm_launch_s;
+      reduce_s = 2.0 * server_phase_s(ctx, dp_net, grad_bytes, dp_net.nodes, launch);
       break;
+    }
+    case plan::DpAlgorithm::smddp: {
+      // SMDDP (Herring): intra-node reduce-scatter over the k GPUs of the group on a node, each
+      // GPU's S/k shard pushed to the N nodes' servers and pulled back, intra-node all-gather.
+      // Every phase runs on the per-hop latency model (k - 1 steps within the node, one step
+      // to and from the servers), each after the launch cost.
+      const int k = intra_net.size;
+      const double launch = sim::SimOptions{}.comm_launch_s;
+      double intra_s = 0;
+      if (k > 1) intra_s = (k - 1.0) / k * grad_bytes / intra_net.bandwidth_bytes_per_s + (k - 1.0) * intra_net.latency_s;
+      reduce_s = launch + 2.0 * intra_s + 2.0 * (server_phase_s(ctx, dp_net, grad_bytes / k, dp_net.nodes, 0.0));
+      break;
+    }
+    case plan::DpAlgorithm::horovod: {
+      // NCCL's ring all-reduce of the fusion buffers (at most bucket_size_bytes each). A buffer
+      // waits for the background thread's next tick, half a cycle on average; buffers ready at
+      // one tick run back to back, so only the last one's wait adds to the reduction.
+      reduce_s = ring_all_reduce_s(dp_net, grad_bytes) + 0.5 * sim::kHorovodCycleTimeS;
+      break;
+    }
   }
   return reduce_s;
 }
@@ -455,9 +516,14 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       if (!p.overlap_grad_reduce) return t;
       return std::max(t - last_bwd, t * bucket_s_fraction);
     };
-    const double reduce_s = dp_reduce_s(p, ctx, dp_net, grad_bytes);
+    const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
+                                  ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
+                                  : RingNet{};
+    const double reduce_s = dp_reduce_s(p, ctx, dp_net, intra_net, grad_bytes);
     if (p.zero_stage == 0) {
-      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(reduce_s);
+      // The parameter server's push overlaps backward; its pull fetches the variables the
+      // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).
+      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(0.5 * reduce_s) + 0.5 * reduce_s;
       else dp_exposed = exposed_after_backward(reduce_s);
     } else {
       // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
@@ -486,7 +552,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
 
   // Optimizer: Adam touches ~30 bytes per parameter (mixed precision: read 16-bit weight and
   // gradient, fp32 master, momentum, variance; write them back) of the rank's shard.
-  const double shard = p.zero_stage >= 1 ? params / n : params;
+  const bool sharded = p.zero_stage >= 1 || (p.dp_algorithm == plan::DpAlgorithm::parameter_server && dpcp > 1);
+  const double shard = sharded ? params / n : params;
   e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) /
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));

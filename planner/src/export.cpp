@@ -99,6 +99,17 @@ void check_common(const plan::Plan& p, const Refusal& refuse) {
            "the parameter-server algorithm (none of DeepSpeed, Megatron-LM, SageMaker's PyTorch distributions or torchrun's "
            "NCCL collectives run one)",
            "re-plan with --dp-algorithms ring,tree,hierarchical");
+  if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::horovod)
+    refuse("/data_parallel/algorithm", "all.no-horovod", "Horovod (no target writes a Horovod job)",
+           "re-plan with --dp-algorithms ring,tree,hierarchical");
+}
+
+// Targets outside SageMaker: the SMDDP library runs only in SageMaker's training containers.
+void check_not_smddp(const plan::Plan& p, const Refusal& refuse) {
+  if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::smddp)
+    refuse("/data_parallel/algorithm", "all.smddp-sagemaker-only",
+           "the SageMaker data parallel library (SMDDP) outside a SageMaker training job",
+           "export with --to sagemaker, or re-plan with --dp-algorithms ring,tree,hierarchical");
 }
 
 // A line saying which NCCL algorithm the plan's data-parallel reduction assumed.
@@ -119,6 +130,7 @@ bool hierarchical_reduce(const plan::Plan& p) {
 
 void deepspeed_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
   check_common(p, refuse);
+  check_not_smddp(p, refuse);
   if (p.sequence_parallel)
     refuse("/parallelism/sequence_parallel", "deepspeed.sequence-parallel",
            "sequence parallelism over the tensor-parallel group (Megatron-LM's; AutoTP has none)", "export with --to megatron");
@@ -217,6 +229,7 @@ std::string layout_string(const std::vector<StageShape>& shapes) {
 
 void megatron_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
   check_common(p, refuse);
+  check_not_smddp(p, refuse);
   const auto& m = ctx.model_spec;
   if (!m.is_transformer() || m.family == models::Family::vit)
     refuse("/model", "megatron.models",
@@ -370,6 +383,11 @@ std::string literal(const std::string& value, const char* flag) {
   }
 }
 
+// SageMaker data parallelism through SMDDP: asked for (--smddp) or the plan's algorithm.
+bool uses_smddp(const plan::Plan& p, const ExportOptions& o) {
+  return o.smddp || (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::smddp);
+}
+
 void sagemaker_checks(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
   check_common(p, refuse);
   const std::string ml_type = "ml." + ctx.instance->name;
@@ -383,10 +401,11 @@ void sagemaker_checks(const plan::Plan& p, const plan::PlanContext& ctx, const E
         .at("--framework-version")
         .hint("give one of " + joined(sagemaker_torch_distributed_versions()));
   const bool model_parallel = p.tp > 1 || p.pp > 1 || p.cp > 1 || p.zero_stage == 3;
-  if (o.smddp && model_parallel)
+  const bool smddp = uses_smddp(p, o);
+  if (smddp && model_parallel)
     refuse("/parallelism", "sagemaker.smddp-instance-types",
            "the smdistributed data parallel library with model parallelism or sharding", "leave out --smddp");
-  if (o.smddp && !listed(sagemaker_smddp_instance_types(), ml_type))
+  if (smddp && !listed(sagemaker_smddp_instance_types(), ml_type))
     refuse("/cluster/instance_type", "sagemaker.smddp-instance-types",
            fmt::format("the smdistributed data parallel library on {} (it supports {})", ml_type, joined(sagemaker_smddp_instance_types())),
            "leave out --smddp to use torch_distributed");
@@ -432,12 +451,12 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
   out += fmt::format("    py_version={},\n", literal(o.py_version, "--py-version"));
   out += fmt::format("    instance_type={},\n", literal("ml." + ctx.instance->name, "/cluster/instance_type"));
   out += fmt::format("    instance_count={},\n", p.instance_count);
-  out += fmt::format("    distribution={},\n", o.smddp ? "{\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}}"
+  out += fmt::format("    distribution={},\n", uses_smddp(p, o) ? "{\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}}"
                                                         : "{\"torch_distributed\": {\"enabled\": True}}");
   // The training processes' environment (rule sagemaker.environment).
   std::vector<std::string> env;
   if (needs_one_cuda_connection(p)) env.push_back("\"CUDA_DEVICE_MAX_CONNECTIONS\": \"1\"");
-  if (const std::string nccl = nccl_note(p); !nccl.empty() && !o.smddp)
+  if (const std::string nccl = nccl_note(p); !nccl.empty() && !uses_smddp(p, o))
     env.push_back(fmt::format("\"NCCL_ALGO\": \"{}\"", nccl.substr(nccl.find('=') + 1)));
   if (!env.empty()) out += "    environment={" + join(env, ", ") + "},\n";
   out += fmt::format("    max_run={},\n", static_cast<int64_t>(run_s));
@@ -455,6 +474,7 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
 
 std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
   check_common(p, refuse);
+  check_not_smddp(p, refuse);
   const hw::InstanceType& inst = *ctx.instance;
   const int gpn = inst.gpu_count;
   std::vector<std::string> env;

@@ -25,6 +25,17 @@ constexpr std::array kRules = {
                "(its parameter_server distribution is for TensorFlow and MXNet)",
                "deepspeedai/DeepSpeed deepspeed/runtime/engine.py; aws/sagemaker-python-sdk v2 src/sagemaker/fw_utils.py "
                "(warn_if_parameter_server_with_multi_gpu), doc/frameworks/pytorch/using_pytorch.rst"},
+    ExportRule{"all.no-horovod",
+               "no target writes a Horovod job: DeepSpeed, Megatron-LM and torchrun reduce gradients with torch.distributed's "
+               "NCCL collectives, and the SageMaker PyTorch estimator's torch_distributed and smdistributed distributions start "
+               "torch.distributed entry points (Horovod scripts need its mpi distribution and hvd.DistributedOptimizer in the code)",
+               "aws/sagemaker-python-sdk v2 src/sagemaker/fw_utils.py (validate_distribution); horovod/horovod docs/pytorch.rst"},
+    ExportRule{"all.smddp-sagemaker-only",
+               "the SageMaker data parallel library (torch.distributed backend \"smddp\") ships only in SageMaker's training "
+               "containers and is enabled by the estimator's smdistributed distribution: DeepSpeed, Megatron-LM and torchrun "
+               "jobs elsewhere cannot use it",
+               "SageMaker developer guide data-parallel-modify-sdp-pt and distributed-data-parallel-support; "
+               "aws/sagemaker-python-sdk v2 src/sagemaker/fw_utils.py"},
     // DeepSpeed
     ExportRule{"deepspeed.bucket-elements",
                "zero_optimization.reduce_bucket_size and allgather_bucket_size count elements (\"Number of elements "

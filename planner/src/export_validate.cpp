@@ -350,6 +350,8 @@ void validate_sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const
     c.expect(p.tp == 1 && p.pp == 1 && p.cp == 1 && p.zero_stage < 3, "sagemaker.smddp-instance-types",
              "smdistributed data parallel with model parallelism or sharding");
   }
+  if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::smddp)
+    c.expect(dist && *dist == smddp, "sagemaker.distribution", "the plan reduces gradients with SMDDP: the distribution must be smdistributed data parallel");
   const int64_t run = is_integer(kw["max_run"]) ? std::stoll(kw["max_run"]) : -1;
   c.expect(run > 0 && run <= 28 * 86400, "sagemaker.max-run", fmt::format("max_run {} is not within 1 s .. 28 days", kw["max_run"]));
   if (kw["use_spot_instances"] == "True")
@@ -397,6 +399,10 @@ std::vector<ExportViolation> validate_export(const plan::Plan& plan, const plan:
   }
   if (plan.dp_cp() > 1 && plan.dp_algorithm == plan::DpAlgorithm::parameter_server)
     c.fail("all.no-parameter-server", "the plan's data-parallel algorithm is a parameter server");
+  if (plan.dp_cp() > 1 && plan.dp_algorithm == plan::DpAlgorithm::horovod)
+    c.fail("all.no-horovod", "the plan's data-parallel algorithm is Horovod");
+  if (plan.dp_cp() > 1 && plan.dp_algorithm == plan::DpAlgorithm::smddp && target != ExportTarget::sagemaker)
+    c.fail("all.smddp-sagemaker-only", "the plan's data-parallel algorithm is SMDDP, which runs only in SageMaker");
   return c.out;
 }
 

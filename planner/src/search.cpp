@@ -42,9 +42,13 @@ void check_request(const SearchRequest& req) {
 SearchRequest narrow_to_framework(const SearchRequest& request) {
   SearchRequest req = request;
   if (!req.framework) return req;
-  std::erase_if(req.dp_algorithms, [&](plan::DpAlgorithm a) { return a == plan::DpAlgorithm::parameter_server; });
+  std::erase_if(req.dp_algorithms, [&](plan::DpAlgorithm a) {
+    return a == plan::DpAlgorithm::parameter_server || a == plan::DpAlgorithm::horovod ||
+           (a == plan::DpAlgorithm::smddp && *req.framework != ExportTarget::sagemaker);
+  });
   if (req.dp_algorithms.empty())
-    throw Error(fmt::format("{} runs none of the requested data-parallel algorithms (no target runs a parameter server)",
+    throw Error(fmt::format("{} runs none of the requested data-parallel algorithms (no target runs a parameter server or "
+                            "Horovod; SMDDP runs only in SageMaker)",
                             export_target_name(*req.framework)))
         .hint("allow ring, tree or hierarchical (--dp-algorithms)");
   if (*req.framework == ExportTarget::deepspeed) req.partition = PartitionMode::even;

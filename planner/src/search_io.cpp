@@ -1,5 +1,7 @@
 #include "trainplan/planner/search_io.hpp"
 
+#include <span>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,14 +33,18 @@ std::vector<T> list_of(const std::string& text, const std::string& option, F&& p
 }
 
 template <typename E>
-E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& flag) {
+E choice(const std::string& s, std::span<const E> all, std::string_view (*name)(E), const std::string& flag) {
   std::vector<std::string> names;
   for (E e : all) names.emplace_back(name(e));
   const std::string chosen = flag_choice(flag, s, names);
   for (E e : all)
     if (name(e) == chosen) return e;
   TP_ASSERT(false);
-  return *all.begin();
+  return all.front();
+}
+template <typename E>
+E choice(const std::string& s, std::initializer_list<E> all, std::string_view (*name)(E), const std::string& flag) {
+  return choice(s, std::span<const E>(all.begin(), all.size()), name, flag);
 }
 
 // The bounds and choices the CLI's flags declare (cli/src/search_options.cpp: add_int,
@@ -118,7 +124,7 @@ SearchRequest search_request(const SearchOptions& a) {
     req.context_parallel = list_of<int>(a.context_parallel, "--cp", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxGpus)); });
   if (!a.dp_algorithms.empty())
     req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
-      return choice(s, {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::parameter_server},
+      return choice(s, std::span<const plan::DpAlgorithm>(plan::kDpAlgorithms),
                     plan::dp_algorithm_name, "--dp-algorithms");
     });
   if (!a.bucket_sizes.empty())

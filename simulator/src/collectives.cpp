@@ -24,8 +24,15 @@ class PhaseBuilder {
 
   void flow(int src, int dst) {
     if (src == dst) return;
+    links(src, dst, topology_.route(src, dst));
+  }
+  // A flow between a GPU and a host: GPU -> host of `node` (to_host), else host -> GPU.
+  void host_flow(int gpu, int node, bool to_host) {
+    links(to_host ? gpu : -1, to_host ? -1 : gpu, topology_.host_route(gpu, node, to_host));
+  }
+
+  void links(int src, int dst, const std::vector<int>& route) {
     flows_.push_back({src, dst});
-    const auto& route = topology_.route(src, dst);
     double latency = 0;
     for (int l : route) {
       if (count_[static_cast<size_t>(l)]++ == 0) touched_.push_back(l);
@@ -111,6 +118,16 @@ int ring_channels(const std::vector<int>& ring, const Topology& topology) {
   const auto nodes = split_by_node(ring, topology);
   if (changes != static_cast<int>(nodes.size()) - 1) return 1;
   return static_cast<int>(nodes[0].size());
+}
+
+// Parameter-server traffic of one group copy: every GPU to (push) or from (pull) the host of
+// every node the copy spans.
+auto server_flows(const Topology& topology, bool to_host) {
+  return [&topology, to_host](PhaseBuilder& b, const std::vector<int>& g) {
+    const auto nodes = split_by_node(g, topology);
+    for (int gpu : g)
+      for (const auto& n : nodes) b.host_flow(gpu, topology.node_of(n[0]), to_host);
+  };
 }
 
 // Per-kind phase builders over all copies. `each` is called once per copy and phase index.
@@ -241,7 +258,7 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
   if (host.simple_only) {
     t.bandwidth_share = {0.0, 0.0, p.algorithm == CollectiveAlgorithm::tree ? 0.92 : 1.0};
     t.tree = p.algorithm == CollectiveAlgorithm::tree && reduce_like;
-    t.ring_plateau = p.algorithm == CollectiveAlgorithm::ring && reduce_like && nodes > 1;
+    t.ring_plateau = (p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::horovod) && reduce_like && nodes > 1;
     t.plateau_factor = cc > 0 && cc < 80 ? 1.9 : 1.4;
   } else if (p.algorithm == CollectiveAlgorithm::tree) {
     const double simple = 0.92;
@@ -250,7 +267,7 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
     t.tree = reduce_like;
   } else {
     t.bandwidth_share = {capped(0.5, ll_cap), ll128 ? 0.92 : 0.0, 1.0};
-    t.ring_plateau = p.algorithm == CollectiveAlgorithm::ring && reduce_like && nodes > 1;
+    t.ring_plateau = (p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::horovod) && reduce_like && nodes > 1;
     t.plateau_factor = cc > 0 && cc < 80 ? 1.9 : 1.4;
   }
   p.nccl = true;
@@ -265,16 +282,19 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
     case CollectiveAlgorithm::parameter_server: return "parameter-server";
     case CollectiveAlgorithm::automatic: return "auto";
+    case CollectiveAlgorithm::smddp: return "smddp";
+    case CollectiveAlgorithm::horovod: return "horovod";
   }
   return "?";
 }
 
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
   for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical,
-                 CollectiveAlgorithm::parameter_server, CollectiveAlgorithm::automatic})
+                 CollectiveAlgorithm::parameter_server, CollectiveAlgorithm::automatic, CollectiveAlgorithm::smddp,
+                 CollectiveAlgorithm::horovod})
     if (collective_algorithm_name(a) == name) return a;
   throw Error("unknown collective algorithm \"" + std::string(name) + "\"")
-      .hint("one of ring, tree, hierarchical, parameter-server, auto");
+      .hint("one of ring, tree, hierarchical, parameter-server, auto, smddp, horovod");
 }
 
 CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a) {
@@ -283,6 +303,8 @@ CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a) {
     case plan::DpAlgorithm::tree: return CollectiveAlgorithm::tree;
     case plan::DpAlgorithm::hierarchical: return CollectiveAlgorithm::hierarchical;
     case plan::DpAlgorithm::parameter_server: return CollectiveAlgorithm::parameter_server;
+    case plan::DpAlgorithm::smddp: return CollectiveAlgorithm::smddp;
+    case plan::DpAlgorithm::horovod: return CollectiveAlgorithm::horovod;
   }
   return CollectiveAlgorithm::ring;
 }
@@ -310,7 +332,7 @@ double CommPattern::bandwidth_share(NcclProtocol p, double size_bytes) const {
 double CommPattern::uncontended_time_s(double size_bytes, NcclProtocol p) const {
   const double share = bandwidth_share(p, size_bytes);
   if (!(share > 0)) return std::numeric_limits<double>::infinity();
-  double t = 0;
+  double t = start_delay_s;
   for (size_t i = 0; i < phases.size(); ++i) {
     const CommPhase& ph = phases[i];
     t += phase_latency_s(static_cast<int>(i), p, size_bytes);
@@ -407,6 +429,16 @@ CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlg
     case CollectiveAlgorithm::parameter_server:
       return reduce_like || kind == Kind::reduce_scatter || kind == Kind::all_gather ? CollectiveAlgorithm::parameter_server
                                                                                     : CollectiveAlgorithm::ring;
+    case CollectiveAlgorithm::smddp: {
+      // SMDDP's all-reduce needs the same number of GPUs on every node (its intra-node
+      // reduce-scatter); other kinds and uneven groups run NCCL's ring.
+      if (!reduce_like) return CollectiveAlgorithm::ring;
+      const auto nodes = split_by_node(group_gpus, topology);
+      for (const auto& n : nodes)
+        if (n.size() != nodes[0].size()) return CollectiveAlgorithm::ring;
+      return CollectiveAlgorithm::smddp;
+    }
+    case CollectiveAlgorithm::horovod: return reduce_like ? CollectiveAlgorithm::horovod : CollectiveAlgorithm::ring;
     default: return CollectiveAlgorithm::ring;
   }
 }
@@ -422,8 +454,9 @@ CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm request
                           const std::vector<std::vector<int>>& groups, const Topology& topology) {
   CommPattern p = build_phases(kind, requested, groups, topology);
   const bool nccl_algorithm = p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::tree ||
-                              p.algorithm == CollectiveAlgorithm::hierarchical;
+                              p.algorithm == CollectiveAlgorithm::hierarchical || p.algorithm == CollectiveAlgorithm::horovod;
   if (nccl_algorithm && kind != Kind::all_to_all && groups[0].size() >= 2) apply_nccl_model(p, kind, groups[0], topology);
+  if (p.algorithm == CollectiveAlgorithm::horovod && groups[0].size() >= 2) p.start_delay_s = 0.5 * kHorovodCycleTimeS;
   return p;
 }
 
@@ -460,6 +493,7 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
   }
 
   switch (p.algorithm) {
+    case CollectiveAlgorithm::horovod:  // NCCL's ring all-reduce (the start delay is the caller's)
     case CollectiveAlgorithm::ring: {
       // A ring spanning nodes runs as k channels (k = members per node), each entering and
       // leaving every node through a different member, as NCCL's multi-ring layout does, so
@@ -525,10 +559,28 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
       return p;
     }
     case CollectiveAlgorithm::parameter_server: {
-      // Each rank serves 1/n of the buffer: push sends every shard to its server, pull
-      // fetches the updated shards back.
-      if (reduce_like || kind == Kind::reduce_scatter) add_phase(p, topology, 1.0 / nn, 1, groups, all_pairs);
-      if (reduce_like || kind == Kind::all_gather) add_phase(p, topology, 1.0 / nn, 1, groups, all_pairs);
+      // One server per node of the group, on its host, holding 1/N of the variables: every GPU
+      // (worker) pushes each server's share of its gradients, then pulls the updated share.
+      const double num_nodes = static_cast<double>(split_by_node(groups[0], topology).size());
+      if (reduce_like || kind == Kind::reduce_scatter) add_phase(p, topology, 1.0 / num_nodes, 1, groups, server_flows(topology, true));
+      if (reduce_like || kind == Kind::all_gather) add_phase(p, topology, 1.0 / num_nodes, 1, groups, server_flows(topology, false));
+      return p;
+    }
+    case CollectiveAlgorithm::smddp: {
+      // Herring (Thangakrishnan et al., SC20): gradients are reduced inside the node first
+      // (NCCL reduce-scatter over the k GPUs), each GPU's S/k shard is split evenly over the
+      // servers of all N nodes (balanced fusion buffers), which sum on the CPUs and send the
+      // sums back; an intra-node all-gather completes every GPU's buffer.
+      const auto nodes0 = split_by_node(groups[0], topology);
+      const int ki = static_cast<int>(nodes0[0].size());
+      const double k = ki, num_nodes = static_cast<double>(nodes0.size());
+      auto intra = [&](PhaseBuilder& b, const std::vector<int>& g) {
+        for (const auto& node : split_by_node(g, topology)) ring_edges(b, node);
+      };
+      if (ki > 1) add_phase(p, topology, (k - 1) / k, ki - 1, groups, intra);
+      add_phase(p, topology, 1.0 / (k * num_nodes), 1, groups, server_flows(topology, true));
+      add_phase(p, topology, 1.0 / (k * num_nodes), 1, groups, server_flows(topology, false));
+      if (ki > 1) add_phase(p, topology, (k - 1) / k, ki - 1, groups, intra);
       return p;
     }
     case CollectiveAlgorithm::automatic: break;

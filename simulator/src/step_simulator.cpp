@@ -84,7 +84,7 @@ void StepSimulator::begin_instance(int inst) {
   const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
   in.protocol = pat.protocol_for(in.size_bytes);
   // NCCL's base latency includes its launch; the per-hop model adds comm_launch_s.
-  schedule_phase(inst, 0, now_ + (pat.nccl ? 0.0 : opt_.comm_launch_s));
+  schedule_phase(inst, 0, now_ + (pat.nccl ? 0.0 : opt_.comm_launch_s) + pat.start_delay_s);
 }
 
 void StepSimulator::schedule_phase(int inst, int phase, double t0) {
@@ -119,11 +119,14 @@ void StepSimulator::phase_done(int inst, int phase) {
   const CommPhase& ph = patterns_[static_cast<size_t>(in.pattern)].phases[static_cast<size_t>(phase)];
   const double bytes = ph.bytes_factor * in.size_bytes;
   if (bytes > 0) {
+    // Bytes GPUs send and receive: a host end (-1: a parameter server) counts for no GPU.
     for (const FlowEnds& f : ph.flows) {
-      gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
-      gpu_received_[static_cast<size_t>(f.dst_gpu)] += bytes;
+      if (f.src_gpu >= 0) {
+        gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
+        sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes;
+      }
+      if (f.dst_gpu >= 0) gpu_received_[static_cast<size_t>(f.dst_gpu)] += bytes;
     }
-    sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes * static_cast<double>(ph.flows.size());
   }
   schedule_phase(inst, phase + 1, now_);
 }

@@ -55,6 +55,26 @@ const std::vector<int>& TableTopology::route(int gpu_a, int gpu_b) const {
   return it->second;
 }
 
+const std::vector<int>& Topology::host_route(int gpu, int node, bool /*to_host*/) const {
+  throw Error("this topology has no host memory to route GPU " + std::to_string(gpu) + " to node " + std::to_string(node))
+      .hint("parameter-server and SMDDP collectives need a topology with hosts (a catalog cluster, or set_host_route)");
+}
+
+void TableTopology::set_host_route(int gpu, int node, bool to_host, std::vector<int> links) {
+  if (gpu < 0 || gpu >= num_gpus_ || node < 0 || node >= (num_gpus_ + gpus_per_node_ - 1) / gpus_per_node_)
+    throw Error("host route between unknown GPU " + std::to_string(gpu) + " and node " + std::to_string(node));
+  for (int l : links)
+    if (l < 0 || l >= static_cast<int>(links_.size()))
+      throw Error("host route of GPU " + std::to_string(gpu) + " names unknown link " + std::to_string(l));
+  host_routes_[pair_key(gpu, 2 * node + (to_host ? 1 : 0))] = std::move(links);
+}
+
+const std::vector<int>& TableTopology::host_route(int gpu, int node, bool to_host) const {
+  auto it = host_routes_.find(pair_key(gpu, 2 * node + (to_host ? 1 : 0)));
+  if (it == host_routes_.end()) return Topology::host_route(gpu, node, to_host);
+  return it->second;
+}
+
 TableTopology make_switch_topology(int gpus, double bandwidth_bytes_per_s, double latency_s) {
   TableTopology t(gpus);
   for (int g = 0; g < gpus; ++g) {
@@ -96,6 +116,17 @@ TableTopology make_two_level_topology(const TwoLevelSpec& spec) {
         t.set_route(a, b, {up[ua], down[ub]});
       else
         t.set_route(a, b, {up[ua], nic_up[static_cast<size_t>(a / k)], nic_down[static_cast<size_t>(b / k)], down[ub]});
+    }
+  for (int g = 0; g < gpus; ++g)
+    for (int n = 0; n < spec.nodes; ++n) {
+      const auto ug = static_cast<size_t>(g), un = static_cast<size_t>(n), own = static_cast<size_t>(g / k);
+      if (n == g / k) {
+        t.set_host_route(g, n, true, {up[ug]});
+        t.set_host_route(g, n, false, {down[ug]});
+      } else {
+        t.set_host_route(g, n, true, {up[ug], nic_up[own], nic_down[un]});
+        t.set_host_route(g, n, false, {nic_up[un], nic_down[own], down[ug]});
+      }
     }
   return t;
 }

@@ -6,6 +6,7 @@
 
 #include "test_support.hpp"
 #include "trainplan/calibration/validate.hpp"
+#include "trainplan/simulator/simulate_plan.hpp"
 
 using namespace trainplan;
 
@@ -341,4 +342,74 @@ TEST_CASE("validate: flash attention before FlashAttention-2, or with ALiBi befo
   CHECK(std::any_of(a.begin(), a.end(), [](const std::string& s) { return s.find("FlashAttention-1-class") != std::string::npos; }));
   // Same work, half the attention speed: the FA1-class prediction is the slower one.
   CHECK(point(r, "fa-alibi-2023").predicted > point(r, "fa-2023").predicted);
+}
+
+TEST_CASE("validate: SMDDP-vs-DDP speedups and Horovod scaling efficiencies are ratios of two simulations", "[calibration]") {
+  const json::Json doc = json::parse_text(R"json({"data_points": [
+    {"id": "smddp-2", "kind": "relative_speedup", "source": {"title": "SageMaker guide"},
+     "hardware": {"gpu": "V100-SXM2-32GB", "gpus_per_node": 8, "inter_node": "100 Gbps EFA", "num_gpus": 16, "system": "2x ml.p3dn.24xlarge"},
+     "metrics": {"other": {"smddp_speedup_vs_pytorch_ddp_bert": 0.41, "smddp_speedup_vs_pytorch_ddp_maskrcnn": 0.04}}},
+    {"id": "smddp-maskrcnn-only", "kind": "relative_speedup", "source": {"title": "SageMaker guide"},
+     "hardware": {"gpu": "V100-SXM2-32GB", "num_gpus": 16, "system": "2x ml.p3dn.24xlarge"},
+     "metrics": {"other": {"smddp_speedup_vs_pytorch_ddp_maskrcnn": 0.04}}},
+    {"id": "hvd-v100", "kind": "scaling_efficiency", "source": {"title": "Horovod"}, "parallelism": {"micro_batch": 64},
+     "hardware": {"gpu": "V100-SXM2-16GB", "num_gpus": 16, "system": "2x p3.16xlarge"},
+     "metrics": {"other": {"scaling_efficiency": {"inception_v3": 0.9, "resnet101": 0.9}}}},
+    {"id": "hvd-p100", "kind": "scaling_efficiency", "source": {"title": "Horovod"}, "parallelism": {"micro_batch": 64},
+     "hardware": {"gpu": "P100 (Pascal)", "num_gpus": 128, "inter_node": "25 Gbit/s RoCE"},
+     "metrics": {"other": {"scaling_efficiency": {"resnet101": 0.9}}}}]})json",
+                                          "libs.json");
+  calibration::ValidationOptions o;
+  o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext&) { return p.dp_algorithm == plan::DpAlgorithm::smddp ? 1.0 : 1.2; };
+  const auto r = calibration::validate_published_json(doc, "libs.json", hw::Catalog::builtin(), o);
+  // The throughput ratio SMDDP / DDP of BERT-large on 2 x p3dn, from the two simulations.
+  const auto& s = point(r, "smddp-2");
+  REQUIRE(s.mapped);
+  CHECK(s.metric == "throughput_ratio");
+  CHECK(s.measured == Approx(1.41));
+  CHECK(s.cluster == "2 x p3dn.24xlarge");
+  auto step = [](plan::DpAlgorithm a, const std::string& cluster, int gpus, const std::string& model, int64_t seq, int64_t mb,
+                 double bucket) {
+    plan::Plan p;
+    p.model = model;
+    p.instance_type = cluster;
+    p.instance_count = std::max(1, gpus / 8);
+    p.dp = gpus;
+    p.micro_batch = mb;
+    p.global_batch = mb * gpus;
+    p.seq_len = seq;
+    p.dp_algorithm = a;
+    p.bucket_size_bytes = bucket;
+    hw::Catalog cat = hw::Catalog::builtin();
+    if (gpus < 8) p.instance_type = cat.add_partial_instance(cluster, gpus);
+    const auto ctx = plan::resolve(p, cat, "t");
+    sim::PlanSimOptions so;
+    so.sim = sim::options_for(p);
+    so.sim.record_timeline = false;
+    so.memory_events = false;
+    so.granularity = plan::Granularity::layer;
+    so.fidelity = sim::Fidelity::symmetric;
+    return sim::simulate_plan(p, ctx, so).step.step_time_s;
+  };
+  const double ratio = step(plan::DpAlgorithm::ring, "p3dn.24xlarge", 16, "bert-large", 128, 64, 25e6) /
+                       step(plan::DpAlgorithm::smddp, "p3dn.24xlarge", 16, "bert-large", 128, 64, 25e6);
+  CHECK(s.predicted == Approx(ratio).epsilon(1e-12));
+  CHECK(s.predicted > 1);  // SMDDP moves 1/1.875 of the ring's bytes through each NIC
+  CHECK(s.error == Approx(s.predicted / 1.41 - 1));
+  CHECK(s.predicted_analytical == Approx(1.2));
+  CHECK(std::any_of(s.assumptions.begin(), s.assumptions.end(), [](const std::string& a) { return a.find("maskrcnn") != std::string::npos; }));
+  CHECK(point(r, "smddp-maskrcnn-only").reason.find("no catalog model for maskrcnn") != std::string::npos);
+  // Horovod's efficiency: one GPU's step over sixteen's, ResNet-101 at 64 per GPU.
+  const auto& h = point(r, "hvd-v100");
+  REQUIRE(h.mapped);
+  CHECK(h.metric == "scaling_efficiency");
+  const double eff = step(plan::DpAlgorithm::horovod, "p3.16xlarge", 1, "resnet-101", 0, 64, 64.0 * 1024 * 1024) /
+                     step(plan::DpAlgorithm::horovod, "p3.16xlarge", 16, "resnet-101", 0, 64, 64.0 * 1024 * 1024);
+  CHECK(h.predicted == Approx(eff).epsilon(1e-12));
+  CHECK(h.predicted < 1);
+  CHECK(h.measured == Approx(0.9));
+  CHECK(point(r, "hvd-p100").reason.find("P100") != std::string::npos);
+  CHECK(r.libraries.points == 2);
+  CHECK(r.libraries.unmapped == 2);
+  CHECK(calibration::to_json(r)["libraries"]["points"] == 2);
 }

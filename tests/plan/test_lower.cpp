@@ -705,3 +705,46 @@ TEST_CASE("lower: flash attention executes half the causal score FLOPs forward a
   const auto unfused = plan::lower(ru->plan, ru->ctx);
   CHECK(sum_flops(unfused, plan::Phase::forward) > 2.0 * sum_flops(flash, plan::Phase::forward));
 }
+
+TEST_CASE("lower: Horovod's tensor fusion packs equal gradients into ceil(total / threshold) buffers of at most the threshold",
+          "[plan][lower]") {
+  // mlp-wide: nine 8192 x 8192 linear layers with biases, every gradient the same size P. A
+  // threshold of m x P holds exactly m of them (horovod docs/tensor-fusion.rst: the first
+  // tensors that fit), so the buffers number ceil(9 / m) = ceil(total / threshold).
+  PlanSpec s;
+  s.model = "mlp-wide";
+  s.dp = 2;
+  s.seq_len = 0;
+  s.algorithm = plan::DpAlgorithm::horovod;
+  const double P = (8192.0 * 8192 + 8192) * 2;  // bf16 gradient bytes of one layer
+  for (int m : {1, 2, 3, 4, 9}) {
+    s.bucket_size_bytes = m * P;
+    auto r = testing::resolve_plan(s);
+    const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::op});
+    const double total = gradient_bytes(r->plan, r->ctx, 0);
+    REQUIRE(total == Approx(9 * P));
+    INFO("threshold = " << m << " layers");
+    for (const auto& rp : prog.ranks) {
+      const int group = dp_group_of(prog, rp.rank);
+      int buffers = 0;
+      for (const auto& t : rp.tasks)
+        if (t.kind == plan::TaskKind::collective && t.group == group && t.purpose == plan::CommPurpose::dp) {
+          ++buffers;
+          CHECK(t.bytes <= s.bucket_size_bytes * (1 + 1e-12));
+        }
+      CHECK(buffers == static_cast<int>(std::ceil(total / s.bucket_size_bytes - 1e-9)));
+    }
+  }
+  // PyTorch DDP's rule on the same model: a bucket closes once it holds at least the size, so a
+  // threshold of 1.5 layers makes buckets of two (ceil(9 / 2) = 5), Horovod's of one (9).
+  s.bucket_size_bytes = 1.5 * P;
+  for (auto [algo, want] : {std::pair{plan::DpAlgorithm::ring, 5}, std::pair{plan::DpAlgorithm::horovod, 9}}) {
+    s.algorithm = algo;
+    auto r = testing::resolve_plan(s);
+    const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::op});
+    int buffers = 0;
+    for (const auto& t : prog.ranks[0].tasks)
+      if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::dp && t.group == dp_group_of(prog, 0)) ++buffers;
+    CHECK(buffers == want);
+  }
+}

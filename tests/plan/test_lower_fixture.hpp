@@ -88,7 +88,7 @@ inline std::vector<PlanSpec> plan_grid() {
             s.schedule = schedules[rng.below(schedules.size())];
             s.vp = s.schedule == plan::Schedule::interleaved_1f1b ? 2 : 1;
             s.zero = static_cast<int>(rng.below(pp == 1 ? 4 : 2));
-            s.algorithm = static_cast<plan::DpAlgorithm>(rng.below(s.zero == 0 ? 4 : 3));
+            s.algorithm = static_cast<plan::DpAlgorithm>(rng.below(s.zero == 0 ? std::size(plan::kDpAlgorithms) : 3));
             s.sp = tp > 1 && rng.below(2) == 1;
             s.recompute = static_cast<plan::Recompute>(rng.below(3));
             s.micro_batch = 1 + static_cast<int64_t>(rng.below(2));

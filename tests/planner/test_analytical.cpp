@@ -4,6 +4,8 @@
 #include "plan_fixture.hpp"
 #include "test_support.hpp"
 #include "trainplan/planner/analytical.hpp"
+#include "trainplan/plan/memory.hpp"
+#include "trainplan/simulator/simulate_plan.hpp"
 
 using namespace trainplan;
 
@@ -102,4 +104,53 @@ TEST_CASE("analytical: GPT-3 175B on 384 A100s lands near Megatron-LM's publishe
   // simulator's `trainplan validate` reports the real error against the published set.
   CHECK(tflops_per_gpu > 153.0 * 0.6);
   CHECK(tflops_per_gpu < 153.0 * 1.4);
+}
+
+// ---- Data-parallel libraries ------------------------------------------------------------------
+
+TEST_CASE("analytical: parameter server = 2 x bytes through the busiest server's NIC / its bandwidth (2 x p3dn)", "[planner]") {
+  // One server per instance holds half the variables. Each of a node's 8 GPUs pushes S/2 to the
+  // other node's server and pulls S/2 back: 8 x S/2 through the one NIC each way per phase, at
+  // 12 GB/s (the 100 Gb/s EFA device behind a 12 GB/s PCIe link). A GPU's PCIe path to the
+  // hosts (6 GB/s: two GPUs per 12 GB/s switch uplink) carries S per phase: not the bound.
+  auto r = resolved("bert-large", "p3dn.24xlarge", 2, 16, 1, 1, 128, 8);
+  r.plan.dp_algorithm = plan::DpAlgorithm::parameter_server;
+  r.plan.overlap_grad_reduce = false;
+  const auto& t = r.ctx.instance->topology;
+  REQUIRE(t.pcie_bandwidth_bytes_per_s == Approx(12e9));
+  REQUIRE(t.pcie_switch_uplink_bytes_per_s / t.gpus_per_pcie_switch == Approx(6e9));
+  REQUIRE(r.ctx.instance->network.bandwidth_bytes_per_s == Approx(12.5e9));
+  const double S = plan::stage_memory(r.plan, r.ctx, 0).params_on_rank * 2.0;  // fp16 gradients
+  const double phase = 8 * (S / 2) / 12e9;
+  CHECK(S / 6e9 < phase);
+  const auto e = planner::estimate_step(r.plan, r.ctx);
+  CHECK(e.exposed_comm_s(plan::CommPurpose::ps) == Approx(2 * phase).epsilon(1e-3));  // + latencies of ~100 us
+}
+
+TEST_CASE("analytical: SMDDP, Horovod and the parameter server agree with the simulator on 2 x p3dn", "[planner]") {
+  for (auto algo : {plan::DpAlgorithm::smddp, plan::DpAlgorithm::horovod, plan::DpAlgorithm::parameter_server, plan::DpAlgorithm::ring}) {
+    auto r = resolved("bert-large", "p3dn.24xlarge", 2, 16, 1, 1, 128, 8);
+    r.plan.dp_algorithm = algo;
+    r.plan.overlap_grad_reduce = false;
+    sim::PlanSimOptions so;
+    so.sim = sim::options_for(r.plan);
+    so.sim.record_timeline = false;
+    const double simulated = sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+    const double analytical = planner::estimate_step(r.plan, r.ctx).step_time_s;
+    INFO(plan::dp_algorithm_name(algo) << ": simulated " << simulated << " s, analytical " << analytical << " s");
+    CHECK(std::fabs(analytical / simulated - 1) < 0.05);
+  }
+}
+
+TEST_CASE("analytical: on one node SMDDP pays its trip through host memory; across nodes it beats the flat ring (2 x p3dn)",
+          "[planner]") {
+  auto one = resolved("bert-large", "p3dn.24xlarge", 1, 8, 1, 1, 64, 8);
+  auto two = resolved("bert-large", "p3dn.24xlarge", 2, 16, 1, 1, 128, 8);
+  auto step = [](testing::ResolvedPlan r, plan::DpAlgorithm a) {
+    r.plan.dp_algorithm = a;
+    r.plan.overlap_grad_reduce = false;
+    return planner::estimate_step(r.plan, r.ctx).step_time_s;
+  };
+  CHECK(step(one, plan::DpAlgorithm::smddp) > step(one, plan::DpAlgorithm::ring));
+  CHECK(step(two, plan::DpAlgorithm::smddp) < step(two, plan::DpAlgorithm::ring));
 }

@@ -425,3 +425,46 @@ TEST_CASE("search: the default search plans no parameter server, which no target
   req.framework = ExportTarget::torchrun;
   CHECK_THROWS_WITH(planner::search(req, hw::Catalog::builtin()), Catch::Contains("parameter server"));
 }
+
+// ---- Data-parallel libraries ------------------------------------------------------------------
+
+TEST_CASE("export: Horovod is refused by every target, SMDDP by every target but SageMaker, which writes its distribution "
+          "(rules all.no-horovod, all.smddp-sagemaker-only)",
+          "[planner][export]") {
+  const std::string base = kGptDp;
+  const Resolved hvd = resolved(replaced(base, "\"hierarchical\"", "\"horovod\""));
+  const Resolved smddp = resolved(replaced(base, "\"hierarchical\"", "\"smddp\""));
+  for (ExportTarget t : kTargets) {
+    INFO(planner::export_target_name(t));
+    CHECK(refusal_rule(hvd, t) == "all.no-horovod");
+    if (t != ExportTarget::sagemaker) CHECK(refusal_rule(smddp, t) == "all.smddp-sagemaker-only");
+  }
+  const std::string text = exported(smddp, ExportTarget::sagemaker);
+  CHECK(text.find("\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}") != std::string::npos);
+  CHECK(broken_rules(smddp, ExportTarget::sagemaker, text).empty());
+  // A torch_distributed estimator for an SMDDP plan breaks the distribution rule.
+  const std::string torch = replaced(text, "{\"smdistributed\": {\"dataparallel\": {\"enabled\": True}}}",
+                                     "{\"torch_distributed\": {\"enabled\": True}}");
+  CHECK(broken_rules(smddp, ExportTarget::sagemaker, torch).count("sagemaker.distribution") == 1);
+  // SMDDP on g5 (not among its instance types) is refused with that rule.
+  const Resolved g5 = resolved(R"({"schema_version": 1, "model": "gpt3-1.3b", "cluster": {"instance_type": "g5.12xlarge", "count": 2},
+    "parallelism": {"dp": 8, "tp": 1, "pp": 1}, "batch": {"global_batch": 64, "micro_batch": 2},
+    "data_parallel": {"algorithm": "smddp"}, "training": {"tokens": "26B"}})");
+  CHECK(refusal_rule(g5, ExportTarget::sagemaker) == "sagemaker.smddp-instance-types");
+}
+
+TEST_CASE("search: --for drops Horovod everywhere and SMDDP outside SageMaker", "[planner][export]") {
+  planner::SearchRequest req;
+  req.model = "gpt3-1.3b";
+  req.tokens = 5e9;
+  req.instance_types = {"p4d.24xlarge"};
+  req.max_gpus = 16;
+  req.threads = 2;
+  req.dp_algorithms = {plan::DpAlgorithm::horovod, plan::DpAlgorithm::smddp};
+  req.framework = ExportTarget::torchrun;
+  CHECK_THROWS_WITH(planner::search(req, hw::Catalog::builtin()), Catch::Contains("Horovod"));
+  req.framework = ExportTarget::sagemaker;
+  const auto res = planner::search(req, hw::Catalog::builtin());
+  REQUIRE(!res.ranked.empty());
+  for (const auto& c : res.ranked) CHECK(c.plan.dp_algorithm != plan::DpAlgorithm::horovod);
+}

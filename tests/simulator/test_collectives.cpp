@@ -6,6 +6,7 @@
 #include "program_builder.hpp"
 #include "test_support.hpp"
 #include "trainplan/core/random.hpp"
+#include "trainplan/hwprofiles/cluster.hpp"
 #include "trainplan/simulator/collectives.hpp"
 #include "trainplan/simulator/simulate.hpp"
 
@@ -171,14 +172,11 @@ TEST_CASE("simulator: hierarchical all-reduce matches its three phases", "[simul
   CHECK(ring.step_time_s == Approx(2.0 * (n - 1) / n * bytes / ring_rate + 2 * (n - 1) * inter_lat).epsilon(1e-12));
 }
 
-TEST_CASE("simulator: parameter server, all-to-all and broadcast closed forms", "[simulator]") {
+TEST_CASE("simulator: all-to-all and broadcast closed forms", "[simulator]") {
   const int n = 6;
   const double bytes = 6e8, bw = 1e11, hop_lat = 1e-6;
   auto topo = sim::make_switch_topology(n, bw, hop_lat);
   const double route_lat = 2 * hop_lat;
-  // Push and pull: every GPU sends n-1 shards of S/n over its one up link.
-  auto ps = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::parameter_server));
-  CHECK(ps.step_time_s == Approx(2 * ((n - 1.0) / n * bytes / bw + route_lat)).epsilon(1e-12));
   auto a2a = run_one(n, CollectiveKind::all_to_all, bytes, topo, exact_options(), CommPurpose::none);
   CHECK(a2a.step_time_s == Approx((n - 1.0) / n * bytes / bw + route_lat).epsilon(1e-12));
   auto bc = run_one(n, CollectiveKind::broadcast, bytes, topo, exact_options(), CommPurpose::none);
@@ -254,8 +252,8 @@ TEST_CASE("simulator: every byte sent is received", "[simulator]") {
   b.collective(tp, CollectiveKind::all_reduce, 3e7);
   b.collective(dp, CollectiveKind::all_to_all, 8e7);
   b.collective(dp, CollectiveKind::reduce_scatter, 5e7);
-  for (auto algo : {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical,
-                    plan::DpAlgorithm::parameter_server}) {
+  for (auto algo : {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree, plan::DpAlgorithm::hierarchical, plan::DpAlgorithm::smddp,
+                    plan::DpAlgorithm::horovod}) {
     auto r = sim::simulate_step(b.program(), topo, test_gpu(), with_dp(algo));
     CHECK(total(r.bytes_sent) > 0);
     CHECK(total(r.bytes_sent) == Approx(total(r.bytes_received)).epsilon(1e-12));
@@ -274,4 +272,130 @@ TEST_CASE("simulator: a one-member collective costs only its launch", "[simulato
   auto r = sim::simulate_step(b.program(), topo, test_gpu(), opt);
   CHECK(r.step_time_s == Approx(7e-6).epsilon(1e-12));
   CHECK(total(r.bytes_sent) == 0);
+}
+
+// ---- Data-parallel libraries: parameter server, SMDDP, Horovod ------------------------------
+
+namespace {
+
+sim::TwoLevelSpec random_two_level(Rng& rng) {
+  sim::TwoLevelSpec spec;
+  spec.nodes = 1 + static_cast<int>(rng.below(5));
+  spec.gpus_per_node = 1 + static_cast<int>(rng.below(8));
+  spec.intra_bandwidth_bytes_per_s = 1e10 * (1 + 30 * rng.uniform());
+  spec.intra_latency_s = 1e-6 * rng.uniform();
+  spec.nic_bandwidth_bytes_per_s = 1e10 * (1 + 10 * rng.uniform());
+  spec.nic_latency_s = 1e-5 * rng.uniform();
+  return spec;
+}
+
+// One push or pull of servers on the N hosts: every flow carries `per_flow` bytes at one rate;
+// a GPU's up (down) link carries its N flows, a node's NIC the k(N-1) flows of its GPUs to (from)
+// the other nodes' servers. Latency: one step over the longest host route.
+double server_phase(const sim::TwoLevelSpec& s, double per_flow) {
+  const int N = s.nodes, k = s.gpus_per_node;
+  double t = per_flow * N / s.intra_bandwidth_bytes_per_s;
+  if (N > 1) t = std::max(t, per_flow * k * (N - 1) / s.nic_bandwidth_bytes_per_s);
+  return t + s.intra_latency_s + (N > 1 ? 2 * s.nic_latency_s : 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("simulator: parameter server = bytes through the busiest server's NIC / its bandwidth", "[simulator]") {
+  Rng rng(41);
+  for (int trial = 0; trial < 16; ++trial) {
+    const sim::TwoLevelSpec spec = random_two_level(rng);
+    const int N = spec.nodes, n = N * spec.gpus_per_node;
+    if (n < 2) continue;
+    auto topo = sim::make_two_level_topology(spec);
+    const double bytes = 1e8 * (1 + rng.uniform());
+    INFO("N=" << N << " k=" << spec.gpus_per_node);
+    // One server per node holds 1/N of the variables: push S/N from every GPU to every host,
+    // pull it back.
+    auto ps = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::parameter_server));
+    CHECK(ps.step_time_s == Approx(2 * server_phase(spec, bytes / N)).epsilon(1e-12));
+    // GPUs send their whole gradient (push) and receive the whole update (pull).
+    for (int g = 0; g < n; ++g) {
+      CHECK(ps.bytes_sent[static_cast<size_t>(g)] == Approx(bytes));
+      CHECK(ps.bytes_received[static_cast<size_t>(g)] == Approx(bytes));
+    }
+    // The reduce-scatter of a ZeRO-like split is the push alone, the all-gather the pull.
+    auto push = run_one(n, CollectiveKind::reduce_scatter, bytes, topo, with_dp(plan::DpAlgorithm::parameter_server));
+    CHECK(push.step_time_s == Approx(server_phase(spec, bytes / N)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: SMDDP = intra-node reduce-scatter, push to and pull from every node's servers, all-gather", "[simulator]") {
+  Rng rng(42);
+  for (int trial = 0; trial < 16; ++trial) {
+    const sim::TwoLevelSpec spec = random_two_level(rng);
+    const int N = spec.nodes, k = spec.gpus_per_node, n = N * k;
+    if (n < 2) continue;
+    auto topo = sim::make_two_level_topology(spec);
+    const double bytes = 1e8 * (1 + rng.uniform());
+    auto r = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::smddp));
+    const double intra = k > 1 ? (k - 1.0) / k * bytes / spec.intra_bandwidth_bytes_per_s + (k - 1) * 2 * spec.intra_latency_s : 0.0;
+    // Balanced fusion buffers: each GPU's S/k shard is split evenly over the N servers.
+    const double want = 2 * intra + 2 * server_phase(spec, bytes / (k * N));
+    INFO("N=" << N << " k=" << k);
+    CHECK(r.step_time_s == Approx(want).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: SMDDP moves (N-1)/N of the gradient per direction through each NIC, a flat ring 2(n-1)/n", "[simulator]") {
+  // 2 nodes x 8 GPUs behind one NIC each, NVLink-class intra-node links: the NIC bounds both.
+  sim::TwoLevelSpec spec{2, 8, 3e11, 0, 1.25e10, 0};
+  auto topo = sim::make_two_level_topology(spec);
+  const double bytes = 1e9;
+  auto smddp = run_one(16, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::smddp));
+  auto ring = run_one(16, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::ring));
+  const double nic = spec.nic_bandwidth_bytes_per_s;
+  CHECK(smddp.step_time_s == Approx(2 * 7.0 / 8 * bytes / 3e11 + 2 * 0.5 * bytes / nic).epsilon(1e-12));
+  CHECK(ring.step_time_s == Approx(2.0 * 15 / 16 * bytes / nic).epsilon(1e-12));
+}
+
+TEST_CASE("simulator: Horovod is NCCL's ring all-reduce started half a cycle late", "[simulator]") {
+  Rng rng(43);
+  for (int trial = 0; trial < 8; ++trial) {
+    const int n = 2 + static_cast<int>(rng.below(15));
+    const double bytes = 1e6 * (1 + rng.below(1000));
+    const double bw = 1e10 * (1 + 30 * rng.uniform());
+    auto topo = sim::make_switch_topology(n, bw, 0);
+    auto hvd = run_one(n, CollectiveKind::all_reduce, bytes, topo, with_dp(plan::DpAlgorithm::horovod));
+    CHECK(hvd.step_time_s == Approx(2.0 * (n - 1) / n * bytes / bw + 0.5 * sim::kHorovodCycleTimeS).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("simulator: host routes of a catalog cluster end at a CPU socket", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  for (const char* type : {"p3dn.24xlarge", "p4d.24xlarge", "p3.16xlarge"}) {
+    const hw::Cluster cluster = hw::Cluster::build(cat.instance(type), 2, cat);
+    const sim::ClusterTopology topo(cluster);
+    const int g = cluster.gpus_per_node();
+    INFO(type);
+    for (int gpu : {0, g - 1, g, 2 * g - 1})
+      for (int node : {0, 1}) {
+        const auto& up = topo.host_route(gpu, node, true);
+        const auto& down = topo.host_route(gpu, node, false);
+        REQUIRE(!up.empty());
+        REQUIRE(up.size() == down.size());
+        const hw::Link& first = cluster.links()[static_cast<size_t>(up.front())];
+        const hw::Link& last = cluster.links()[static_cast<size_t>(up.back())];
+        CHECK(first.src == cluster.gpu_vertex(gpu));
+        CHECK(cluster.vertices()[static_cast<size_t>(last.dst)].kind == hw::VertexKind::cpu);
+        CHECK(cluster.vertices()[static_cast<size_t>(last.dst)].node == node);
+        // Consecutive links join up; the way back is the same links in the other direction.
+        for (size_t i = 1; i < up.size(); ++i)
+          CHECK(cluster.links()[static_cast<size_t>(up[i])].src == cluster.links()[static_cast<size_t>(up[i - 1])].dst);
+        CHECK(cluster.links()[static_cast<size_t>(down.back())].dst == cluster.gpu_vertex(gpu));
+        // Another node's host is reached over the network, the own node's without it.
+        const bool crosses = std::any_of(up.begin(), up.end(), [&](int l) {
+          return cluster.links()[static_cast<size_t>(l)].kind == hw::LinkKind::network;
+        });
+        CHECK(crosses == (cluster.node_of(gpu) != node));
+      }
+  }
+  // A hand-built topology without hosts says so.
+  auto sw = sim::make_switch_topology(2, 1e11, 0);
+  CHECK_THROWS_WITH(sw.host_route(0, 0, true), Catch::Contains("no host memory"));
 }

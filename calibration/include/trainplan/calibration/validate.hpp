@@ -4,7 +4,9 @@
 // ../shared/validation/published-results.json): every training-throughput point that maps
 // onto a catalog cluster is turned into a plan and predicted by the simulator (and, when the
 // caller supplies one, by an analytical estimate); every collective benchmark is simulated on
-// its cluster. Points that cannot be mapped are kept with the reason.
+// its cluster; SMDDP-vs-DDP speedups and Horovod scaling efficiencies are ratios of two
+// simulations of one plan under the two settings. Points that cannot be mapped are kept with
+// the reason.
 //
 //   calibration::ValidationOptions o;
 //   o.analytical_step_s = [](const plan::Plan& p, const plan::PlanContext& ctx) {
@@ -53,7 +55,7 @@ struct ValidationPoint {
   std::string cluster;       // "16 x dgx-a100-80gb"
   std::string setup;         // "gpt3-175b tp8 pp12 dp4 mb1 full recompute"
   std::vector<std::string> assumptions;  // what the point leaves open and we assumed
-  std::string metric;        // "step_time_s" or "busbw_GBps"
+  std::string metric;        // "step_time_s", "busbw_GBps", "throughput_ratio" or "scaling_efficiency"
   std::string measured_from; // how the measured value was obtained (the FLOP convention)
   double measured = 0;
   double predicted = 0;      // simulator
@@ -91,6 +93,9 @@ struct ValidationReport {
   /// Over all mapped training points (step time) and collective points (busbw).
   SourceSummary training;
   SourceSummary collectives;
+  /// Data-parallel library points (relative_speedup: SMDDP vs PyTorch DDP throughput ratio;
+  /// scaling_efficiency: Horovod on n GPUs vs one), each compared as a ratio of two simulations.
+  SourceSummary libraries;
   /// Whether training points carry an analytical estimate (ValidationOptions::analytical_step_s).
   bool analytical = false;
   /// Mapped training points by group: "single node" / "multi-node", "GPU <generation>",

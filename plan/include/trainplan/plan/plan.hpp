@@ -33,7 +33,13 @@ inline constexpr int kSchemaVersion = 1;
 
 enum class Recompute { none, selective, full };
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
-enum class DpAlgorithm { ring, tree, hierarchical, parameter_server };
+/// How data-parallel gradients are reduced (simulator/README.md, "Data-parallel libraries"):
+/// NCCL's ring, tree or hierarchical all-reduce; a TensorFlow-style parameter server (one
+/// server per instance, on its CPUs); the SageMaker data-parallel library (SMDDP: intra-node
+/// reduce-scatter, reduction by server processes on every node's CPUs over EFA, intra-node
+/// all-gather); Horovod (NCCL ring all-reduce of fusion buffers of at most bucket_size_bytes,
+/// started on its background thread's cycle).
+enum class DpAlgorithm { ring, tree, hierarchical, parameter_server, smddp, horovod };
 enum class Purchase { on_demand, spot };
 enum class Platform { ec2, sagemaker };
 /// How attention runs: `flash` = one fused kernel that never stores the score matrix
@@ -47,7 +53,10 @@ enum class AttentionImpl { flash, unfused, flash1 };
 
 std::string_view recompute_name(Recompute r);        // "none", "selective", "full"
 std::string_view schedule_name(Schedule s);          // "gpipe", "1f1b", "interleaved-1f1b"
-std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server"
+std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server", "smddp", "horovod"
+/// Every DpAlgorithm, in declaration order (for parsers and choice lists).
+inline constexpr DpAlgorithm kDpAlgorithms[] = {DpAlgorithm::ring, DpAlgorithm::tree, DpAlgorithm::hierarchical,
+                                                DpAlgorithm::parameter_server, DpAlgorithm::smddp, DpAlgorithm::horovod};
 std::string_view purchase_name(Purchase p);          // "on-demand", "spot"
 std::string_view platform_name(Platform p);          // "ec2", "sagemaker"
 std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused", "flash1"
@@ -98,7 +107,9 @@ struct Plan {
   /// Empty in the file = the GPU's preferred 16-bit precision (bf16, else fp16).
   std::optional<Precision> precision;
   DpAlgorithm dp_algorithm = DpAlgorithm::ring;
-  double bucket_size_bytes = 25e6;  // PyTorch DDP default 25 MB
+  /// Gradient bucket (PyTorch DDP default 25 MB); under Horovod the tensor-fusion threshold
+  /// (HOROVOD_FUSION_THRESHOLD, whose default is 64 MiB).
+  double bucket_size_bytes = 25e6;
   /// Overlap data-parallel gradient reduction with backward.
   bool overlap_grad_reduce = true;
 

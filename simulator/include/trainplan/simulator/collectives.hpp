@@ -14,8 +14,16 @@
 //                                    ring all-reduce of S/k among same-local-index GPUs,
 //                                    intra-node ring all-gather
 //   hierarchical  reduce_scatter  2: intra-node RS, inter-node RS of S/k  (all_gather: reverse)
-//   parameter_server all_reduce   2: push (every pair, S/n: each rank serves 1/n of the
-//                                    buffer), pull (every pair, S/n)   (RS: push; AG: pull)
+//   parameter_server all_reduce   2: TensorFlow parameter server, one server on the host (CPUs)
+//                                    of every node the group spans, each holding 1/N of the
+//                                    variables: push (every GPU -> every host, S/N), pull
+//                                    (every host -> every GPU, S/N)   (RS: push; AG: pull)
+//   smddp         all_reduce      4: SageMaker data parallel (Herring): intra-node ring
+//                                    reduce-scatter, push (every GPU's S/k shard split over the
+//                                    N nodes' servers: GPU -> host, S/(kN)), pull (host -> GPU,
+//                                    S/(kN)), intra-node ring all-gather (k = GPUs per node)
+//   horovod       all_reduce      as ring, started half a Horovod cycle late (the wait for the
+//                                    background thread's next tick)
 //   any           all_to_all      1: every pair, S/n, 1 step
 //   any           broadcast       1: chain from the first group member along the ring, S per
 //                                    flow, n-1 steps (reduce: the chain reversed)
@@ -50,14 +58,25 @@ enum class CollectiveAlgorithm {
   ring,
   tree,              // double binary tree (all_reduce only; other kinds use ring)
   hierarchical,      // intra-node / inter-node / intra-node
-  parameter_server,  // sharded, co-located servers: push then pull
+  parameter_server,  // one server per node on its host: push then pull
   automatic,         // the lower uncontended time of ring and tree (NCCL-tuner-like)
+  smddp,             // intra-node RS, push to / pull from every node's host servers, intra-node AG
+  horovod,           // ring, after the wait for Horovod's cycle
 };
+
+/// Horovod's default cycle time (HOROVOD_CYCLE_TIME): its background thread negotiates and
+/// fuses the tensors ready at each tick. 1 ms since Horovod's parameter_manager (0.19+),
+/// horovod/common/operations.cc `SetCycleTimeMs(1)`; 5 ms before (0.16-0.18 param_manager).
+/// A fused buffer waits for the next tick: half a cycle on average.
+inline constexpr double kHorovodCycleTimeS = 1e-3;
+/// Horovod's default fusion threshold (HOROVOD_FUSION_THRESHOLD): 64 MiB, docs/tensor-fusion.rst.
+inline constexpr double kHorovodFusionThresholdBytes = 64.0 * 1024 * 1024;
 std::string_view collective_algorithm_name(CollectiveAlgorithm a);
-/// "ring", "tree", "hierarchical", "parameter-server", "auto"; Error otherwise.
+/// "ring", "tree", "hierarchical", "parameter-server", "auto", "smddp", "horovod"; Error otherwise.
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
 CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a);
 
+/// The GPUs a flow leaves and reaches (for byte accounting); -1 for a host end (parameter servers).
 struct FlowEnds {
   int src_gpu = 0;
   int dst_gpu = 0;
@@ -101,6 +120,8 @@ struct CommPattern {
   std::vector<CommPhase> phases;
   bool nccl = false;  // timed by the NCCL model below (else per-hop link latencies)
   NcclTiming timing;
+  /// Wait before the first phase (Horovod: half a cycle), on top of any launch cost.
+  double start_delay_s = 0;
   /// The protocol NCCL picks for `size_bytes`: the lowest uncontended time (Simple when the
   /// NCCL model does not apply).
   NcclProtocol protocol_for(double size_bytes) const;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +55,11 @@ class Topology {
   virtual int node_of(int gpu) const = 0;
   /// The order in which a ring collective visits `gpus` (a permutation of them).
   virtual std::vector<int> ring_order(const std::vector<int>& gpus) const = 0;
+  /// Links between GPU `gpu` and the host memory (CPUs) of node `node`: GPU -> host when
+  /// `to_host`, host -> GPU otherwise. Parameter servers run there (the TensorFlow parameter
+  /// server, SMDDP's servers). The default throws Error: a topology without hosts cannot run
+  /// those algorithms.
+  virtual const std::vector<int>& host_route(int gpu, int node, bool to_host) const;
   /// Sum of link latencies along route(a, b).
   double route_latency_s(int gpu_a, int gpu_b) const;
   /// What NCCL's tuning model reads from the host: the GPU architecture (compute capability
@@ -85,12 +91,16 @@ class TableTopology final : public Topology {
   const std::vector<int>& route(int gpu_a, int gpu_b) const override;
   int node_of(int gpu) const override { return gpu / gpus_per_node_; }
   std::vector<int> ring_order(const std::vector<int>& gpus) const override { return gpus; }
+  /// Sets host_route(gpu, node, to_host). Throws Error on an unknown GPU, node or link.
+  void set_host_route(int gpu, int node, bool to_host, std::vector<int> links);
+  const std::vector<int>& host_route(int gpu, int node, bool to_host) const override;
 
  private:
   int num_gpus_;
   int gpus_per_node_;
   std::vector<LinkSpec> links_;
   std::unordered_map<uint64_t, std::vector<int>> routes_;
+  std::unordered_map<uint64_t, std::vector<int>> host_routes_;
   std::vector<int> empty_;
 };
 
@@ -112,6 +122,8 @@ struct TwoLevelSpec {
 /// link to its node switch; per node one NIC up link (node -> fabric) and one NIC down link
 /// (fabric -> node), which every inter-node transfer of the node shares (the per-instance NIC
 /// cap). Intra-node route: {gpu up, gpu down}; inter-node: {gpu up, nic up, nic down, gpu down}.
+/// The host of a node sits at its switch: host routes are the GPU routes without the far GPU's
+/// link ({gpu up} to its own host, {gpu up, nic up, nic down} to another node's; back alike).
 TableTopology make_two_level_topology(const TwoLevelSpec& spec);
 
 /// An hw::Cluster seen through the simulator's seam. Keeps a reference to the cluster, which
@@ -125,10 +137,17 @@ class ClusterTopology final : public Topology {
   int node_of(int gpu) const override;
   std::vector<int> ring_order(const std::vector<int>& gpus) const override;
   NcclHost nccl_host() const override;
+  /// Between a GPU and the CPU socket its PCIe path leads to (its own node), or the socket the
+  /// route to the node's GPU of the same local index passes (another node: where the NIC's
+  /// traffic lands in host memory; with GPUDirect RDMA the NIC's PCIe switch's uplink to it).
+  const std::vector<int>& host_route(int gpu, int node, bool to_host) const override;
 
  private:
   const hw::Cluster& cluster_;
   std::vector<LinkSpec> links_;
+  std::vector<std::vector<int>> out_links_;  // per vertex
+  mutable std::mutex host_mutex_;
+  mutable std::unordered_map<uint64_t, std::vector<int>> host_routes_;  // (gpu, node, to_host), built on first use
 };
 
 }  // namespace trainplan::sim
