@@ -137,6 +137,10 @@ JobAnalysis analyze_job(const plan::Plan& p, const plan::PlanContext& ctx, const
   out.interval_mode = choose_interval(a, p, rate, job);
 
   out.estimate = sim::estimate_job(job);
+  if (o.samples > 0) {
+    out.epochs = o.epochs;
+    out.time_per_epoch_s = (out.estimate.compute_s + out.estimate.io_stall_s) / o.epochs;
+  }
   sim::MonteCarloOptions& mc = out.monte_carlo_options;
   mc.runs = a.runs;
   mc.seed = a.seed;
@@ -205,6 +209,7 @@ json::Json to_json(const JobAnalysis& a, const std::string& plan_name) {
   j["estimate"] = sim::to_json(a.estimate);
   j["interruption_model"] = a.model.describe();
   j["job_interruption_rate_per_s"] = a.rate_per_s;
+  if (a.epochs > 0) j["time_per_epoch_s"] = a.time_per_epoch_s;
   if (const auto& cf = a.closed_form) {
     j["closed_form"] = {{"rate_per_s", cf->rate_per_s},
                         {"mean_restart_s", cf->mean_restart_s},

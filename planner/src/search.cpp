@@ -297,6 +297,9 @@ Candidate estimate_survivor(const SearchState& st, const Survivor& sv) {
   c.step = estimate_step(c.plan, ctx, req.analytical_for(*ctx.gpu), st.cache.get());
   c.memory = sv.memory;
   c.fits = sv.fits;
+  sim::DataInputSpec input = st.space.contexts[st.space.families[sv.skeleton.family].context].input;
+  input.samples_per_step = c.plan.global_batch;
+  c.data_loader_s = sim::input_time_per_step_s(input, c.plan.instance_count);
   const double tokens_per_step = static_cast<double>(c.plan.global_batch) * ctx.graph.tokens_per_sample();
   c.steps = std::ceil(req.tokens / tokens_per_step);
   c.gpus = c.plan.world_size();

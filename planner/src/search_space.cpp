@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "search_internal.hpp"
 #include "trainplan/planner/export_rules.hpp"
@@ -111,6 +112,53 @@ std::vector<int> context_parallel_degrees(const SearchRequest& req, const models
   return out;
 }
 
+bool allowed(const std::vector<int>& filter, int degree) {
+  return filter.empty() || std::find(filter.begin(), filter.end(), degree) != filter.end();
+}
+
+std::string degrees_text(const std::set<int>& degrees) {
+  std::vector<std::string> out;
+  for (int d : degrees) out.push_back(std::to_string(d));
+  return join(out, ",");
+}
+
+// The degrees each layout filter could have kept, and whether any layout passed all of them.
+struct FilterCheck {
+  std::set<int> tp, pp, dp;
+  bool any_layout = false;
+
+  // After the enumeration left no family: the flag that emptied the space, with what was possible.
+  void throw_if_emptied(const SearchRequest& req) const {
+    struct Axis {
+      const char* flag;
+      const char* what;
+      const std::vector<int>& filter;
+      const std::set<int>& possible;
+    };
+    for (const Axis& a : {Axis{"--tp", "tensor-parallel", req.tp_degrees, tp}, Axis{"--pp", "pipeline-parallel", req.pp_degrees, pp},
+                          Axis{"--dp", "data-parallel", req.dp_degrees, dp}}) {
+      if (a.filter.empty()) continue;
+      if (std::none_of(a.filter.begin(), a.filter.end(), [&](int d) { return a.possible.count(d) > 0; }))
+        throw Error(fmt::format("no candidate has a {} degree in {{{}}}", a.what, degrees_text({a.filter.begin(), a.filter.end()})))
+            .at(a.flag)
+            .hint(a.possible.empty() ? "no layout is possible on these clusters; widen --instances, --counts or --max-gpus"
+                                     : fmt::format("the clusters searched allow {} {}", a.flag, degrees_text(a.possible)));
+    }
+    std::vector<std::string> given;
+    for (const auto& [flag, filter] : {std::pair<const char*, const std::vector<int>*>{"--tp", &req.tp_degrees},
+                                       {"--pp", &req.pp_degrees}, {"--dp", &req.dp_degrees}})
+      if (!filter->empty()) given.push_back(fmt::format("{} {}", flag, degrees_text({filter->begin(), filter->end()})));
+    if (!any_layout && !given.empty())
+      throw Error(fmt::format("no cluster searched splits into {} together", join(given, " with ")))
+          .at(given.front().substr(0, 4))
+          .hint("dp x tp x pp (x cp) must equal the cluster's GPUs: change one filter or --counts / --instances");
+    throw Error("no candidate is left with these --zero, --schedules and --micro-batches values on the layouts searched")
+        .at("--zero")
+        .hint("ZeRO > 0 needs dp > 1, ZeRO-2/3 need pp = 1, and micro-batch x dp must divide the global batch: widen --zero, "
+              "--micro-batches or --global-batch");
+  }
+};
+
 std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
   std::vector<int> out;
   if (!req.instance_counts.empty()) {
@@ -144,6 +192,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
   const bool lazy_axes = req.stages.expand;
   const std::vector<int> cps = context_parallel_degrees(req, spec, transformer);
+  FilterCheck filters;
 
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
     const hw::InstanceType& inst = catalog.instance(space.types[ti]);
@@ -164,6 +213,9 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
+      sim::JobOptions input_options;
+      input_options.data_source = req.data_source;
+      c.input = sim::data_input_spec(c.base, *c.ctx, input_options);
       c.base.stages.clear();
       // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule
       // megatron.attention-backend): plan it with the score matrix in memory.
@@ -191,6 +243,11 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
           for (int pp : divisors(gpus / (tp * cp))) {
             if (pp > std::max(1, blocks)) continue;
             const int dp = gpus / (tp * pp * cp);
+            filters.tp.insert(tp);
+            filters.pp.insert(pp);
+            filters.dp.insert(dp);
+            if (!allowed(req.tp_degrees, tp) || !allowed(req.pp_degrees, pp) || !allowed(req.dp_degrees, dp)) continue;
+            filters.any_layout = true;
             struct Sched {
               plan::Schedule s;
               int vp;
@@ -267,6 +324,8 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       space.contexts.push_back(std::move(c));
     }
   }
+  const bool filtered = !req.tp_degrees.empty() || !req.pp_degrees.empty() || !req.dp_degrees.empty();
+  if (space.families.empty() && space.not_expressible == 0 && (filtered || filters.any_layout)) filters.throw_if_emptied(req);
   return space;
 }
 
