@@ -108,13 +108,20 @@ struct SearchState {
     if (req.stages.check_invariants) TP_ASSERT(ok);
   }
   const plan::PlanContext& ctx_of(uint32_t family) const { return *space.contexts[space.families[family].context].ctx; }
-  // Order by the best-known key (exact, else lower bound), then the other metric, then JSON.
+  // Order by the best-known key (exact, else lower bound), then the other metric, then the
+  // compute step (among plans a data loader holds to the same pace, the one with the most
+  // headroom), then JSON.
   void order_by_key(std::vector<size_t>& idx) const {
     std::vector<Key> keys(P.cands.size());
     for (size_t i : idx) keys[i] = objective_key(req, P.cands[i].objective_time_s, P.cands[i].objective_cost_usd);
+    const auto compute_s = [&](size_t i) {
+      const Candidate& c = P.cands[i];
+      return c.simulated ? c.simulated->step_time_s : c.step.step_time_s;
+    };
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
       if (keys[a] < keys[b]) return true;
       if (keys[b] < keys[a]) return false;
+      if (P.cands[a].loader_bound() && P.cands[b].loader_bound() && compute_s(a) != compute_s(b)) return compute_s(a) < compute_s(b);
       return json::dump(plan::to_json(P.cands[a].plan)) < json::dump(plan::to_json(P.cands[b].plan));
     });
   }
