@@ -210,7 +210,9 @@ void intro(Doc& d, const Report& r) {
   }
   const std::string batch = r.seq_len > 0 ? fmt::format("{} x {} tokens", r.global_batch, r.seq_len) : fmt::format("{} samples", r.global_batch);
   d.paragraph(fmt::format("Model {} ({} parameters), global batch {}{}.", r.model, units::format_count(r.parameters), batch,
-                          r.tokens > 0 ? fmt::format(", {} of training", work_of(r)) : ""));
+                          r.tokens > 0 ? (r.epochs > 0 ? fmt::format(", {} of training", work_of(r))
+                                                       : fmt::format(", {} training tokens", units::format_count(r.tokens)))
+                                       : ""));
   d.markdown_only(fmt::format("Charts: [{0}]({0}) holds this report with its charts.", r.options.html_name));
   d.paragraph(fmt::format(
       "Where the numbers come from: estimate = the planner's analytical step model; simulated = the "
