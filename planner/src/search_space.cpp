@@ -122,10 +122,15 @@ std::string degrees_text(const std::set<int>& degrees) {
   return join(out, ",");
 }
 
-// The degrees each layout filter could have kept, and whether any layout passed all of them.
+// The degrees each layout filter could have kept, and how far any candidate got: a layout past
+// the filters, a micro-batch that divides the batch, a ZeRO stage that applies.
 struct FilterCheck {
   std::set<int> tp, pp, dp;
   bool any_layout = false;
+  bool any_micro_batch = false;
+  bool any_zero = false;
+  bool any_schedule = false;
+  bool any_recompute = false;
 
   // After the enumeration left no family: the flag that emptied the space, with what was possible.
   void throw_if_emptied(const SearchRequest& req) const {
@@ -152,10 +157,22 @@ struct FilterCheck {
       throw Error(fmt::format("no cluster searched splits into {} together", join(given, " with ")))
           .at(given.front().substr(0, 4))
           .hint("dp x tp x pp (x cp) must equal the cluster's GPUs: change one filter or --counts / --instances");
-    throw Error("no candidate is left with these --zero, --schedules and --micro-batches values on the layouts searched")
-        .at("--zero")
-        .hint("ZeRO > 0 needs dp > 1, ZeRO-2/3 need pp = 1, and micro-batch x dp must divide the global batch: widen --zero, "
-              "--micro-batches or --global-batch");
+    if (!any_micro_batch)
+      throw Error("no micro-batch size to try divides the global batch per data-parallel rank on the layouts searched")
+          .at("--micro-batches")
+          .hint("micro-batch x dp must divide the global batch: give other --micro-batches or --global-batch");
+    if (!any_zero)
+      throw Error("none of the ZeRO stages to try applies to the layouts searched")
+          .at("--zero")
+          .hint("ZeRO > 0 shards over dp > 1 replicas and ZeRO-2/3 need pp = 1: add --zero 0 or allow more data parallelism");
+    if (any_schedule && !any_recompute)
+      throw Error("no recomputation to try applies (selective recomputation only drops a transformer's attention scores)")
+          .at("--recompute")
+          .hint("add --recompute none or full");
+    throw Error("no pipeline schedule to try fits the layouts searched (interleaved 1F1B needs micro-batches divisible by pp "
+                "and enough layers for --vp)")
+        .at("--schedules")
+        .hint("add --schedule 1f1b, or change --vp or --micro-batches");
   }
 };
 
@@ -272,13 +289,17 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
               std::sort(mbs.begin(), mbs.end());
               mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
               if (mbs.empty()) continue;
+              filters.any_micro_batch = true;
               for (int zero : req.zero_stages) {
                 if (zero < 0 || zero > 3) throw Error(fmt::format("ZeRO stages are 0..3, got {}", zero)).hint("e.g. --zero 0,1,3");
                 if (zero > 0 && dp * cp == 1) continue;  // ZeRO shards over the dp * cp replicas
                 if (zero >= 2 && pp > 1) continue;
+                filters.any_zero = true;
                 for (const auto& sc : scheds) {
+                  filters.any_schedule = true;
                   for (plan::Recompute rc : req.recomputes) {
                     if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
+                    filters.any_recompute = true;
                     for (bool sp : {false, true}) {
                       if (sp && (tp == 1 || !req.sequence_parallel)) continue;
                       Family f;

@@ -198,3 +198,30 @@ TEST_CASE("convergence: a global batch other than the user's is warned about wit
   REQUIRE(codes(ws) == std::vector<std::string>{"global-batch-changed"});
   CHECK_THAT(ws[0].message, Catch::Contains("256 is not the 128") && Catch::Contains("by 2"));
 }
+
+TEST_CASE("search: --zero, --micro-batches, --schedule and --recompute that leave nothing name their flag", "[planner][image]") {
+  planner::SearchOptions o = resnet_search();
+  o.model = "gpt2-124m";
+  o.samples = "";
+  o.epochs = "";
+  o.tokens = "1e9";
+  o.instances = "g5.xlarge";  // one GPU: dp 1, so ZeRO > 0 shards nothing
+  o.counts = "1";
+  o.zero = "1,3";
+  const auto run = [&] { return planner::search(planner::search_request(o), hw::Catalog::builtin()); };
+  REQUIRE_ERROR_CONTAINS(run(), "--zero: none of the ZeRO stages to try applies");
+  o.zero = "";
+  o.instances = "p4d.24xlarge";
+  o.micro_batches = "3";
+  o.global_batch = 4;
+  REQUIRE_ERROR_CONTAINS(run(), "--micro-batches: no micro-batch size to try divides the global batch");
+  o.micro_batches = "";
+  o.global_batch = 0;
+  o.pp = "2";
+  o.schedules = "interleaved-1f1b";
+  o.virtual_stages = "8";  // 2 x 8 chunks for 12 layers
+  REQUIRE_ERROR_CONTAINS(run(), "--schedules: no pipeline schedule to try fits");
+  o = resnet_search();
+  o.recompute = "selective";  // a ResNet has no attention scores to drop
+  REQUIRE_ERROR_CONTAINS(run(), "--recompute: no recomputation to try applies");
+}
