@@ -132,6 +132,17 @@ struct FilterCheck {
   bool any_schedule = false;
   bool any_recompute = false;
 
+  // Records the layout as possible; whether the request's filters keep it.
+  bool admit(const SearchRequest& req, int tp_degree, int pp_degree, int dp_degree) {
+    tp.insert(tp_degree);
+    pp.insert(pp_degree);
+    dp.insert(dp_degree);
+    if (!allowed(req.tp_degrees, tp_degree) || !allowed(req.pp_degrees, pp_degree) || !allowed(req.dp_degrees, dp_degree))
+      return false;
+    any_layout = true;
+    return true;
+  }
+
   // After the enumeration left no family: the flag that emptied the space, with what was possible.
   void throw_if_emptied(const SearchRequest& req) const {
     struct Axis {
@@ -175,6 +186,13 @@ struct FilterCheck {
         .hint("add --schedule 1f1b, or change --vp or --micro-batches");
   }
 };
+
+// What feeds a step on the context's cluster from the request's data source.
+sim::DataInputSpec data_input_of(const SearchRequest& req, const Context& c) {
+  sim::JobOptions options;
+  options.data_source = req.data_source;
+  return sim::data_input_spec(c.base, *c.ctx, options);
+}
 
 std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
   std::vector<int> out;
@@ -230,9 +248,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
-      sim::JobOptions input_options;
-      input_options.data_source = req.data_source;
-      c.input = sim::data_input_spec(c.base, *c.ctx, input_options);
+      c.input = data_input_of(req, c);
       c.base.stages.clear();
       // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule
       // megatron.attention-backend): plan it with the score matrix in memory.
@@ -260,11 +276,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
           for (int pp : divisors(gpus / (tp * cp))) {
             if (pp > std::max(1, blocks)) continue;
             const int dp = gpus / (tp * pp * cp);
-            filters.tp.insert(tp);
-            filters.pp.insert(pp);
-            filters.dp.insert(dp);
-            if (!allowed(req.tp_degrees, tp) || !allowed(req.pp_degrees, pp) || !allowed(req.dp_degrees, dp)) continue;
-            filters.any_layout = true;
+            if (!filters.admit(req, tp, pp, dp)) continue;
             struct Sched {
               plan::Schedule s;
               int vp;

@@ -29,6 +29,16 @@ planner::SearchOptions resnet_search() {
   return o;
 }
 
+// The same search for a GPT-2 on 1B tokens.
+planner::SearchOptions gpt2_search() {
+  planner::SearchOptions o = resnet_search();
+  o.model = "gpt2-124m";
+  o.samples = "";
+  o.epochs = "";
+  o.tokens = "1e9";
+  return o;
+}
+
 struct Resolved {
   plan::Plan plan;
   plan::PlanContext ctx;
@@ -88,11 +98,7 @@ TEST_CASE("search: time to train is steps x step time with ceil(samples x epochs
 }
 
 TEST_CASE("search: --tp, --pp and --dp keep only those degrees, and one that leaves nothing names its flag", "[planner][image]") {
-  planner::SearchOptions o = resnet_search();
-  o.model = "gpt2-124m";
-  o.samples = "";
-  o.epochs = "";
-  o.tokens = "1e9";
+  planner::SearchOptions o = gpt2_search();
   o.counts = "1";
   o.tp = "2";
   o.pp = "1,2";
@@ -200,11 +206,7 @@ TEST_CASE("convergence: a global batch other than the user's is warned about wit
 }
 
 TEST_CASE("search: --zero, --micro-batches, --schedule and --recompute that leave nothing name their flag", "[planner][image]") {
-  planner::SearchOptions o = resnet_search();
-  o.model = "gpt2-124m";
-  o.samples = "";
-  o.epochs = "";
-  o.tokens = "1e9";
+  planner::SearchOptions o = gpt2_search();
   o.instances = "g5.xlarge";  // one GPU: dp 1, so ZeRO > 0 shards nothing
   o.counts = "1";
   o.zero = "1,3";
