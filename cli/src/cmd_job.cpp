@@ -191,6 +191,7 @@ void run_job(const JobArgs& a) {
   }
 
   print_job(a.plan_file, p, job, e, step_source);
+  if (an.epochs > 0) std::printf("time per epoch: %s (%g epochs)\n", duration(an.time_per_epoch_s).c_str(), an.epochs);
   std::printf("\ninterruptions: %s; hardware failures %.3g per GPU-hour -> job MTBF %s\n", model.describe().c_str(),
               job.hardware_failure_rate_per_gpu_per_s * 3600.0, rate > 0 ? duration(1.0 / rate).c_str() : "infinite");
   if (result) print_monte_carlo(*result, cf, a, mc);

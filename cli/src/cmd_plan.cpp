@@ -17,6 +17,7 @@
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/planner/calibrated.hpp"
+#include "trainplan/planner/convergence.hpp"
 #include "trainplan/planner/partition.hpp"
 #include "trainplan/planner/search.hpp"
 
@@ -47,7 +48,9 @@ bool uses_job_model(const planner::SearchRequest& req) { return req.both_purchas
 void print_table(const planner::SearchResult& res, const planner::SearchRequest& req, size_t top) {
   const bool jobs = uses_job_model(req);
   const bool sim = res.counts.simulated > 0;
+  const bool epochs = req.epochs > 0;
   std::vector<std::string> head = {">#", ">time to train"};
+  if (epochs) head.push_back(">time/epoch");  // steps per epoch x step time (no startup, checkpoints or restarts)
   if (jobs) head.insert(head.end(), {"buy", ">expected cost", ">cost p50/p90"});
   else head.insert(head.end(), {">on-demand", ">spot*"});
   head.insert(head.end(), {"instances", ">dp/tp/pp", ">ZeRO", ">mb", "recompute", "sp", "dp algorithm", ">memory/GPU", ">MFU"});
@@ -57,6 +60,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
     const auto& c = res.ranked[i];
     const auto& p = c.plan;
     std::vector<std::string> row = {std::to_string(i + 1), units::format_duration(c.objective_time_s)};
+    if (epochs) row.push_back(units::format_duration(c.time_to_train_s / req.epochs));
     if (jobs) {
       const auto& job = c.purchase == plan::Purchase::spot ? c.spot_job : c.on_demand_job;
       row.push_back(std::string(plan::purchase_name(c.purchase)));
@@ -84,6 +88,22 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
   else
     std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, us-east-1.\n",
                 std::string(plan::platform_name(req.platform)).c_str());
+}
+
+// Where #1's step is set by the data loader, and what would change the training dynamics.
+void print_best_notes(const planner::SearchResult& res, const planner::SearchRequest& req, const hw::Catalog& catalog) {
+  const auto& best = res.ranked.front();
+  if (best.loader_bound())
+    std::printf("\nnote: #1 waits for its data loader: %s per step against %s of compute (--data-input %s; image decoding on the "
+                "vCPUs counts for image models)\n",
+                units::format_duration(best.data_loader_s).c_str(),
+                units::format_duration(best.simulated ? best.simulated->step_time_s : best.step.step_time_s).c_str(),
+                std::string(sim::data_source_name(req.data_source)).c_str());
+  plan::Plan p = best.plan;
+  const auto warnings = planner::convergence_warnings(p, plan::resolve(p, catalog, "<best>"), req.global_batch);
+  if (warnings.empty()) return;
+  std::printf("\nwarnings on #1 (training dynamics; they change no ranking and no exit code):\n");
+  for (const auto& w : warnings) std::printf("  warning: %s [%s]\n", w.message.c_str(), w.source.c_str());
 }
 
 void print_pareto(const planner::SearchResult& res, size_t rows) {
@@ -202,9 +222,15 @@ void run(const PlanArgs& a) {
   std::string goal(planner::objective_name(req.objective));
   if (req.objective == planner::Objective::cost_under_deadline) goal += " (deadline " + units::format_duration(req.deadline_s) + ")";
   if (req.objective == planner::Objective::time_under_budget) goal += " (budget " + units::format_usd(req.budget_usd) + ")";
-  std::printf("trainplan plan: %s (%s parameters), %s tokens, global batch %lld x %lld tokens, objective: %s\n",
-              spec.name.c_str(), units::format_count(graph_params).c_str(), units::format_count(req.tokens).c_str(),
-              static_cast<long long>(res.global_batch), static_cast<long long>(res.seq_len), goal.c_str());
+  std::string work = units::format_count(req.tokens) + " tokens";
+  if (req.epochs > 0) {
+    work = fmt::format("{} samples x {:g} epochs", units::format_count(req.samples_per_epoch), req.epochs);
+    if (req.tokens != req.samples_per_epoch * req.epochs) work += fmt::format(" ({} tokens)", units::format_count(req.tokens));
+  }
+  const std::string batch = res.seq_len > 0 ? fmt::format("{} x {} tokens", res.global_batch, res.seq_len)
+                                            : fmt::format("{} samples", res.global_batch);
+  std::printf("trainplan plan: %s (%s parameters), %s, global batch %s, objective: %s\n", spec.name.c_str(),
+              units::format_count(graph_params).c_str(), work.c_str(), batch.c_str(), goal.c_str());
   const size_t oom = res.dropped.count("does not fit in GPU memory") ? res.dropped.at("does not fit in GPU memory") : 0;
   std::printf("searched %zu candidates: %zu do not fit in GPU memory, %zu evaluated%s\n", res.enumerated, oom, res.ranked.size(),
               res.cancelled ? " (interrupted: showing the best found so far)" : "");
@@ -216,6 +242,7 @@ void run(const PlanArgs& a) {
                 req.objective == planner::Objective::cost_under_deadline ? "deadline" : "budget",
                 req.objective == planner::Objective::cost_under_deadline ? "fastest" : "cheapest");
   print_table(res, req, a.search.top);
+  print_best_notes(res, req, catalog);
   print_pareto(res, a.pareto_rows);
   if (a.explain) print_explanation(res);
   if (!a.output.empty()) {

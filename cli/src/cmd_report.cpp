@@ -35,16 +35,31 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   if (!a.plan_file.empty()) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
-    const double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
+    double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
+    plan::Plan p = plan::read_plan_file(a.plan_file);
+    double epochs = 0, samples = 0;
+    if (!a.search.samples.empty() || !a.search.epochs.empty()) {
+      // The work as samples x epochs, in the plan's model's tokens per sample.
+      planner::SearchOptions work = a.search;
+      work.model = p.model;
+      if (work.seq_len == 0) work.seq_len = p.seq_len;
+      const planner::SearchRequest req = planner::search_request(work);
+      tokens = req.tokens;
+      epochs = req.epochs;
+      samples = req.samples_per_epoch;
+    }
     reports::ReportOptions po = o;
     po.calibration = a.search.calibration;
-    return reports::build_plan_report(plan::read_plan_file(a.plan_file), catalog, po, tokens, a.plan_file);
+    reports::Report r = reports::build_plan_report(p, catalog, po, tokens, a.plan_file);
+    r.epochs = epochs;
+    r.samples_per_epoch = samples;
+    return r;
   }
   if (a.search.model == "xgboost")
     throw Error("classic ML (xgboost) has no report yet").at("--model")
         .hint("trainplan plan --model xgboost --rows R --features F prints the comparison, sweep and spot tables (--json FILE writes them)");
-  if (a.search.model.empty() || a.search.tokens.empty())
-    throw Error("trainplan report needs --model and --tokens (a search) or --plan FILE (one plan)")
+  if (a.search.model.empty() || (a.search.tokens.empty() && a.search.samples.empty()))
+    throw Error("trainplan report needs --model and --tokens or --samples (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");
   planner::SearchRequest req = planner::search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
@@ -104,7 +119,7 @@ void add_report_command(CLI::App& app) {
       "report", "Markdown and self-contained HTML report of a plan search (or of one plan): top plans, Pareto, scaling, "
                 "breakdown, memory, a simulated step, spot");
   add_search_options(cmd, a->search, /*model_required=*/false);
-  cmd->add_option("--plan", a->plan_file, "Report on this plan file instead of a search (--tokens overrides its token count)");
+  cmd->add_option("--plan", a->plan_file, "Report on this plan file instead of a search (--tokens, or --samples and --epochs, override its work)");
   add_int(cmd, "--spot-plans", a->spot_plans, 0, limits::kMaxRows, "Plans of the table that get a spot Monte Carlo (the best always does)");
   cmd->add_option("--history", a->history_db,
                   "Add a predicted-vs-measured section from this error history database (trainplan history; default "

@@ -25,10 +25,12 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
     auto* o = cmd->add_option("--model,-m", a.model, "Catalog model name (see `trainplan model`) or a path to a Hugging Face config.json");
     if (model_required) o->required();
   }
-  {
-    // Required for GPU models; `plan` checks it (an XGBoost plan takes --rows instead).
-    cmd->add_option("--tokens,-t", a.tokens, fmt::format("Training tokens (e.g. 300e9 or 300B; at most {:g})", limits::kMaxTokens));
-  }
+  // --tokens (or --samples) is required for GPU models; `plan` checks it (an XGBoost plan takes
+  // --rows instead).
+  cmd->add_option("--tokens,-t", a.tokens,
+                  fmt::format("Training tokens (e.g. 300e9 or 300B; at most {:g}); or give --samples and --epochs", limits::kMaxTokens));
+  cmd->add_option("--samples", a.samples, "Samples per epoch, the dataset's size (e.g. 1.28M images), instead of --tokens");
+  cmd->add_option("--epochs", a.epochs, "Passes over --samples (default 1); the output shows the time per epoch");
   add_int(cmd, "--global-batch", a.global_batch, 1, limits::kMaxBatch, "Sequences per optimizer step (default: ~1M tokens)");
   cmd->add_option("--global-batch-range", a.global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");
   add_int(cmd, "--seq-len", a.seq_len, 1, limits::kMaxSeqLen, "Sequence length (default: the model's)");
@@ -48,8 +50,11 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_flag("--spot", a.spot, "Same as --purchase spot");
   cmd->add_option("--micro-batches", a.micro_batches, "Micro-batch sizes to try (default 1,2,4,8,16,32)");
   cmd->add_option("--zero", a.zero, "ZeRO stages to try (default 0,1,2,3)");
+  cmd->add_option("--tp", a.tp, "Only these tensor-parallel degrees, e.g. 1 or 2,4 (default: all)");
+  cmd->add_option("--pp", a.pp, "Only these pipeline-parallel degrees (default: all)");
+  cmd->add_option("--dp", a.dp, "Only these data-parallel degrees (default: all)");
   cmd->add_option("--recompute", a.recompute, "Recomputation to try: none,selective,full (default all)");
-  cmd->add_option("--schedules", a.schedules, "Pipeline schedules to try: gpipe,1f1b,interleaved-1f1b (default 1f1b,interleaved-1f1b)");
+  cmd->add_option("--schedules,--schedule", a.schedules, "Pipeline schedules to try: gpipe,1f1b,interleaved-1f1b (default 1f1b,interleaved-1f1b)");
   cmd->add_option("--vp", a.virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
   cmd->add_option("--cp", a.context_parallel,
                   "Context-parallel degrees to try (default 1,2,4,8 for sequences of 4096 tokens or more, else 1)");
@@ -57,6 +62,9 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--bucket-sizes", a.bucket_sizes, "Gradient bucket sizes (default 25MB)");
   cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel, "Do not try sequence parallelism");
   cmd->add_flag("--tp-across-nodes", a.tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");
+  add_choice(cmd, "--data-input", a.data_input, sim::data_source_names(),
+             "Where the training data comes from; the data loader (read bandwidth, JPEG decoding on the vCPUs for image "
+             "models) bounds each step");
   add_choice(cmd, "--partition", a.partition, {"time", "memory", "even"}, "Layer split over pipeline stages: time, memory or even");
   add_choice(cmd, "--for", a.framework, {"deepspeed", "megatron", "sagemaker", "torchrun"},
              "Only plans this framework can run: deepspeed, megatron, sagemaker or torchrun (see `trainplan export`)");

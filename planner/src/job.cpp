@@ -160,6 +160,10 @@ JobAnalysis analyze_job(const plan::Plan& p, const plan::PlanContext& ctx, const
 
   out.estimate = sim::estimate_job(job);
   if (a.repeat > 0) out.sweep = job_sweep(a, p, ctx, o, job);
+  if (o.samples > 0) {
+    out.epochs = o.epochs;
+    out.time_per_epoch_s = (out.estimate.compute_s + out.estimate.io_stall_s) / o.epochs;
+  }
   sim::MonteCarloOptions& mc = out.monte_carlo_options;
   mc.runs = a.runs;
   mc.seed = a.seed;
@@ -229,6 +233,7 @@ json::Json to_json(const JobAnalysis& a, const std::string& plan_name) {
   j["interruption_model"] = a.model.describe();
   j["job_interruption_rate_per_s"] = a.rate_per_s;
   if (a.sweep) j["sweep"] = to_json(*a.sweep);
+  if (a.epochs > 0) j["time_per_epoch_s"] = a.time_per_epoch_s;
   if (const auto& cf = a.closed_form) {
     j["closed_form"] = {{"rate_per_s", cf->rate_per_s},
                         {"mean_restart_s", cf->mean_restart_s},

@@ -112,13 +112,20 @@ struct SearchState {
     if (req.stages.check_invariants) TP_ASSERT(ok);
   }
   const plan::PlanContext& ctx_of(uint32_t family) const { return *space.contexts[space.families[family].context].ctx; }
-  // Order by the best-known key (exact, else lower bound), then the other metric, then JSON.
+  // Order by the best-known key (exact, else lower bound), then the other metric, then the
+  // compute step (among plans a data loader holds to the same pace, the one with the most
+  // headroom), then JSON.
   void order_by_key(std::vector<size_t>& idx) const {
     std::vector<Key> keys(P.cands.size());
     for (size_t i : idx) keys[i] = objective_key(req, P.cands[i].objective_time_s, P.cands[i].objective_cost_usd);
+    const auto compute_s = [&](size_t i) {
+      const Candidate& c = P.cands[i];
+      return c.simulated ? c.simulated->step_time_s : c.step.step_time_s;
+    };
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
       if (keys[a] < keys[b]) return true;
       if (keys[b] < keys[a]) return false;
+      if (P.cands[a].loader_bound() && P.cands[b].loader_bound() && compute_s(a) != compute_s(b)) return compute_s(a) < compute_s(b);
       return json::dump(plan::to_json(P.cands[a].plan)) < json::dump(plan::to_json(P.cands[b].plan));
     });
   }
@@ -301,6 +308,9 @@ Candidate estimate_survivor(const SearchState& st, const Survivor& sv) {
   c.step = estimate_step(c.plan, ctx, req.analytical_for(*ctx.gpu), st.cache.get());
   c.memory = sv.memory;
   c.fits = sv.fits;
+  sim::DataInputSpec input = st.space.contexts[st.space.families[sv.skeleton.family].context].input;
+  input.samples_per_step = c.plan.global_batch;
+  c.data_loader_s = sim::input_time_per_step_s(input, c.plan.instance_count);
   const double tokens_per_step = static_cast<double>(c.plan.global_batch) * ctx.graph.tokens_per_sample();
   c.steps = std::ceil(req.tokens / tokens_per_step);
   c.gpus = c.plan.world_size();

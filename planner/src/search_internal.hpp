@@ -24,6 +24,9 @@ struct Context {
   plan::Plan base;  // instance type, count, model, precision, work, platform filled
   std::unique_ptr<plan::PlanContext> ctx;
   int type_index = 0;
+  /// What feeds a step on this cluster (the request's data source); samples_per_step is set
+  /// per candidate from its global batch.
+  sim::DataInputSpec input;
 };
 
 /// A family of candidates: everything but the micro-batch and the lazily expanded axes

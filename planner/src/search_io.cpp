@@ -15,6 +15,7 @@
 #include "trainplan/models/model.hpp"
 #include "trainplan/planner/calibrated.hpp"
 #include "trainplan/planner/export.hpp"
+#include "trainplan/planner/job.hpp"
 #include "trainplan/planner/partition.hpp"
 
 namespace trainplan::planner {
@@ -64,6 +65,35 @@ void check_option_values(const SearchOptions& a) {
   flag_in_range("--threads", a.threads, 0, limits::kMaxThreads);
 }
 
+// --tokens, or --samples (per epoch) x --epochs: the request's tokens and, for the latter, its
+// samples_per_epoch and epochs.
+void work_of(const SearchOptions& a, SearchRequest& req) {
+  if (!a.tokens.empty() && !a.samples.empty())
+    throw Error("give the work as tokens or as samples x epochs, not both").at("--samples").hint("drop --tokens or --samples");
+  if (!a.epochs.empty() && a.samples.empty())
+    throw Error("--epochs counts passes over --samples").at("--epochs").hint("add --samples N (the dataset's size), e.g. --samples 1.28M --epochs 90");
+  if (a.samples.empty()) {
+    if (a.tokens.empty())
+      throw Error("the training work is missing").at("--tokens").hint("give --tokens (e.g. 300B) or --samples N --epochs E (e.g. 1.28M and 90)");
+    req.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
+    return;
+  }
+  req.samples_per_epoch = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
+  req.epochs = a.epochs.empty() ? 1.0 : flag_positive_quantity("--epochs", a.epochs, units::Dimension::count);
+  flag_in_range("--epochs", req.epochs, kMinEpochs, kMaxEpochs);
+  double tokens_per_sample = 1;
+  if (!req.model.empty()) {
+    models::ModelSpec spec = models::resolve_model(req.model);
+    if (a.seq_len > 0) spec.seq_len = a.seq_len;
+    tokens_per_sample = models::build_graph(spec).tokens_per_sample();
+  }
+  req.tokens = req.samples_per_epoch * req.epochs * tokens_per_sample;
+  if (!(req.tokens <= limits::kMaxTokens))
+    throw Error(fmt::format("samples x epochs x tokens per sample is {:g} tokens, more than {:g}", req.tokens, limits::kMaxTokens))
+        .at("--samples")
+        .hint("give fewer samples or epochs");
+}
+
 }  // namespace
 
 SearchRequest search_request(const SearchOptions& a) {
@@ -77,7 +107,7 @@ SearchRequest search_request(const SearchOptions& a) {
           .at("--model")
           .hint("a search's time grows with the layer count; write a plan file and run `trainplan check` or `simulate` on it");
   }
-  req.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
+  work_of(a, req);
   req.global_batch = a.global_batch;
   if (!a.global_batch_range.empty()) {
     const auto parts = split(a.global_batch_range, ':');
@@ -110,6 +140,13 @@ SearchRequest search_request(const SearchOptions& a) {
     req.zero_stages = list_of<int>(a.zero, "--zero", [](const std::string& s) {
       return static_cast<int>(checked::parse_int(s, 0, 3));
     });
+  const auto degrees = [](const std::string& text, const char* flag) {
+    return list_of<int>(text, flag, [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, kMaxSearchGpus)); });
+  };
+  req.tp_degrees = degrees(a.tp, "--tp");
+  req.pp_degrees = degrees(a.pp, "--pp");
+  req.dp_degrees = degrees(a.dp, "--dp");
+  req.data_source = at_flag("--data-input", [&] { return sim::parse_data_source(a.data_input); });
   if (!a.recompute.empty())
     req.recomputes = list_of<plan::Recompute>(a.recompute, "--recompute", [](const std::string& s) {
       return choice(s, {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full}, plan::recompute_name, "--recompute");

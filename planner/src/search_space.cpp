@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "search_internal.hpp"
 #include "trainplan/planner/export_rules.hpp"
@@ -111,6 +112,88 @@ std::vector<int> context_parallel_degrees(const SearchRequest& req, const models
   return out;
 }
 
+bool allowed(const std::vector<int>& filter, int degree) {
+  return filter.empty() || std::find(filter.begin(), filter.end(), degree) != filter.end();
+}
+
+std::string degrees_text(const std::set<int>& degrees) {
+  std::vector<std::string> out;
+  for (int d : degrees) out.push_back(std::to_string(d));
+  return join(out, ",");
+}
+
+// The degrees each layout filter could have kept, and how far any candidate got: a layout past
+// the filters, a micro-batch that divides the batch, a ZeRO stage that applies.
+struct FilterCheck {
+  std::set<int> tp, pp, dp;
+  bool any_layout = false;
+  bool any_micro_batch = false;
+  bool any_zero = false;
+  bool any_schedule = false;
+  bool any_recompute = false;
+
+  // Records the layout as possible; whether the request's filters keep it.
+  bool admit(const SearchRequest& req, int tp_degree, int pp_degree, int dp_degree) {
+    tp.insert(tp_degree);
+    pp.insert(pp_degree);
+    dp.insert(dp_degree);
+    if (!allowed(req.tp_degrees, tp_degree) || !allowed(req.pp_degrees, pp_degree) || !allowed(req.dp_degrees, dp_degree))
+      return false;
+    any_layout = true;
+    return true;
+  }
+
+  // After the enumeration left no family: the flag that emptied the space, with what was possible.
+  void throw_if_emptied(const SearchRequest& req) const {
+    struct Axis {
+      const char* flag;
+      const char* what;
+      const std::vector<int>& filter;
+      const std::set<int>& possible;
+    };
+    for (const Axis& a : {Axis{"--tp", "tensor-parallel", req.tp_degrees, tp}, Axis{"--pp", "pipeline-parallel", req.pp_degrees, pp},
+                          Axis{"--dp", "data-parallel", req.dp_degrees, dp}}) {
+      if (a.filter.empty()) continue;
+      if (std::none_of(a.filter.begin(), a.filter.end(), [&](int d) { return a.possible.count(d) > 0; }))
+        throw Error(fmt::format("no candidate has a {} degree in {{{}}}", a.what, degrees_text({a.filter.begin(), a.filter.end()})))
+            .at(a.flag)
+            .hint(a.possible.empty() ? "no layout is possible on these clusters; widen --instances, --counts or --max-gpus"
+                                     : fmt::format("the clusters searched allow {} {}", a.flag, degrees_text(a.possible)));
+    }
+    std::vector<std::string> given;
+    for (const auto& [flag, filter] : {std::pair<const char*, const std::vector<int>*>{"--tp", &req.tp_degrees},
+                                       {"--pp", &req.pp_degrees}, {"--dp", &req.dp_degrees}})
+      if (!filter->empty()) given.push_back(fmt::format("{} {}", flag, degrees_text({filter->begin(), filter->end()})));
+    if (!any_layout && !given.empty())
+      throw Error(fmt::format("no cluster searched splits into {} together", join(given, " with ")))
+          .at(given.front().substr(0, 4))
+          .hint("dp x tp x pp (x cp) must equal the cluster's GPUs: change one filter or --counts / --instances");
+    if (!any_micro_batch)
+      throw Error("no micro-batch size to try divides the global batch per data-parallel rank on the layouts searched")
+          .at("--micro-batches")
+          .hint("micro-batch x dp must divide the global batch: give other --micro-batches or --global-batch");
+    if (!any_zero)
+      throw Error("none of the ZeRO stages to try applies to the layouts searched")
+          .at("--zero")
+          .hint("ZeRO > 0 shards over dp > 1 replicas and ZeRO-2/3 need pp = 1: add --zero 0 or allow more data parallelism");
+    if (any_schedule && !any_recompute)
+      throw Error("no recomputation to try applies (selective recomputation only drops a transformer's attention scores)")
+          .at("--recompute")
+          .hint("add --recompute none or full");
+    throw Error("no pipeline schedule to try fits the layouts searched (interleaved 1F1B needs micro-batches divisible by pp "
+                "and enough layers for --vp)")
+        .at("--schedules")
+        .hint("add --schedule 1f1b, or change --vp or --micro-batches");
+  }
+};
+
+// What feeds a step on the context's cluster from the request's data source.
+sim::DataInputSpec data_input_of(const SearchRequest& req, const Context& c) {
+  sim::JobOptions options;
+  options.data_source = req.data_source;
+  return sim::data_input_spec(c.base, *c.ctx, options);
+}
+
 std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
   std::vector<int> out;
   if (!req.instance_counts.empty()) {
@@ -144,6 +227,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
   const bool lazy_axes = req.stages.expand;
   const std::vector<int> cps = context_parallel_degrees(req, spec, transformer);
+  FilterCheck filters;
 
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
     const hw::InstanceType& inst = catalog.instance(space.types[ti]);
@@ -164,6 +248,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
+      c.input = data_input_of(req, c);
       c.base.stages.clear();
       // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule
       // megatron.attention-backend): plan it with the score matrix in memory.
@@ -191,6 +276,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
           for (int pp : divisors(gpus / (tp * cp))) {
             if (pp > std::max(1, blocks)) continue;
             const int dp = gpus / (tp * pp * cp);
+            if (!filters.admit(req, tp, pp, dp)) continue;
             struct Sched {
               plan::Schedule s;
               int vp;
@@ -215,13 +301,17 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
               std::sort(mbs.begin(), mbs.end());
               mbs.erase(std::unique(mbs.begin(), mbs.end()), mbs.end());
               if (mbs.empty()) continue;
+              filters.any_micro_batch = true;
               for (int zero : req.zero_stages) {
                 if (zero < 0 || zero > 3) throw Error(fmt::format("ZeRO stages are 0..3, got {}", zero)).hint("e.g. --zero 0,1,3");
                 if (zero > 0 && dp * cp == 1) continue;  // ZeRO shards over the dp * cp replicas
                 if (zero >= 2 && pp > 1) continue;
+                filters.any_zero = true;
                 for (const auto& sc : scheds) {
+                  filters.any_schedule = true;
                   for (plan::Recompute rc : req.recomputes) {
                     if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
+                    filters.any_recompute = true;
                     for (bool sp : {false, true}) {
                       if (sp && (tp == 1 || !req.sequence_parallel)) continue;
                       Family f;
@@ -267,6 +357,8 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       space.contexts.push_back(std::move(c));
     }
   }
+  const bool filtered = !req.tp_degrees.empty() || !req.pp_degrees.empty() || !req.dp_degrees.empty();
+  if (space.families.empty() && space.not_expressible == 0 && (filtered || filters.any_layout)) filters.throw_if_emptied(req);
   return space;
 }
 

@@ -27,6 +27,8 @@ const Setters<SearchOptions>& search_options_setters() {
   static const Setters<O> s = {
       {"model", [](O& o, const py::handle& v) { o.model = is_path(v) ? path_of(v) : option_text(v, "model"); }},
       {"tokens", text_field(&O::tokens, "tokens")},
+      {"samples", text_field(&O::samples, "samples")},
+      {"epochs", text_field(&O::epochs, "epochs")},
       {"global_batch", int_field(&O::global_batch, "global_batch")},
       {"global_batch_range", text_field(&O::global_batch_range, "global_batch_range")},
       {"seq_len", int_field(&O::seq_len, "seq_len")},
@@ -42,6 +44,10 @@ const Setters<SearchOptions>& search_options_setters() {
       {"spot", bool_field(&O::spot, "spot")},
       {"micro_batches", text_field(&O::micro_batches, "micro_batches")},
       {"zero", text_field(&O::zero, "zero")},
+      {"tp", text_field(&O::tp, "tp")},
+      {"pp", text_field(&O::pp, "pp")},
+      {"dp", text_field(&O::dp, "dp")},
+      {"data_input", text_field(&O::data_input, "data_input")},
       {"recompute", text_field(&O::recompute, "recompute")},
       {"schedules", text_field(&O::schedules, "schedules")},
       {"virtual_stages", text_field(&O::virtual_stages, "virtual_stages")},
@@ -120,8 +126,8 @@ ResolvedPlan resolve_plan(const py::object& plan_obj, const py::object& catalog)
 py::object search(const py::object& catalog, bool all_ranked, const py::kwargs& kwargs) {
   SearchOptions o;
   apply_kwargs(o, kwargs, search_options_setters(), "plan");
-  if (o.model.empty() || o.tokens.empty())
-    throw Error("plan() needs model= and tokens=").hint("trainplan.plan(model=\"gpt2-124m\", tokens=\"1e9\", instances=\"p3.8xlarge\")");
+  if (o.model.empty() || (o.tokens.empty() && o.samples.empty()))
+    throw Error("plan() needs model= and tokens= (or samples= and epochs=)").hint("trainplan.plan(model=\"gpt2-124m\", tokens=\"1e9\", instances=\"p3.8xlarge\")");
   planner::SearchRequest req = planner::search_request(o);
   const auto cat = catalog_of(catalog);
   std::atomic<bool> cancel{false};
@@ -198,8 +204,9 @@ py::object job(const py::object& plan_obj, const py::object& catalog, const py::
 void bind_planning(py::module_& m) {
   m.def("plan", &search, py::arg("catalog") = py::none(), py::arg("all_ranked") = false,
         R"(Plan search, as `trainplan plan`: keyword arguments are its options with '-' as '_'
-(model, tokens, instances, counts, max_gpus, max_instances, objective, deadline, budget,
-platform, purchase, spot, global_batch, global_batch_range, seq_len, micro_batches, zero,
+(model, tokens or samples and epochs, instances, counts, max_gpus, max_instances, objective,
+deadline, budget, platform, purchase, spot, global_batch, global_batch_range, seq_len,
+micro_batches, zero, tp, pp, dp, data_input,
 recompute, schedules, virtual_stages (--vp), context_parallel (--cp), dp_algorithms,
 bucket_sizes, no_sequence_parallel, tp_across_nodes, partition, framework (--for),
 simulate_top, exact_top, spot_runs, seed, off, top, threads). Quantities take str ("300B",

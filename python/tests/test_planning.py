@@ -183,3 +183,15 @@ def test_job_and_simulate_keywords_equal_the_cli_flags(searched, cli):
         with pytest.raises(trainplan.Error) as e:
             trainplan.simulate(path, **kwargs)
         cli.assert_same_error(e.value, "simulate", path, *flags)
+
+
+def test_samples_epochs_and_layout_filters():
+    """samples= and epochs= are the work (an image is one token); tp= keeps those degrees and a
+    filter that leaves nothing is the CLI's error naming the flag."""
+    res = trainplan.plan(model="resnet-50", samples="1.28M", epochs=90, instances="p4d.24xlarge", counts="1",
+                         simulate_top=0, top=3)
+    assert res["best"]["training"]["tokens"] == pytest.approx(1.28e6 * 90)
+    res = trainplan.plan(model="gpt2-124m", tokens="1e9", instances="p4d.24xlarge", counts="1", tp=2, simulate_top=0)
+    assert all(c["parallelism"]["tp"] == 2 for c in res["ranked"])
+    with pytest.raises(trainplan.Error, match="^--tp: no candidate has a tensor-parallel degree in \\{16\\}"):
+        trainplan.plan(model="gpt2-124m", tokens="1e9", instances="p4d.24xlarge", counts="1", tp=16)

@@ -375,6 +375,9 @@ Report build_report(const SearchRequest& req, const SearchResult& res, const hw:
     r.plans.push_back(plan_row(i + 1, res.ranked[i], contexts.back(), req.tokens, i > 0 && i < o.spot_plans, o, r.notes));
   }
   fill_header(r, res.ranked.front().plan, contexts.front());
+  r.samples_per_epoch = req.samples_per_epoch;
+  r.epochs = req.epochs;
+  r.convergence = planner::convergence_warnings(res.ranked.front().plan, contexts.front(), req.global_batch);
   r.global_batch = res.global_batch;
   r.seq_len = res.seq_len;
 
@@ -447,6 +450,7 @@ Report build_plan_report(const plan::Plan& plan_in, const hw::Catalog& catalog, 
   r.options = o;
   r.tokens = tokens > 0 ? tokens : p.training_tokens;
   fill_header(r, p, ctx);
+  r.convergence = planner::convergence_warnings(p, ctx);
   r.instance_types = {p.instance_type};
   r.max_gpus = p.world_size();
   if (!(r.tokens > 0))

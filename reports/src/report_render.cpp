@@ -188,21 +188,31 @@ std::vector<Part> breakdown_parts(const std::vector<Parts>& rows) {
 
 // ---- sections ------------------------------------------------------------------------------------
 
+// The work as given: tokens, or samples x epochs (with the tokens for sequence models).
+std::string work_of(const Report& r) {
+  if (!(r.epochs > 0)) return units::format_count(r.tokens) + " tokens";
+  std::string s = fmt::format("{} samples x {:g} epochs", units::format_count(r.samples_per_epoch), r.epochs);
+  if (r.tokens != r.samples_per_epoch * r.epochs) s += fmt::format(" ({} tokens)", units::format_count(r.tokens));
+  return s;
+}
+
 void intro(Doc& d, const Report& r) {
   const ReportPlan& best = r.plans.front();
   if (r.single_plan) {
     d.title(fmt::format("trainplan report: {} on {}", r.model, instances_of(best.candidate.plan)));
   } else {
-    d.title(fmt::format("trainplan report: {}, {} tokens", r.model, units::format_count(r.tokens)));
+    d.title(fmt::format("trainplan report: {}, {}", r.model, work_of(r)));
     std::string dropped;
     for (const auto& [why, n] : r.dropped) dropped += fmt::format("; dropped {} ({})", n, why);
     d.paragraph(fmt::format("Search over {} up to {} GPUs at {} prices, ranked by {}: {} candidate plans{}; {} estimated.",
                             join(r.instance_types, ", "), r.max_gpus, plan::platform_name(r.platform), r.objective,
                             r.enumerated, dropped, r.evaluated));
   }
-  d.paragraph(fmt::format("Model {} ({} parameters), global batch {} x {} tokens{}.", r.model,
-                          units::format_count(r.parameters), r.global_batch, r.seq_len,
-                          r.tokens > 0 ? fmt::format(", {} training tokens", units::format_count(r.tokens)) : ""));
+  const std::string batch = r.seq_len > 0 ? fmt::format("{} x {} tokens", r.global_batch, r.seq_len) : fmt::format("{} samples", r.global_batch);
+  d.paragraph(fmt::format("Model {} ({} parameters), global batch {}{}.", r.model, units::format_count(r.parameters), batch,
+                          r.tokens > 0 ? (r.epochs > 0 ? fmt::format(", {} of training", work_of(r))
+                                                       : fmt::format(", {} training tokens", units::format_count(r.tokens)))
+                                       : ""));
   d.markdown_only(fmt::format("Charts: [{0}]({0}) holds this report with its charts.", r.options.html_name));
   d.paragraph(fmt::format(
       "Where the numbers come from: estimate = the planner's analytical step model; simulated = the "
@@ -220,6 +230,7 @@ void best_plan(Doc& d, const Report& r) {
   if (r.tokens > 0) {
     text += fmt::format("; {} steps, {} to train ({}), {} on-demand", units::format_count(c.steps), dur(c.time_to_train_s),
                         source_of(c), usd_or(c.cost_on_demand_usd));
+    if (r.epochs > 0) text += fmt::format("; {} per epoch over {:g} epochs", dur(c.time_to_train_s / r.epochs), r.epochs);
     if (b.spot && b.spot->monte_carlo)
       text += fmt::format("; spot {} p50, {} p90 for the whole job (Monte Carlo)", usd(b.spot->monte_carlo->cost_usd.p50),
                           usd(b.spot->monte_carlo->cost_usd.p90));
@@ -730,11 +741,23 @@ void measured_vs_predicted(Doc& d, const Report& r) {
   d.table(std::move(runs));
 }
 
+// The best plan's convergence warnings (planner/convergence.hpp), each with its source.
+void convergence(Doc& d, const Report& r) {
+  if (r.convergence.empty()) return;
+  d.heading("Convergence warnings");
+  d.paragraph(fmt::format("{} changes the training dynamics; these warnings change no ranking and no exit code:",
+                          r.single_plan ? "The plan" : "The best plan"));
+  std::vector<std::string> items;
+  for (const auto& w : r.convergence) items.push_back(fmt::format("{} ({}: {})", w.message, w.code, w.source));
+  d.bullets(items);
+}
+
 Doc build_doc(const Report& r) {
   TP_ASSERT(!r.plans.empty());
   Doc d;
   intro(d, r);
   best_plan(d, r);
+  convergence(d, r);
   top_plans(d, r);
   if (!r.single_plan) {
     cost_vs_time(d, r);

@@ -43,13 +43,17 @@ int JobSpec::spot_nodes() const {
   return 0;
 }
 
-double JobSpec::input_time_per_step_s() const {
-  const double step_bytes = data_input.bytes_per_sample * static_cast<double>(data_input.samples_per_step);
-  if (step_bytes <= 0) return 0;
-  double per_node = data_input.bytes_per_s_per_node > 0 ? step_bytes / nodes / data_input.bytes_per_s_per_node : 0;
-  double aggregate = data_input.aggregate_bytes_per_s > 0 ? step_bytes / data_input.aggregate_bytes_per_s : 0;
-  return std::max(per_node, aggregate);
+double input_time_per_step_s(const DataInputSpec& in, int nodes) {
+  const auto samples = static_cast<double>(in.samples_per_step);
+  const double step_bytes = in.bytes_per_sample * samples;
+  const double n = std::max(1, nodes);
+  const double per_node = in.bytes_per_s_per_node > 0 ? step_bytes / n / in.bytes_per_s_per_node : 0;
+  const double aggregate = in.aggregate_bytes_per_s > 0 ? step_bytes / in.aggregate_bytes_per_s : 0;
+  const double decode = in.decode_samples_per_s_per_node > 0 ? samples / n / in.decode_samples_per_s_per_node : 0;
+  return std::max({per_node, aggregate, decode});
 }
+
+double JobSpec::input_time_per_step_s() const { return sim::input_time_per_step_s(data_input, nodes); }
 
 double JobSpec::effective_step_time_s() const { return std::max(step_time_s, input_time_per_step_s()); }
 

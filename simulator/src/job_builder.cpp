@@ -52,6 +52,15 @@ LocalDisk local_disk(const hw::InstanceType& inst, const JobOptions& o, const Li
   return {ebs, ebs, "EBS gp3"};
 }
 
+// Vision models read JPEGs that the data loader decodes on the CPU; sequence models read token
+// ids and MLPs feature vectors, which need no decoding.
+bool decodes_images(const models::ModelSpec& m) { return m.family == models::Family::vit || m.family == models::Family::resnet; }
+
+// vCPUs left to decoding: the instance's, less those that drive the GPUs.
+double decoding_vcpus(const hw::InstanceType& inst, const LifecycleFacts& f) {
+  return static_cast<double>(inst.vcpus) - f.loader_reserved_vcpus_per_gpu * static_cast<double>(inst.gpu_count);
+}
+
 double s3_bandwidth_per_node(const hw::InstanceType& inst, const LifecycleFacts& f) {
   if (!(inst.network.bandwidth_bytes_per_s > 0))
     throw Error(fmt::format("instance type {} has no network bandwidth in the catalog", inst.name))
@@ -114,10 +123,9 @@ int64_t job_steps(const plan::Plan& plan, const plan::PlanContext& ctx, const Jo
   }
   const double tokens = o.tokens > 0 ? o.tokens : plan.training_tokens;
   if (tokens > 0) {
-    if (ctx.seq_len <= 0)
-      throw Error(fmt::format("work in tokens needs a sequence model; {} has no sequence length", ctx.model_spec.name))
-          .hint("give the work as --samples N --epochs E");
-    return checked::to_int(tokens / (batch * static_cast<double>(ctx.seq_len)) - 1e-9, 1, limits::kMaxSteps,
+    // A sample of an image model or MLP counts as one token (models/README.md), so its work in
+    // "tokens" is in samples: the search and the reports pass it that way.
+    return checked::to_int(tokens / (batch * ctx.graph.tokens_per_sample()) - 1e-9, 1, limits::kMaxSteps,
                            "the number of steps (tokens / (batch x sequence length))", true,
                            o.tokens > 0 ? "--tokens and the plan's batch.global_batch"
                                         : "the plan's training_tokens (or give --tokens) and batch.global_batch");
@@ -160,6 +168,42 @@ CheckpointSizes checkpoint_sizes(const plan::Plan& plan, const plan::PlanContext
   return c;
 }
 
+DataInputSpec data_input_spec(const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& o) {
+  TP_ASSERT(ctx.instance != nullptr);
+  const hw::InstanceType& inst = *ctx.instance;
+  const auto& f = LifecycleFacts::builtin();
+  DataInputSpec in;
+  in.bytes_per_sample = o.sample_bytes > 0 ? o.sample_bytes : default_sample_bytes(ctx);
+  in.samples_per_step = plan.global_batch;
+  if (decodes_images(ctx.model_spec) && inst.vcpus > 0)  // an instance without a vCPU count: no decode bound
+    in.decode_samples_per_s_per_node = std::max(1.0, decoding_vcpus(inst, f)) * f.image_decode_per_vcpu_per_s;
+  switch (o.data_source) {
+    case DataSource::s3_file: {
+      const LocalDisk disk = local_disk(inst, o, f);
+      in.bytes_per_s_per_node = disk.read_bytes_per_s;
+      in.source = fmt::format("s3-file (staged to {})", disk.name);
+      break;
+    }
+    case DataSource::s3_fastfile:
+    case DataSource::s3_pipe:
+      in.bytes_per_s_per_node = s3_bandwidth_per_node(inst, f);
+      in.source = std::string(data_source_name(o.data_source));
+      break;
+    case DataSource::fsx_lustre: {
+      const auto& d = f.fsx(o.fsx_deployment);
+      in.bytes_per_s_per_node = inst.network.bandwidth_bytes_per_s;
+      in.aggregate_bytes_per_s = fsx_bytes(o, f) / kTiB * d.read_bytes_per_s_per_tib;
+      in.source = fmt::format("fsx-lustre ({}, {})", d.name, units::format_bytes(fsx_bytes(o, f)));
+      break;
+    }
+    case DataSource::ebs:
+      in.bytes_per_s_per_node = ebs_bandwidth(inst, o, f);
+      in.source = "ebs (gp3, dataset pre-staged on the volume)";
+      break;
+  }
+  return in;
+}
+
 JobSpec build_job_spec(const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& o) {
   TP_ASSERT(ctx.instance != nullptr);
   const hw::InstanceType& inst = *ctx.instance;
@@ -188,34 +232,24 @@ JobSpec build_job_spec(const plan::Plan& plan, const plan::PlanContext& ctx, con
   cold.provisioning_s = sagemaker ? f.sagemaker_provisioning_s : f.ec2_provisioning_s;
   cold.container_pull_s = f.container_image_bytes / f.container_pull_bytes_per_s;
   cold.framework_init_s = f.framework_init_s;
-  job.data_input.bytes_per_sample = sample_bytes;
-  job.data_input.samples_per_step = plan.global_batch;
+  job.data_input = data_input_spec(plan, ctx, o);
   switch (o.data_source) {
     case DataSource::s3_file:
       // The whole dataset is copied to every instance (SageMaker FullyReplicated) before training.
       cold.data_staging_s = dataset / std::min(s3, disk.write_bytes_per_s);
-      job.data_input.bytes_per_s_per_node = disk.read_bytes_per_s;
-      job.data_input.source = fmt::format("s3-file (staged to {})", disk.name);
       break;
     case DataSource::s3_fastfile:
-    case DataSource::s3_pipe:
-      cold.data_staging_s = f.fastfile_mount_s;
-      job.data_input.bytes_per_s_per_node = s3;
-      job.data_input.source = std::string(data_source_name(o.data_source));
-      break;
-    case DataSource::fsx_lustre: {
-      const auto& d = f.fsx(o.fsx_deployment);
-      job.data_input.bytes_per_s_per_node = network;
-      job.data_input.aggregate_bytes_per_s = fsx_bytes(o, f) / kTiB * d.read_bytes_per_s_per_tib;
-      job.data_input.source = fmt::format("fsx-lustre ({}, {})", d.name, units::format_bytes(fsx_bytes(o, f)));
+    case DataSource::s3_pipe: cold.data_staging_s = f.fastfile_mount_s; break;
+    case DataSource::fsx_lustre:
       job.assumptions.push_back("FSx for Lustre holds the dataset before the job starts (lazy loading from S3 not modelled)");
       break;
-    }
-    case DataSource::ebs:
-      job.data_input.bytes_per_s_per_node = ebs_bandwidth(inst, o, f);
-      job.data_input.source = "ebs (gp3, dataset pre-staged on the volume)";
-      break;
+    case DataSource::ebs: break;
   }
+  if (job.data_input.decode_samples_per_s_per_node > 0)
+    job.assumptions.push_back(fmt::format("the data loader decodes {:.0f} images/s per instance ({} vCPUs at {:.0f}/s; decode only, "
+                                          "lifecycle.json image_decode_rate_per_vcpu)",
+                                          job.data_input.decode_samples_per_s_per_node, decoding_vcpus(inst, f),
+                                          f.image_decode_per_vcpu_per_s));
   job.restart = cold;
   job.startup = cold;
   if (o.warm_pool) {

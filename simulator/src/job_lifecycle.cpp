@@ -60,6 +60,8 @@ const std::vector<FactSlot>& fact_slots() {
       {"token_bytes_small_vocab", Dimension::bytes, &LifecycleFacts::token_bytes_small_vocab},
       {"token_bytes_large_vocab", Dimension::bytes, &LifecycleFacts::token_bytes_large_vocab},
       {"image_sample_bytes", Dimension::bytes, &LifecycleFacts::image_sample_bytes},
+      {"image_decode_rate_per_vcpu", Dimension::count, &LifecycleFacts::image_decode_per_vcpu_per_s},
+      {"loader_reserved_vcpus_per_gpu", Dimension::count, &LifecycleFacts::loader_reserved_vcpus_per_gpu},
   };
   return kSlots;
 }

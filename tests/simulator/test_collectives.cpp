@@ -9,6 +9,7 @@
 #include "trainplan/hwprofiles/cluster.hpp"
 #include "trainplan/simulator/collectives.hpp"
 #include "trainplan/simulator/simulate.hpp"
+#include "trainplan/simulator/sync_batchnorm.hpp"
 
 using namespace trainplan;
 using plan::CollectiveKind;
@@ -398,4 +399,30 @@ TEST_CASE("simulator: host routes of a catalog cluster end at a CPU socket", "[s
   // A hand-built topology without hosts says so.
   auto sw = sim::make_switch_topology(2, 1e11, 0);
   CHECK_THROWS_WITH(sw.host_route(0, 0, true), Catch::Contains("no host memory"));
+}
+
+TEST_CASE("simulator: synchronized batch norm is 2 all-reduces of 2C fp32 per layer per micro-batch (ResNet-50: 53 layers, 26,560 channels)", "[simulator][syncbn]") {
+  // torchvision resnet50: stem 64; per bottleneck width, width, 4 x width; one downsample BN of
+  // 4 x width per stage (widths 64..512, blocks 3, 4, 6, 3): 53 layers, 26,560 channels
+  // (2 x 26,560 = 53,120 batch-norm parameters).
+  const models::ModelGraph graph = models::build_graph(models::resolve_model("resnet-50"));
+  const int n = 8;
+  const double bw = 100e9, hop_lat = 1e-6;
+  const auto topo = sim::make_switch_topology(n, bw, hop_lat);
+  std::vector<int> group(n);
+  for (int g = 0; g < n; ++g) group[static_cast<size_t>(g)] = g;
+  const sim::SyncBatchnormCost c = sim::sync_batchnorm_cost(graph, 3, group, topo);
+  CHECK(c.layers == 53);
+  CHECK(c.channels == 26560);
+  CHECK(c.collectives_per_step == 2 * 3 * 53);
+  CHECK(c.bytes_per_step == Approx(2.0 * 3 * 2 * 26560 * 4));
+  // Each all-reduce: 2(n-1)/n x S/B + 2(n-1) route latencies (2 links each); summed over layers.
+  const double want = 2.0 * 3 * (53 * 2.0 * (n - 1) * (2 * hop_lat) + 2.0 * (n - 1) / n * (2 * 26560 * 4.0) / bw);
+  CHECK(c.time_per_step_s == Approx(want).epsilon(1e-9));
+  // Latency-bound: the bandwidth term is under 2% of it.
+  CHECK(2.0 * 3 * 2.0 * (n - 1) / n * (2 * 26560 * 4.0) / bw < 0.02 * c.time_per_step_s);
+  // One GPU: nothing to synchronize.
+  CHECK(sim::sync_batchnorm_cost(graph, 3, {0}, topo).time_per_step_s == 0);
+  // A transformer has no batch norm.
+  CHECK(sim::sync_batchnorm_cost(models::build_graph(models::resolve_model("gpt2-124m")), 3, group, topo).layers == 0);
 }

@@ -195,3 +195,55 @@ TEST_CASE("simulator: impossible job options are refused with a hint", "[simulat
   o.tokens = 1e9;
   REQUIRE_ERROR_CONTAINS(sim::build_job_spec(p5e.plan, p5e.ctx, o), "p5e.48xlarge has no ec2_on_demand price");
 }
+
+TEST_CASE("simulator: the data loader's step is the slowest of per-node read, aggregate read and decode", "[simulator][job][loader]") {
+  // Closed form: 1024 samples of 110 kB on 2 nodes; per node 512 samples, 56.32 MB.
+  sim::DataInputSpec in;
+  in.bytes_per_sample = 110e3;
+  in.samples_per_step = 1024;
+  CHECK(sim::input_time_per_step_s(in, 2) == 0);  // nothing limits it
+  in.bytes_per_s_per_node = 1e9;
+  CHECK(sim::input_time_per_step_s(in, 2) == Approx(512 * 110e3 / 1e9));
+  in.decode_samples_per_s_per_node = 50 * 577.0;
+  CHECK(sim::input_time_per_step_s(in, 2) == Approx(512 * 110e3 / 1e9));  // read 56.3 ms > decode 17.7 ms
+  in.decode_samples_per_s_per_node = 10 * 577.0;
+  CHECK(sim::input_time_per_step_s(in, 2) == Approx(512 / (10 * 577.0)));  // decode 88.7 ms > read
+  in.aggregate_bytes_per_s = 0.5e9;
+  CHECK(sim::input_time_per_step_s(in, 2) == Approx(1024 * 110e3 / 0.5e9));  // 225 ms shared by both nodes
+}
+
+TEST_CASE("simulator: image models decode on the vCPUs not driving GPUs, token models decode nothing", "[simulator][job][loader]") {
+  const auto& f = sim::LifecycleFacts::builtin();
+  CHECK(f.image_decode_per_vcpu_per_s == 577);  // Pillow, one thread, Xeon Platinum 8581C (lifecycle.json)
+  CHECK(f.loader_reserved_vcpus_per_gpu == 1);
+  Resolved img = resolve("resnet-50", "p4d.24xlarge", 2, 16, 1, 1, 1024);
+  sim::JobOptions o;
+  sim::DataInputSpec in = sim::data_input_spec(img.plan, img.ctx, o);
+  CHECK(in.decode_samples_per_s_per_node == Approx((96 - 8) * 577.0));
+  CHECK(in.samples_per_step == 1024);
+  CHECK(in.bytes_per_sample == Approx(f.image_sample_bytes));
+  CHECK(in.bytes_per_s_per_node == Approx(8.003e9));  // S3 FastFile, capped at the largest measured S3 throughput
+  // EBS gp3 at its 125 MiB/s baseline: 512 JPEGs per node take 512 x 110 kB / 131 MB/s = 0.43 s.
+  o.data_source = sim::DataSource::ebs;
+  in = sim::data_input_spec(img.plan, img.ctx, o);
+  CHECK(sim::input_time_per_step_s(in, 2) == Approx(512 * f.image_sample_bytes / f.ebs_gp3_baseline_bytes_per_s));
+  // build_job_spec carries the same spec, and the job's step waits for it.
+  o.step_time_s = 0.1;
+  o.samples = 1'281'167;
+  const sim::JobSpec job = sim::build_job_spec(img.plan, img.ctx, o);
+  CHECK(job.input_time_per_step_s() == Approx(sim::input_time_per_step_s(in, 2)));
+  CHECK(job.effective_step_time_s() == Approx(sim::input_time_per_step_s(in, 2)));
+  Resolved txt = resolve("gpt3-1.3b", "p4d.24xlarge", 2, 16, 1, 1, 512);
+  CHECK(sim::data_input_spec(txt.plan, txt.ctx, {}).decode_samples_per_s_per_node == 0);
+}
+
+TEST_CASE("simulator: an image model's work in tokens counts one token per sample", "[simulator][job]") {
+  Resolved r = resolve("resnet-50", "p4d.24xlarge", 1, 8, 1, 1, 256);
+  sim::JobOptions o;
+  o.tokens = 1'281'167.0 * 90;  // what the search writes: samples x epochs
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(1'281'167.0 * 90 / 256)));
+  o = {};
+  o.samples = 1'281'167;
+  o.epochs = 90;
+  CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(1'281'167.0 * 90 / 256)));
+}

@@ -81,6 +81,11 @@ struct JobAnalysis {
   bool step_time_given = false;     // else the analytical estimate
   std::string interval_mode;        // "auto", "plan", "none" or "given"
   double tokens = 0;                // the request's tokens (0: not given)
+  /// Work given as samples x epochs: the epochs (0: given as tokens or from the plan) and the
+  /// seconds of one epoch, (compute + input stalls) / epochs, without startup, evaluations,
+  /// checkpoints and interruptions.
+  double epochs = 0;
+  double time_per_epoch_s = 0;
   sim::MonteCarloOptions monte_carlo_options;
   std::optional<sim::MonteCarloResult> monte_carlo;   // when anything can interrupt the job
   std::optional<sim::ClosedForm> closed_form;         // not for trace replays

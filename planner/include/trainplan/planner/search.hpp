@@ -49,6 +49,7 @@
 // ranks what was evaluated.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <optional>
@@ -61,6 +62,7 @@
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/planner/export.hpp"
 #include "trainplan/planner/partition.hpp"
+#include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/spot.hpp"
 
@@ -103,6 +105,11 @@ inline constexpr int64_t kContextParallelMinSeqLen = 4096;
 struct SearchRequest {
   std::string model;              // catalog name or path (see models::resolve_model)
   double tokens = 0;              // training work in tokens (samples for image models)
+  /// The work as the user gave it in samples: samples per epoch (the dataset) and epochs;
+  /// search_request() sets `tokens` = samples x epochs x tokens per sample (the sequence length
+  /// for sequence models, 1 for image models and MLPs). 0: the work was given in tokens.
+  double samples_per_epoch = 0;
+  double epochs = 0;
   int64_t global_batch = 0;       // sequences per step; 0 = ~1M tokens (LLMs) / 256 samples
   /// Search the global batch too: every power of two in [min, max] (both > 0). The token count
   /// is fixed, so larger batches mean fewer steps; convergence is not modelled.
@@ -123,6 +130,10 @@ struct SearchRequest {
   /// candidate takes the better for the objective. Overrides `purchase`.
   bool both_purchases = false;
   std::vector<int64_t> micro_batches = {1, 2, 4, 8, 16, 32};
+  /// Layout filters: only these tensor-, pipeline- and data-parallel degrees (empty: every
+  /// degree the enumeration reaches). A filter that leaves no candidate is an Error naming
+  /// its flag (--tp, --pp, --dp) and the degrees that were possible.
+  std::vector<int> tp_degrees, pp_degrees, dp_degrees;
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<plan::Recompute> recomputes = {plan::Recompute::none, plan::Recompute::selective, plan::Recompute::full};
   /// GPipe equals 1F1B in the analytical time and needs more memory, so it is off by default.
@@ -139,6 +150,10 @@ struct SearchRequest {
   bool sequence_parallel = true;  // also try sequence parallelism where tp > 1
   bool allow_tp_across_nodes = false;
   PartitionMode partition = PartitionMode::time;
+  /// Where the training data comes from: the data loader (read bandwidth of that storage, JPEG
+  /// decoding on the instance's vCPUs for vision models) bounds every candidate's step
+  /// (sim::data_input_spec, sim::input_time_per_step_s); other job options at their defaults.
+  sim::DataSource data_source = sim::DataSource::s3_fastfile;
   /// Only plans this framework can run (export_refusal, the rules of export_rules.hpp): no
   /// parameter server anywhere, the even layer split for DeepSpeed (PipelineModule splits layers
   /// itself), unfused attention for Megatron-LM on GPUs below sm80, ...
@@ -210,7 +225,14 @@ struct Candidate {
   std::optional<double> objective_cost_usd;
   bool meets_constraints = true;  // deadline / budget
 
-  double step_time_s() const { return simulated ? simulated->step_time_s : step.step_time_s; }
+  /// Seconds per step the data loader needs (sim::input_time_per_step_s); 0 = no bound.
+  double data_loader_s = 0;
+
+  /// The compute step (simulated where simulated, else the estimate), or the data loader's
+  /// time when that is longer: the loader prefetches, so the slower of the two sets the pace.
+  double step_time_s() const { return std::max(simulated ? simulated->step_time_s : step.step_time_s, data_loader_s); }
+  /// Whether the data loader, not the GPUs, sets the step time.
+  bool loader_bound() const { return data_loader_s > (simulated ? simulated->step_time_s : step.step_time_s); }
 };
 
 /// Why `winner` beats `runner_up`: the step-time breakdown side by side (analytical;

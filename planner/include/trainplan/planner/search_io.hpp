@@ -26,10 +26,14 @@ namespace trainplan::planner {
 /// Every option of a search as typed: quantities and lists as text ("300B", "1,2,4"), parsed by
 /// search_request(). Field names are the CLI's long options with '-' as '_' (`--max-gpus` is
 /// max_gpus; `--cp`, `--vp`, `--off` and `--for` are context_parallel, virtual_stages, off and
-/// framework); defaults are the CLI's.
+/// framework; `--schedule` is another name of `--schedules`); defaults are the CLI's.
 struct SearchOptions {
   std::string model;
   std::string tokens;
+  /// The work as samples per epoch (--samples, e.g. 1.28M) and epochs (--epochs, default 1),
+  /// instead of tokens.
+  std::string samples;
+  std::string epochs;
   /// Calibration profile for its GPU type ("" : the profile directory's defaults only).
   std::string calibration;
   int64_t global_batch = 0;
@@ -47,6 +51,10 @@ struct SearchOptions {
   bool spot = false;
   std::string micro_batches;
   std::string zero;
+  std::string tp;  // --tp, --pp, --dp: layout filters, comma-separated degrees
+  std::string pp;
+  std::string dp;
+  std::string data_input = "s3-fastfile";
   std::string recompute;
   std::string schedules;
   std::string virtual_stages;

@@ -35,6 +35,7 @@
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/timeline.hpp"
 #include "trainplan/reports/report_svg.hpp"
+#include "trainplan/planner/convergence.hpp"
 #include "trainplan/planner/search.hpp"
 #include "trainplan/simulator/job.hpp"
 #include "trainplan/simulator/simulate.hpp"
@@ -140,8 +141,12 @@ struct Report {
   std::string model;
   double parameters = 0;
   double tokens = 0;
+  double samples_per_epoch = 0;        // work given as samples x epochs (the time per epoch is shown)
+  double epochs = 0;
   int64_t global_batch = 0;
   int64_t seq_len = 0;
+  /// The best plan's convergence warnings (planner/convergence.hpp); a section when not empty.
+  std::vector<planner::ConvergenceWarning> convergence;
   plan::Platform platform = plan::Platform::ec2;
   std::string objective;               // "time" / "cost" (search reports)
   std::vector<std::string> instance_types;

@@ -64,13 +64,21 @@ struct JobOptions {
   double hardware_failure_rate_per_gpu_per_s = -1;
 };
 
-/// Steps of the job: ceil(tokens / (global_batch × seq_len)) or ceil(samples × epochs /
-/// global_batch). Throws Error when no work is given anywhere.
+/// Steps of the job: ceil(tokens / (global_batch × tokens per sample)) or ceil(samples × epochs /
+/// global_batch). Tokens per sample: the sequence length of gpt, llama and bert; 1 for image
+/// models and MLPs (ModelGraph::tokens_per_sample), whose "tokens" are samples. Throws Error when no work is given anywhere.
 int64_t job_steps(const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& options);
 
 /// Bytes of one training sample: token ids (2 or 4 bytes each by vocabulary) for transformers,
 /// one JPEG for vision models, the input width × 4 bytes for MLPs.
 double default_sample_bytes(const plan::PlanContext& ctx);
+
+/// What feeds the plan's steps under `options` (data_source, fsx_deployment, fsx_bytes,
+/// ebs_bytes_per_s, sample_bytes): bytes per sample, the storage's delivery per instance and in
+/// all, and for vision models the JPEG decode rate of an instance, (vCPUs - 1 per GPU) x
+/// lifecycle.json image_decode_rate_per_vcpu. With input_time_per_step_s (job.hpp) it is the
+/// data loader's bound on a step; the search applies it to every candidate.
+DataInputSpec data_input_spec(const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& options);
 
 /// Checkpoint sizes from the memory model (weights + optimizer state per rank).
 /// total: sum over pipeline stages of tp × (weights, × dp under ZeRO-3) + (optimizer, × dp

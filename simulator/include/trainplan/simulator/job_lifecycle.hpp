@@ -87,6 +87,8 @@ struct LifecycleFacts {
   double token_bytes_small_vocab = 0;
   double token_bytes_large_vocab = 0;
   double image_sample_bytes = 0;
+  double image_decode_per_vcpu_per_s = 0;  // JPEG images one vCPU decodes per second
+  double loader_reserved_vcpus_per_gpu = 0;  // vCPUs per GPU that do not decode
 
   SpotDefault spot_default;
   std::map<std::string, double> bucket_monthly_fraction;  // "<5%" -> 0.025
