@@ -142,7 +142,7 @@ TEST_CASE("analytical: SMDDP, Horovod and the parameter server agree with the si
   }
 }
 
-TEST_CASE("analytical: on one node SMDDP pays its trip through host memory; across nodes it beats the flat ring (2 x p3dn)",
+TEST_CASE("analytical: on one node SMDDP pays its trip through host memory, across nodes it beats the flat ring (2 x p3dn)",
           "[planner]") {
   auto one = resolved("bert-large", "p3dn.24xlarge", 1, 8, 1, 1, 64, 8);
   auto two = resolved("bert-large", "p3dn.24xlarge", 2, 16, 1, 1, 128, 8);
