@@ -212,7 +212,6 @@ void run(const PlanArgs& a) {
     throw Error(fmt::format("applies to --model xgboost, not to {}", a.search.model))
         .at(flag)
         .hint("classic ML options (--rows, --features, --rounds, --repeat, --keep-alive, ...) size an XGBoost job");
-  if (a.search.tokens.empty()) throw CLI::RequiredError("--tokens");
   const planner::SearchRequest req = planner::search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
   planner::SearchResult res = run_search(req);
