@@ -145,7 +145,7 @@ void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows,
     const auto s = planner::sweep(spec, *r.instance, r.job.count, req);
     t.add({r.job.instance, std::to_string(r.job.count), std::to_string(s.waves), units::format_duration(s.wall_s),
            secs(s.billed_s), usd4(s.cost_usd) + price_mark(*r.instance, false), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s),
-           units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd)});
+           units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd) + price_mark(*r.instance, false)});
   }
   std::fputs(t.render("  ").c_str(), stdout);
   std::printf("  A warm pool reuse skips provisioning and the image download (a %s warm start instead); each pool is\n"
