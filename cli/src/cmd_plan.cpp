@@ -228,9 +228,9 @@ void run(const PlanArgs& a) {
     if (req.tokens != req.samples_per_epoch * req.epochs) work += fmt::format(" ({} tokens)", units::format_count(req.tokens));
   }
   // An imported config's sequence length says where it came from and the position limit.
-  const bool explain = spec.seq_len_origin == "default" || spec.max_positions > 0;
-  const std::string batch = res.seq_len > 0 ? fmt::format("{} x {} tokens", res.global_batch,
-                                                          explain ? models::describe_seq_len(spec) : std::to_string(res.seq_len))
+  const std::string note = spec.seq_len_origin == "default" || spec.max_positions > 0 ? models::seq_len_note(spec) : "";
+  const std::string batch = res.seq_len > 0 ? fmt::format("{} x {} tokens{}", res.global_batch, res.seq_len,
+                                                          note.empty() ? "" : " (" + note + ")")
                                             : fmt::format("{} samples", res.global_batch);
   std::printf("trainplan plan: %s (%s parameters), %s, global batch %s, objective: %s\n", spec.name.c_str(),
               units::format_count(graph_params).c_str(), work.c_str(), batch.c_str(), goal.c_str());

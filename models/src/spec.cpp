@@ -393,7 +393,7 @@ void set_seq_len(ModelSpec& spec, int64_t seq_len, const std::string& origin) {
   spec.seq_len_origin = origin;
 }
 
-std::string describe_seq_len(const ModelSpec& spec) {
+std::string seq_len_note(const ModelSpec& spec) {
   std::vector<std::string> notes;
   if (spec.seq_len_origin == "default")
     notes.push_back(fmt::format("default --seq-len {}{}", kDefaultImportSeqLen,
@@ -401,9 +401,12 @@ std::string describe_seq_len(const ModelSpec& spec) {
   else if (!spec.seq_len_origin.empty())
     notes.push_back("from " + spec.seq_len_origin);
   if (spec.max_positions > 0) notes.push_back(fmt::format("position limit {}", spec.max_positions));
-  std::string out = std::to_string(spec.seq_len);
-  if (!notes.empty()) out += " (" + join(notes, "; ") + ")";
-  return out;
+  return join(notes, "; ");
+}
+
+std::string describe_seq_len(const ModelSpec& spec) {
+  const std::string note = seq_len_note(spec);
+  return std::to_string(spec.seq_len) + (note.empty() ? "" : " (" + note + ")");
 }
 
 void validate_spec(const ModelSpec& spec) { detail::validate_spec_at(spec, detail::catalog_field_pointer(spec)); }

@@ -434,8 +434,11 @@ std::vector<std::string> hf_model_types();
 /// or a plan file's "/batch/seq_len"). Error when it exceeds spec.max_positions, naming the
 /// model's file and the position limit's pointer, and the largest allowed value.
 void set_seq_len(ModelSpec& spec, int64_t seq_len, const std::string& origin);
-/// "4096" plus, for an imported default or a position limit, "(default --seq-len; position
-/// limit 131072)": the sequence length as `trainplan model` and `plan` print it.
+/// Where seq_len came from and the position limit: "default --seq-len 4096; position limit
+/// 131072", "from --seq-len", or "" for a catalog model's own length.
+std::string seq_len_note(const ModelSpec& spec);
+/// seq_len with its note in parentheses ("4096 (default --seq-len 4096; position limit
+/// 131072)"), as `trainplan model` prints it.
 std::string describe_seq_len(const ModelSpec& spec);
 
 class ModelCatalog {
