@@ -41,23 +41,32 @@ struct ModelType {
 
 const std::vector<std::string> kGelus = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"};
 
-// The keys of a Llama-style decoder config. `head_dim`: transformers' default for the type
-// (0: hidden / heads); `vocab`, `positions`: defaults where the config may omit them (Gemma 3).
-std::vector<KeyDef> decoder_keys(double head_dim, std::optional<double> vocab = std::nullopt,
-                                 std::optional<double> positions = std::nullopt) {
+// The shape keys every type but gpt2 names alike, then `extra`. `vocab`, `positions`:
+// defaults where a config may omit them (Gemma 3).
+std::vector<KeyDef> shape_keys(std::vector<KeyDef> extra, std::optional<double> vocab = std::nullopt,
+                               std::optional<double> positions = std::nullopt) {
   std::vector<KeyDef> keys = {
       {Key::layers, "layers", "num_hidden_layers", true},
       {Key::hidden, "hidden", "hidden_size", true},
       {Key::heads, "heads", "num_attention_heads", true},
-      {Key::kv_heads, "kv_heads", "num_key_value_heads", false},
       {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
       {Key::vocab, "vocab", "vocab_size", !vocab, vocab},
       {Key::max_positions, "max_positions", "max_position_embeddings", !positions, positions},
-      {Key::norm_eps, "norm_eps", "rms_norm_eps", false},
-      {Key::rope_theta, "rope_theta", "rope_theta", false},
   };
-  keys.push_back({Key::head_dim, "head_dim", "head_dim", false, head_dim > 0 ? std::optional<double>(head_dim) : std::nullopt});
+  keys.insert(keys.end(), extra.begin(), extra.end());
   return keys;
+}
+
+// The keys of a Llama-style decoder config. `head_dim`: transformers' default for the type
+// (0: hidden / heads).
+std::vector<KeyDef> decoder_keys(double head_dim, std::optional<double> vocab = std::nullopt,
+                                 std::optional<double> positions = std::nullopt) {
+  return shape_keys({{Key::kv_heads, "kv_heads", "num_key_value_heads", false},
+                     {Key::norm_eps, "norm_eps", "rms_norm_eps", false},
+                     {Key::rope_theta, "rope_theta", "rope_theta", false},
+                     {Key::head_dim, "head_dim", "head_dim", false,
+                      head_dim > 0 ? std::optional<double>(head_dim) : std::nullopt}},
+                    vocab, positions);
 }
 
 const std::vector<ModelType>& model_types() {
@@ -78,17 +87,9 @@ const std::vector<ModelType>& model_types() {
         {"phi3", Family::llama, decoder_keys(0), false, hidden_act, silu},
         {"gpt_neox",
          Family::gpt,
-         {
-             {Key::layers, "layers", "num_hidden_layers", true},
-             {Key::hidden, "hidden", "hidden_size", true},
-             {Key::heads, "heads", "num_attention_heads", true},
-             {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
-             {Key::vocab, "vocab", "vocab_size", true},
-             {Key::max_positions, "max_positions", "max_position_embeddings", true},
-             {Key::norm_eps, "norm_eps", "layer_norm_eps", false},
-             {Key::dropout_p, "dropout_p", "hidden_dropout", false, 0.0},
-             {Key::rope_theta, "rope_theta", "rotary_emb_base", false},
-         },
+         shape_keys({{Key::norm_eps, "norm_eps", "layer_norm_eps", false},
+                     {Key::dropout_p, "dropout_p", "hidden_dropout", false, 0.0},
+                     {Key::rope_theta, "rope_theta", "rotary_emb_base", false}}),
          false,
          hidden_act,
          kGelus},
@@ -109,17 +110,9 @@ const std::vector<ModelType>& model_types() {
          kGelus},
         {"bert",
          Family::bert,
-         {
-             {Key::layers, "layers", "num_hidden_layers", true},
-             {Key::hidden, "hidden", "hidden_size", true},
-             {Key::heads, "heads", "num_attention_heads", true},
-             {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
-             {Key::vocab, "vocab", "vocab_size", true},
-             {Key::max_positions, "max_positions", "max_position_embeddings", true},
-             {Key::type_vocab, "type_vocab", "type_vocab_size", false},
-             {Key::norm_eps, "norm_eps", "layer_norm_eps", false},
-             {Key::dropout_p, "dropout_p", "hidden_dropout_prob", false},
-         },
+         shape_keys({{Key::type_vocab, "type_vocab", "type_vocab_size", false},
+                     {Key::norm_eps, "norm_eps", "layer_norm_eps", false},
+                     {Key::dropout_p, "dropout_p", "hidden_dropout_prob", false}}),
          true,
          hidden_act,
          {"gelu", "gelu_new"}},

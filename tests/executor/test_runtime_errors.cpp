@@ -39,9 +39,10 @@ TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[e
       p.micro_batch = 2;
       plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), spec, "test");
       plan::validate(p, ctx, "test");
-      REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()),
-                             variant == 0 ? "the executor cannot run op \"block1.attn.core\" (attention): no sliding-window"
-                                          : "the executor cannot run op \"block1.mlp.act\" (activation): no GeGLU kernel");
+      const std::string expected = variant == 0
+                                       ? "the executor cannot run op \"block1.attn.core\" (attention): no sliding-window"
+                                       : "the executor cannot run op \"block1.mlp.act\" (activation): no GeGLU kernel";
+      REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()), expected);
     }
   }
   SECTION("a program lowered from another plan") {

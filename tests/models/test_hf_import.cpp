@@ -125,12 +125,12 @@ TEST_CASE("models: imported HF configs match the published parameter counts", "[
     const char* source;
   };
   const Case cases[] = {
-      {"meta-llama-3.1-8b", 8.03e9, 0.005, "huggingface.co/meta-llama/Llama-3.1-8B: 8.03B params"},
+      {"meta-llama-3.1-8b", 8.03e9, 0.005, "huggingface.co/meta-llama/Llama-3.1-8B safetensors: 8.03B params (card: 8B)"},
       {"mistral-7b", 7.24e9, 0.005, "huggingface.co/mistralai/Mistral-7B-v0.1: 7.24B params"},
-      {"qwen2-7b", 7.62e9, 0.005, "huggingface.co/Qwen/Qwen2-7B: 7.62B params"},
+      {"qwen2-7b", 7.62e9, 0.005, "Hugging Face hub, Qwen2-7B checkpoints: 7.62B params (the Qwen2 card's 7.07B leaves out the untied 545M output embedding)"},
       {"qwen3-8b", 8.19e9, 0.005, "huggingface.co/Qwen/Qwen3-8B: 8.19B params (model card: 8.2B, 6.95B non-embedding)"},
-      {"gemma-7b", 8.54e9, 0.005, "huggingface.co/google/gemma-7b: 8.54B params"},
-      {"gemma-2-9b", 9.24e9, 0.005, "huggingface.co/google/gemma-2-9b: 9.24B params"},
+      {"gemma-7b", 8.54e9, 0.005, "Gemma paper (Gemma Team 2024) Table 1, 7B: 786M embedding + 7,751M non-embedding; hub: 8.54B"},
+      {"gemma-2-9b", 9.24e9, 0.005, "huggingface.co/google/gemma-2-9b safetensors: 9.24B params"},
       // The language model of Gemma 3 12B, without the 417M SigLIP vision encoder (Gemma 3
       // technical report, Table 1); keras-hub's gemma3_12b_text preset: 11,765,788,416.
       {"gemma-3-12b-pt", 11765788416.0, 0.005, "keras-team/keras-hub gemma3_presets.py, gemma3_12b_text"},
