@@ -326,3 +326,33 @@ TEST_CASE("models: HF errors for the new families name the key and list the supp
                                  "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 256, "head_dim": 0})"); },
       "config.json", "/head_dim", "must be a positive integer, got 0");
 }
+
+TEST_CASE("models: the catalog format takes the HF variants and gives the imported graph", "[models]") {
+  // A small Gemma 2 as a config.json and as a catalog-format model: the same parameters,
+  // FLOPs and saved activations.
+  ModelSpec hf_spec = import_text(R"({"model_type": "gemma2", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+                                     "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100,
+                                     "max_position_embeddings": 256, "sliding_window": 16})");
+  const std::vector<ModelSpec> own = parse_model_file(
+      R"({"name": "g", "family": "llama", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 32,
+          "ffn_hidden": 128, "vocab": 100, "seq_len": 256, "max_positions": 256, "activation": "geglu",
+          "tied_embeddings": true, "post_norms": true, "sliding_window": 16, "local_layers": [true, false, true, false],
+          "attn_softcap": 50, "logit_softcap": 30})",
+      "g.json");
+  REQUIRE(own.size() == 1);
+  set_seq_len(hf_spec, 256, "--seq-len");
+  const ModelGraph a = build_graph(hf_spec), b = build_graph(own.front());
+  CHECK(a.total_params() == b.total_params());
+  CHECK(a.training_flops_per_sample() == b.training_flops_per_sample());
+  CHECK(a.saved_bytes_per_sample(Precision::bf16) == b.saved_bytes_per_sample(Precision::bf16));
+  require_located_error(
+      [] { (void)parse_model_file(R"({"name": "g", "family": "llama", "layers": 2, "hidden": 64, "heads": 4, "ffn_hidden": 128,
+                                      "vocab": 100, "seq_len": 64, "sliding_window": 16, "local_layers": [true]})",
+                                  "g.json"); },
+      "g.json", "/local_layers", "local_layers has 1 entries for 2 layers");
+  require_located_error(
+      [] { (void)parse_model_file(R"({"name": "g", "family": "gpt", "layers": 2, "hidden": 64, "heads": 4, "vocab": 100,
+                                      "seq_len": 512, "max_positions": 256})",
+                                  "g.json"); },
+      "g.json", "/seq_len", "seq_len 512 exceeds the position limit 256");
+}
