@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "common.hpp"
 #include "options.hpp"
 #include "table.hpp"
 #include "trainplan/core/error.hpp"
@@ -25,6 +26,7 @@ struct ModelOptions {
   bool json = false;
   bool ops = false;
   int unit = 1;
+  int64_t seq_len = 0;  // 0 = the model's (an imported config: the default)
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -75,12 +77,25 @@ std::string shape_summary(const ModelSpec& s) {
     out += fmt::format(", {}x{} images in {}x{} patches (seq_len {}), {} classes", s.image_size, s.image_size,
                        s.patch_size, s.patch_size, s.seq_len, s.num_classes);
   else
-    out += fmt::format(", vocab {}, seq_len {}", s.vocab, s.seq_len);
+    out += fmt::format(", vocab {}, seq_len {}", s.vocab, models::describe_seq_len(s));
   out += fmt::format("\n            {}, {}, {} positions", models::norm_name(s.norm), models::activation_name(s.activation),
                      models::position_name(s.position));
   if (s.family != Family::vit) out += s.tied_embeddings ? ", tied embeddings" : ", untied embeddings";
   out += s.bias ? ", biases" : ", no biases";
   out += s.dropout ? fmt::format(", dropout {}", s.dropout_p) : ", no dropout";
+  // Variants of imported Hugging Face models.
+  std::vector<std::string> variants;
+  if (s.qkv_bias && !s.bias) variants.emplace_back("QKV biases");
+  if (s.qk_norm) variants.emplace_back("Q/K norms");
+  if (s.post_norms) variants.emplace_back("post-attention/MLP norms");
+  if (s.parallel_residual) variants.emplace_back("parallel attention + MLP residual");
+  if (s.position == models::PositionEmbedding::rotary && s.rotary_fraction < 1)
+    variants.push_back(fmt::format("rotary on {:g}% of each head", 100 * s.rotary_fraction));
+  if (s.num_local_layers() > 0)
+    variants.push_back(fmt::format("sliding window {} on {} of {} layers", s.sliding_window, s.num_local_layers(), s.layers));
+  if (s.attn_softcap > 0) variants.push_back(fmt::format("attention soft-cap {:g}", s.attn_softcap));
+  if (s.logit_softcap > 0) variants.push_back(fmt::format("logit soft-cap {:g}", s.logit_softcap));
+  if (!variants.empty()) out += fmt::format("\n            {}", fmt::join(variants, ", "));
   return out;
 }
 
@@ -201,7 +216,9 @@ void run(const ModelOptions& o) {
     list_catalog(o.json);
     return;
   }
-  ModelGraph g = models::build_graph(models::resolve_model(o.name));
+  ModelSpec spec = models::resolve_model(o.name);
+  if (o.seq_len > 0) models::set_seq_len(spec, o.seq_len, "--seq-len");
+  ModelGraph g = models::build_graph(spec);
   models::check_unit_index(g, o.unit);
   if (o.json) {
     std::fputs(json::dump(models::model_json(g, o.ops ? std::optional<int>(o.unit) : std::nullopt)).c_str(), stdout);
@@ -219,6 +236,7 @@ void add_model_command(CLI::App& app) {
   cmd->add_flag("--json", opts->json, "Print JSON instead of text");
   cmd->add_flag("--ops", opts->ops, "List every op of one unit (a block, by default the first)");
   add_int(cmd, "--unit", opts->unit, 0, limits::kMaxLayers + 1, "Unit whose ops --ops lists (0 = input, 1 = first block)");
+  add_int(cmd, "--seq-len", opts->seq_len, 1, limits::kMaxSeqLen, seq_len_help());
   cmd->callback([opts] { run(*opts); });
 }
 

@@ -217,6 +217,7 @@ void run(const PlanArgs& a) {
   planner::SearchResult res = run_search(req);
 
   models::ModelSpec spec = models::resolve_model(a.search.model);
+  if (a.search.seq_len > 0) models::set_seq_len(spec, a.search.seq_len, "--seq-len");
   const auto graph_params = models::build_graph(spec).total_params();
   std::string goal(planner::objective_name(req.objective));
   if (req.objective == planner::Objective::cost_under_deadline) goal += " (deadline " + units::format_duration(req.deadline_s) + ")";
@@ -226,7 +227,10 @@ void run(const PlanArgs& a) {
     work = fmt::format("{} samples x {:g} epochs", units::format_count(req.samples_per_epoch), req.epochs);
     if (req.tokens != req.samples_per_epoch * req.epochs) work += fmt::format(" ({} tokens)", units::format_count(req.tokens));
   }
-  const std::string batch = res.seq_len > 0 ? fmt::format("{} x {} tokens", res.global_batch, res.seq_len)
+  // An imported config's sequence length says where it came from and the position limit.
+  const std::string note = spec.seq_len_origin == "default" || spec.max_positions > 0 ? models::seq_len_note(spec) : "";
+  const std::string batch = res.seq_len > 0 ? fmt::format("{} x {} tokens{}", res.global_batch, res.seq_len,
+                                                          note.empty() ? "" : " (" + note + ")")
                                             : fmt::format("{} samples", res.global_batch);
   std::printf("trainplan plan: %s (%s parameters), %s, global batch %s, objective: %s\n", spec.name.c_str(),
               units::format_count(graph_params).c_str(), work.c_str(), batch.c_str(), goal.c_str());

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "trainplan/models/model.hpp"
 
 namespace trainplan::cli {
 
@@ -31,6 +32,13 @@ std::string percent(double fraction) { return fmt::format("{:.0f}%", fraction * 
 std::string memory_of(double used_bytes, double capacity_bytes) {
   const double gib = 1073741824.0;
   return fmt::format("{:.1f}/{:.0f} GiB", used_bytes / gib, capacity_bytes / gib);
+}
+
+std::string seq_len_help() {
+  return fmt::format(
+      "Training sequence length in tokens (default: a catalog model's own; a Hugging Face config's {}, or its "
+      "max_position_embeddings when smaller; never more than that position limit)",
+      models::kDefaultImportSeqLen);
 }
 
 }  // namespace trainplan::cli

@@ -17,5 +17,7 @@ std::string short_usd(double usd);
 std::string percent(double fraction);
 /// "12.3/40.0 GiB".
 std::string memory_of(double used_bytes, double capacity_bytes);
+/// The help of every --seq-len: the default for catalog models and imported configs.
+std::string seq_len_help();
 
 }  // namespace trainplan::cli

@@ -33,7 +33,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--epochs", a.epochs, "Passes over --samples (default 1); the output shows the time per epoch");
   add_int(cmd, "--global-batch", a.global_batch, 1, limits::kMaxBatch, "Sequences per optimizer step (default: ~1M tokens)");
   cmd->add_option("--global-batch-range", a.global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");
-  add_int(cmd, "--seq-len", a.seq_len, 1, limits::kMaxSeqLen, "Sequence length (default: the model's)");
+  add_int(cmd, "--seq-len", a.seq_len, 1, limits::kMaxSeqLen, seq_len_help());
   cmd->add_option("--instances,-i", a.instances, "Comma-separated instance types (default: every AWS type in the catalog)");
   cmd->add_option("--counts", a.counts, fmt::format("Comma-separated instance counts, each 1..{} (default: 1, 2, 4, ... within the limits)",
                                                     limits::kMaxInstances));

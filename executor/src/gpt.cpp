@@ -24,8 +24,8 @@ GptConfig GptConfig::from_spec(const models::ModelSpec& spec) {
     throw fail("/position", "rotary position embeddings are not implemented by the hand-written reference GptModel")
         .hint("executor::Runtime (trainplan execute) runs rotary models from the model graph; GptModel needs learned or no "
               "position embeddings");
-  if (spec.activation == models::Activation::relu)
-    throw fail("/activation", "the decoder supports gelu and swiglu, not relu");
+  if (spec.activation == models::Activation::relu || spec.activation == models::Activation::geglu)
+    throw fail("/activation", fmt::format("the decoder supports gelu and swiglu, not {}", models::activation_name(spec.activation)));
   GptConfig c;
   c.layers = spec.layers;
   c.hidden = spec.hidden;
@@ -83,7 +83,8 @@ void GptConfig::validate() const {
         .at("", "/kv_heads");
   if (!(norm_eps >= 0) || !(init_stddev > 0))
     throw Error(fmt::format("gpt config: norm_eps ({}) must be >= 0 and init_stddev ({}) > 0", norm_eps, init_stddev));
-  if (activation == models::Activation::relu) throw Error("gpt config: the decoder supports gelu and swiglu, not relu");
+  if (activation == models::Activation::relu || activation == models::Activation::geglu)
+    throw Error(fmt::format("gpt config: the decoder supports gelu and swiglu, not {}", models::activation_name(activation)));
 }
 
 // ---- model -------------------------------------------------------------------------------------

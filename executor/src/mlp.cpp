@@ -33,8 +33,9 @@ void MlpConfig::validate() const {
   for (size_t i = 0; i < widths.size(); ++i)
     if (widths[i] < 1)
       throw Error(fmt::format("mlp config: width {} is {}, must be >= 1", i, widths[i])).at("", fmt::format("/mlp_widths/{}", i));
-  if (activation == models::Activation::swiglu)
-    throw Error("mlp config: the mlp supports relu and gelu activations, not swiglu").at("", "/activation");
+  if (models::is_gated(activation))
+    throw Error(fmt::format("mlp config: the mlp supports relu and gelu activations, not {}", models::activation_name(activation)))
+        .at("", "/activation");
 }
 
 struct MlpModel::Impl {

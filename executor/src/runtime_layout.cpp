@@ -175,14 +175,22 @@ void check_supported(const models::ModelGraph& g) {
           throw unsupported(op, "a linear without an input op must read the batch features");
         break;
       case OpKind::activation:
+        if (op.activation == models::Activation::geglu) throw unsupported(op, "no GeGLU kernel yet (gelu(gate) * up)");
+        break;
+      case OpKind::attention:
+        if (op.window > 0 && op.window < g.spec().seq_len) throw unsupported(op, "no sliding-window attention kernel yet");
+        if (op.qk_norm) throw unsupported(op, "no Q/K norm inside attention yet");
+        if (op.softcap > 0) throw unsupported(op, "no soft-capped attention scores yet");
+        if (op.rotary && op.rotary_dims != op.head_dim) throw unsupported(op, "rotary over part of each head is not implemented");
+        break;
       case OpKind::layernorm:
       case OpKind::rmsnorm:
-      case OpKind::attention:
       case OpKind::residual:
       case OpKind::dropout:
         break;
       case OpKind::loss:
         if (op.batch_input != models::BatchInput::labels) throw unsupported(op, "the loss must read the batch labels");
+        if (op.softcap > 0) throw unsupported(op, "no soft-capped logits yet");
         break;
       default: throw unsupported(op, "no executor kernel for this kind yet");
     }

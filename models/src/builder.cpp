@@ -129,10 +129,16 @@ Op make_elementwise(std::string name, OpKind kind, TpSplit tp, std::vector<int> 
 }
 
 Op make_activation(std::string name, Activation act, TpSplit tp, int x, std::vector<int64_t> shape) {
-  const ElementwiseCost cost = act == Activation::gelu ? kGeluCost : act == Activation::swiglu ? kSwigluCost : kReluCost;
+  ElementwiseCost cost = kReluCost;
+  switch (act) {
+    case Activation::gelu: cost = kGeluCost; break;
+    case Activation::swiglu: cost = kSwigluCost; break;
+    case Activation::geglu: cost = kGegluCost; break;
+    case Activation::relu: break;
+  }
   Op op = make_elementwise(std::move(name), OpKind::activation, tp, {x}, std::move(shape), cost);
   op.activation = act;
-  if (act == Activation::swiglu) {  // reads [gate | up], twice the output
+  if (is_gated(act)) {  // reads [gate | up], twice the output
     const double n = elems(op.out_shape);
     op.mem_elems_fwd = 3 * n;
     op.mem_elems_bwd = 5 * n;

@@ -22,6 +22,8 @@ inline constexpr ElementwiseCost kBatchNormCost{5, 10};
 inline constexpr ElementwiseCost kGeluCost{8, 16};       // erf/tanh form; backward recomputes it
 inline constexpr ElementwiseCost kReluCost{1, 1};
 inline constexpr ElementwiseCost kSwigluCost{5, 10};     // per output element: silu(g) * u
+inline constexpr ElementwiseCost kGegluCost{9, 18};      // per output element: gelu(g) * u
+inline constexpr ElementwiseCost kSoftcapCost{3, 3};     // per score / logit: divide, tanh, multiply
 inline constexpr ElementwiseCost kResidualCost{1, 1};    // add; backward adds at the fork
 inline constexpr ElementwiseCost kDropoutCost{2, 1};     // draw + scale; backward scale
 inline constexpr ElementwiseCost kSoftmaxCost{5, 4};     // per score: scale, max, exp, sum, divide

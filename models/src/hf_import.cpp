@@ -1,11 +1,17 @@
-// Import of Hugging Face config.json files (model_type gpt2, llama, mistral, bert).
+// Import of Hugging Face config.json files: the dense decoders llama, mistral, qwen2, qwen3,
+// gemma, gemma2, gemma3 (text), phi3, gpt_neox and gpt2, and the bert encoder.
 //
-// Each supported model_type has one table mapping its keys to ModelSpec fields; keys not in
-// the table are ignored (HF configs carry many that do not change sizes or FLOPs).
+// Each supported model_type has one table mapping its keys (as the transformers library's
+// configuration_<type>.py names them) to ModelSpec fields, with the library's default where a
+// key may be left out; then one function applies what is particular to the type (biases,
+// normalization, attention pattern). Keys not read are ignored: HF configs carry many that do
+// not change sizes, FLOPs or memory (token ids, initializer range, rope scaling...).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "internal.hpp"
 #include "trainplan/core/error.hpp"
@@ -14,37 +20,79 @@
 namespace trainplan::models {
 namespace {
 
-enum class Key { layers, hidden, heads, kv_heads, ffn_hidden, vocab, seq_len, type_vocab, norm_eps, dropout_p };
+enum class Key { layers, hidden, heads, kv_heads, ffn_hidden, vocab, max_positions, type_vocab, norm_eps, dropout_p, head_dim, rope_theta };
 
 struct KeyDef {
   Key key;
   std::string_view field;    // ModelSpec field, as in validate_spec's errors
   std::string_view hf_name;  // the config.json key
   bool required;
+  std::optional<double> fallback = std::nullopt;  // the transformers default when the key is absent
 };
 
 struct ModelType {
   std::string_view name;
   Family family;
   std::vector<KeyDef> keys;
-  std::string_view required_list;  // for hints
+  bool tied_default;                          // tie_word_embeddings when absent
+  std::vector<std::string_view> act_keys;     // activation keys, first present wins
+  std::vector<std::string> act_names;         // accepted values
 };
+
+const std::vector<std::string> kGelus = {"gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh"};
+
+// The shape keys every type but gpt2 names alike, then `extra`. `vocab`, `positions`:
+// defaults where a config may omit them (Gemma 3).
+std::vector<KeyDef> shape_keys(std::vector<KeyDef> extra, std::optional<double> vocab = std::nullopt,
+                               std::optional<double> positions = std::nullopt) {
+  std::vector<KeyDef> keys = {
+      {Key::layers, "layers", "num_hidden_layers", true},
+      {Key::hidden, "hidden", "hidden_size", true},
+      {Key::heads, "heads", "num_attention_heads", true},
+      {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
+      {Key::vocab, "vocab", "vocab_size", !vocab, vocab},
+      {Key::max_positions, "max_positions", "max_position_embeddings", !positions, positions},
+  };
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  return keys;
+}
+
+// The keys of a Llama-style decoder config. `head_dim`: transformers' default for the type
+// (0: hidden / heads).
+std::vector<KeyDef> decoder_keys(double head_dim, std::optional<double> vocab = std::nullopt,
+                                 std::optional<double> positions = std::nullopt) {
+  return shape_keys({{Key::kv_heads, "kv_heads", "num_key_value_heads", false},
+                     {Key::norm_eps, "norm_eps", "rms_norm_eps", false},
+                     {Key::rope_theta, "rope_theta", "rope_theta", false},
+                     {Key::head_dim, "head_dim", "head_dim", false,
+                      head_dim > 0 ? std::optional<double>(head_dim) : std::nullopt}},
+                    vocab, positions);
+}
 
 const std::vector<ModelType>& model_types() {
   static const std::vector<ModelType> types = [] {
-    const std::vector<KeyDef> llama_keys = {
-        {Key::layers, "layers", "num_hidden_layers", true},
-        {Key::hidden, "hidden", "hidden_size", true},
-        {Key::heads, "heads", "num_attention_heads", true},
-        {Key::kv_heads, "kv_heads", "num_key_value_heads", false},
-        {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
-        {Key::vocab, "vocab", "vocab_size", true},
-        {Key::seq_len, "seq_len", "max_position_embeddings", true},
-        {Key::norm_eps, "norm_eps", "rms_norm_eps", false},
-    };
-    const std::string_view llama_list =
-        "num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size, max_position_embeddings";
+    const std::vector<std::string> silu = {"silu"};
+    const std::vector<std::string_view> hidden_act = {"hidden_act"};
+    // Gemma names the MLP activation hidden_activation (older configs: hidden_act).
+    const std::vector<std::string_view> gemma_act = {"hidden_activation", "hidden_act"};
     return std::vector<ModelType>{
+        {"llama", Family::llama, decoder_keys(0), false, hidden_act, silu},
+        {"mistral", Family::llama, decoder_keys(0), false, hidden_act, silu},
+        {"qwen2", Family::llama, decoder_keys(0), false, hidden_act, silu},
+        {"qwen3", Family::llama, decoder_keys(128), false, hidden_act, silu},
+        {"gemma", Family::llama, decoder_keys(256), true, gemma_act, kGelus},
+        {"gemma2", Family::llama, decoder_keys(256), true, gemma_act, kGelus},
+        // Gemma 3 configs leave out what equals the defaults of Gemma3TextConfig.
+        {"gemma3_text", Family::llama, decoder_keys(256, 262208, 131072), true, gemma_act, kGelus},
+        {"phi3", Family::llama, decoder_keys(0), false, hidden_act, silu},
+        {"gpt_neox",
+         Family::gpt,
+         shape_keys({{Key::norm_eps, "norm_eps", "layer_norm_eps", false},
+                     {Key::dropout_p, "dropout_p", "hidden_dropout", false, 0.0},
+                     {Key::rope_theta, "rope_theta", "rotary_emb_base", false}}),
+         false,
+         hidden_act,
+         kGelus},
         {"gpt2",
          Family::gpt,
          {
@@ -53,30 +101,39 @@ const std::vector<ModelType>& model_types() {
              {Key::heads, "heads", "n_head", true},
              {Key::ffn_hidden, "ffn_hidden", "n_inner", false},
              {Key::vocab, "vocab", "vocab_size", true},
-             {Key::seq_len, "seq_len", "n_positions", false},  // or n_ctx, checked below
+             {Key::max_positions, "max_positions", "n_positions", false},  // or n_ctx, checked below
              {Key::norm_eps, "norm_eps", "layer_norm_epsilon", false},
              {Key::dropout_p, "dropout_p", "resid_pdrop", false},
          },
-         "n_layer, n_embd, n_head, vocab_size and n_positions (or n_ctx)"},
-        {"llama", Family::llama, llama_keys, llama_list},
-        {"mistral", Family::llama, llama_keys, llama_list},
+         true,
+         {"activation_function"},
+         kGelus},
         {"bert",
          Family::bert,
-         {
-             {Key::layers, "layers", "num_hidden_layers", true},
-             {Key::hidden, "hidden", "hidden_size", true},
-             {Key::heads, "heads", "num_attention_heads", true},
-             {Key::ffn_hidden, "ffn_hidden", "intermediate_size", true},
-             {Key::vocab, "vocab", "vocab_size", true},
-             {Key::seq_len, "seq_len", "max_position_embeddings", true},
-             {Key::type_vocab, "type_vocab", "type_vocab_size", false},
-             {Key::norm_eps, "norm_eps", "layer_norm_eps", false},
-             {Key::dropout_p, "dropout_p", "hidden_dropout_prob", false},
-         },
-         "num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size, max_position_embeddings"},
+         shape_keys({{Key::type_vocab, "type_vocab", "type_vocab_size", false},
+                     {Key::norm_eps, "norm_eps", "layer_norm_eps", false},
+                     {Key::dropout_p, "dropout_p", "hidden_dropout_prob", false}}),
+         true,
+         hidden_act,
+         {"gelu", "gelu_new"}},
     };
   }();
   return types;
+}
+
+std::string required_list(const ModelType& t) {
+  std::vector<std::string> names;
+  for (const auto& k : t.keys)
+    if (k.required) names.emplace_back(k.hf_name);
+  if (t.name == "gpt2") names.emplace_back("n_positions (or n_ctx)");
+  return join(names, ", ");
+}
+
+// A dropout probability from the config (`v`) or a default (v == nullptr, always valid).
+void set_dropout(ModelSpec& s, double p, const json::Reader* v) {
+  if (v && p >= 1) throw v->error(fmt::format("must be below 1, got {}", p)).hint("a probability such as 0.1");
+  s.dropout_p = p;
+  s.dropout = p > 0;
 }
 
 void set_key(ModelSpec& s, Key key, const json::Reader& v) {
@@ -87,28 +144,145 @@ void set_key(ModelSpec& s, Key key, const json::Reader& v) {
     case Key::kv_heads: s.kv_heads = v.as_positive_int(limits::kMaxWidth); break;
     case Key::ffn_hidden: s.ffn_hidden = v.as_positive_int(limits::kMaxWidth); break;
     case Key::vocab: s.vocab = v.as_positive_int(limits::kMaxVocab); break;
-    case Key::seq_len: s.seq_len = v.as_positive_int(limits::kMaxSeqLen); break;
+    case Key::max_positions: s.max_positions = v.as_positive_int(limits::kMaxSeqLen); break;
     case Key::type_vocab: s.type_vocab = v.as_nonnegative_int(limits::kMaxVocab); break;
     case Key::norm_eps: s.norm_eps = v.as_positive(); break;
-    case Key::dropout_p: {
-      s.dropout_p = v.as_nonnegative();
-      if (s.dropout_p >= 1) throw v.error(fmt::format("must be below 1, got {}", s.dropout_p)).hint("a probability such as 0.1");
-      s.dropout = s.dropout_p > 0;
-      break;
-    }
+    case Key::dropout_p: set_dropout(s, v.as_nonnegative(), &v); break;
+    case Key::head_dim: s.head_size = v.as_positive_int(limits::kMaxWidth); break;
+    case Key::rope_theta: s.rope_theta = v.as_positive(); break;
   }
 }
 
-// The activation key must name what the family's graph computes.
-void check_activation(const json::Reader& root, std::string_view key, const std::vector<std::string>& accepted,
-                      std::string_view model_type) {
+void set_default(ModelSpec& s, Key key, double value) {
+  const auto n = static_cast<int64_t>(value);
+  switch (key) {
+    case Key::vocab: s.vocab = n; break;
+    case Key::max_positions: s.max_positions = n; break;
+    case Key::head_dim: s.head_size = n; break;
+    case Key::dropout_p: set_dropout(s, value, nullptr); break;
+    default: TP_ASSERT(false && "no default for this key");
+  }
+}
+
+// The activation keys must name what the family's graph computes.
+void check_activation(const json::Reader& root, const ModelType& type) {
+  for (std::string_view key : type.act_keys) {
+    auto v = root.optional_field(key);
+    if (!v || v->is_null()) continue;
+    std::string act = v->as_string();
+    for (const auto& a : type.act_names)
+      if (a == act) return;
+    throw v->error(fmt::format("unsupported {} \"{}\" for model_type {}", key, act, type.name))
+        .hint("trainplan models " + std::string(type.name) + " with " + join(type.act_names, " / "));
+  }
+}
+
+// A bool key that trainplan supports only with one value.
+void require_bool(const json::Reader& root, std::string_view key, bool supported, std::string_view why) {
+  if (auto v = root.optional_field(key); v && !v->is_null() && v->as_bool() != supported)
+    throw v->error(fmt::format("{} = {} is not supported", key, !supported)).hint(std::string(why));
+}
+
+// An optional positive number, null meaning none; `fallback` when absent.
+double number_or_none(const json::Reader& root, std::string_view key, double fallback) {
   auto v = root.optional_field(key);
-  if (!v) return;
-  std::string act = v->as_string();
-  for (const auto& a : accepted)
-    if (a == act) return;
-  throw v->error(fmt::format("unsupported {} \"{}\" for model_type {}", key, act, model_type))
-      .hint("trainplan models " + std::string(model_type) + " with " + join(accepted, " / "));
+  if (!v) return fallback;
+  if (v->is_null()) return 0;
+  return v->as_positive();
+}
+
+// Which layers use the sliding window, by transformers' rule for the model type, or from
+// the config's explicit layer_types list.
+void apply_sliding_window(const json::Reader& root, const std::string& prefix, std::string_view type, ModelSpec& s,
+                          std::map<std::string, std::string, std::less<>>& pointers) {
+  const bool gemma2 = type == "gemma2", gemma3 = type == "gemma3_text";
+  std::optional<json::Reader> window_key = root.optional_field("sliding_window");
+  int64_t window = 0;
+  if (window_key && !window_key->is_null()) window = window_key->as_positive_int(limits::kMaxSeqLen);
+  else if (!window_key && (gemma2 || gemma3)) window = 4096;  // Gemma2Config / Gemma3TextConfig default
+  pointers["sliding_window"] = prefix + "/sliding_window";
+  pointers["local_layers"] = prefix + "/layer_types";
+  const auto L = static_cast<size_t>(s.layers);
+  std::vector<bool> local(L, false);
+  if (auto types = root.optional_field("layer_types"); types && !types->is_null()) {
+    if (types->size() != L)
+      throw types->error(fmt::format("has {} entries for {} layers", types->size(), s.layers))
+          .hint("one \"sliding_attention\" or \"full_attention\" per layer");
+    size_t i = 0;
+    for (const auto& t : types->items()) local[i++] = t.as_choice({"sliding_attention", "full_attention"}) == "sliding_attention";
+  } else if (type == "mistral" || type == "phi3") {
+    std::fill(local.begin(), local.end(), window > 0);
+  } else if (type == "qwen2" || type == "qwen3") {
+    // Layers from max_window_layers on use the window, when use_sliding_window is set.
+    if (root.bool_or("use_sliding_window", false) && window > 0) {
+      const int64_t first = root.has("max_window_layers")
+                                ? root.field("max_window_layers").as_nonnegative_int(limits::kMaxLayers)
+                                : 28;  // Qwen2Config and Qwen3Config default
+      for (size_t l = 0; l < L; ++l) local[l] = static_cast<int64_t>(l) >= first;
+    }
+  } else if (gemma2) {
+    for (size_t l = 0; l < L; ++l) local[l] = l % 2 == 0;  // local, global, local, ...
+  } else if (gemma3) {
+    const int64_t pattern = root.has("sliding_window_pattern")
+                                ? root.field("sliding_window_pattern").as_positive_int(limits::kMaxLayers)
+                                : 6;  // five local layers, then one global
+    for (size_t l = 0; l < L; ++l) local[l] = (static_cast<int64_t>(l) + 1) % pattern != 0;
+  }
+  if (std::count(local.begin(), local.end(), true) == 0) return;
+  if (window <= 0)
+    throw root.error("layers use sliding-window attention but \"sliding_window\" is missing or null")
+        .hint("give the window in tokens, e.g. \"sliding_window\": 4096");
+  s.sliding_window = window;
+  s.local_layers = std::move(local);
+}
+
+// What is particular to each model type beyond its key table.
+void apply_type(const json::Reader& root, const std::string& prefix, const ModelType& type, ModelSpec& s,
+                std::map<std::string, std::string, std::less<>>& pointers) {
+  const std::string_view t = type.name;
+  s.tied_embeddings = root.bool_or("tie_word_embeddings", type.tied_default);
+  check_activation(root, type);
+  if (type.family == Family::llama) {
+    if (t == "gemma" || t == "gemma2" || t == "gemma3_text") s.activation = Activation::geglu;
+    // Projection biases: Qwen2 always has them on Q, K and V (not on the output); Llama,
+    // Qwen3 and Gemma take attention_bias for all four; Mistral and Phi-3 have none.
+    if (t == "qwen2") {
+      s.qkv_bias = true;
+    } else if (t != "mistral" && t != "phi3") {
+      s.bias = root.bool_or("attention_bias", false);
+      if (root.has("mlp_bias") && root.field("mlp_bias").as_bool() != s.bias)
+        throw root.field("mlp_bias").error("mlp_bias differs from attention_bias")
+            .hint("trainplan gives all linear layers of a model the same bias setting");
+    }
+    s.qk_norm = t == "qwen3" || t == "gemma3_text";
+    s.post_norms = t == "gemma2" || t == "gemma3_text";
+    if (t == "gemma2") {
+      s.attn_softcap = number_or_none(root, "attn_logit_softcapping", 50.0);
+      s.logit_softcap = number_or_none(root, "final_logit_softcapping", 30.0);
+    } else if (t == "gemma3_text") {
+      s.attn_softcap = number_or_none(root, "attn_logit_softcapping", 0);
+      s.logit_softcap = number_or_none(root, "final_logit_softcapping", 0);
+    }
+    if (t == "phi3") s.rotary_fraction = root.number_or("partial_rotary_factor", 1.0);
+    pointers["rotary_fraction"] = prefix + "/partial_rotary_factor";
+    apply_sliding_window(root, prefix, t, s, pointers);
+  } else if (t == "gpt_neox") {
+    s.position = PositionEmbedding::rotary;
+    s.parallel_residual = root.bool_or("use_parallel_residual", true);
+    s.rotary_fraction = root.has("rotary_pct") ? root.field("rotary_pct").as_positive()
+                                               : root.number_or("partial_rotary_factor", 0.25);
+    pointers["rotary_fraction"] = prefix + "/rotary_pct";
+    require_bool(root, "attention_bias", true, "trainplan gives all linear layers of a model the same bias setting");
+  } else if (t == "gpt2") {
+    if (s.max_positions == 0) {
+      auto ctx = root.optional_field("n_ctx");
+      if (!ctx)
+        throw root.error("missing required key \"n_positions\"")
+            .hint("a gpt2 config.json gives the context length in n_positions (or n_ctx)");
+      s.max_positions = ctx->as_positive_int(limits::kMaxSeqLen);
+      pointers["max_positions"] = prefix + "/n_ctx";
+    }
+  }
 }
 
 std::string name_from_path(const std::string& path) {
@@ -122,83 +296,74 @@ std::string name_from_path(const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> hf_model_types() {
+  std::vector<std::string> out;
+  for (const auto& t : model_types()) {
+    out.emplace_back(t.name);
+    if (t.name == "gemma3_text") out.emplace_back("gemma3");
+  }
+  return out;
+}
+
 ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name) {
   return import_hf_config_json(doc, name, name);
 }
 
 ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name, const std::string& file) {
-  json::Reader root(doc, file);
-  if (!root.is_object())
-    throw root.error("a Hugging Face config must be a JSON object").hint("give the model's config.json");
-  if (!root.has("model_type"))
-    throw root.error("missing required key \"model_type\"")
-        .hint("a Hugging Face config.json names its architecture in model_type (supported: gpt2, llama, mistral, bert)");
-  json::Reader type_field = root.field("model_type");
-  const std::string type_name = type_field.as_string();
+  const json::Reader top(doc, file);
+  if (!top.is_object())
+    throw top.error("a Hugging Face config must be a JSON object").hint("give the model's config.json");
+  const std::vector<std::string> supported = hf_model_types();
+  if (!top.has("model_type"))
+    throw top.error("missing required key \"model_type\"")
+        .hint("a Hugging Face config.json names its architecture in model_type (supported: " + join(supported, ", ") + ")");
+  json::Reader type_field = top.field("model_type");
+  std::string type_name = type_field.as_string();
+  // Gemma 3 (image-text) keeps the language model's config under text_config.
+  const bool nested = type_name == "gemma3";
+  if (nested && !top.has("text_config"))
+    throw top.error("missing required key \"text_config\"").hint("a gemma3 config.json nests the language model in text_config");
+  const json::Reader root = nested ? top.field("text_config") : top;
+  if (!root.is_object()) throw root.error("must be an object").hint("the gemma3 language model's config");
+  const std::string prefix = nested ? "/text_config" : "";
+  if (nested) type_name = "gemma3_text";
   const ModelType* type = nullptr;
-  std::vector<std::string> supported;
-  for (const auto& t : model_types()) {
-    supported.emplace_back(t.name);
+  for (const auto& t : model_types())
     if (t.name == type_name) type = &t;
-  }
-  if (!type)
+  if (!type) {
+    const std::string near = closest(type_name, supported);
     throw type_field.error(fmt::format("unsupported model_type \"{}\"", type_name))
-        .hint(closest(type_name, supported).empty()
-                  ? "supported: " + join(supported, ", ") + "; or write the model in the catalog format (models/README.md)"
-                  : "did you mean \"" + closest(type_name, supported) + "\"? supported: " + join(supported, ", "));
+        .hint(near.empty() ? "supported: " + join(supported, ", ") + "; or write the model in the catalog format (models/README.md)"
+                           : "did you mean \"" + near + "\"? supported: " + join(supported, ", "));
+  }
 
   ModelSpec s = detail::family_defaults(type->family);
   s.name = name;
-  s.display_name = fmt::format("{} (Hugging Face {} config)", name, type_name);
+  s.display_name = fmt::format("{} (Hugging Face {} config)", name, top.field("model_type").as_string());
   s.source = "Hugging Face config.json: " + file;
   s.file = file;
   std::map<std::string, std::string, std::less<>> pointers;  // spec field -> HF key pointer
   for (const auto& k : type->keys) {
-    std::string pointer = "/";
-    pointer.append(k.hf_name);
-    pointers[std::string(k.field)] = std::move(pointer);
+    pointers[std::string(k.field)] = prefix + "/" + std::string(k.hf_name);
     auto v = root.optional_field(k.hf_name);
-    if (!v) {
+    if (!v || (v->is_null() && !k.required)) {
       if (k.required)
         throw root.error(fmt::format("missing required key \"{}\"", k.hf_name))
-            .hint(fmt::format("a {} config.json gives {}", type_name, type->required_list));
+            .hint(fmt::format("a {} config.json gives {}", type_name, required_list(*type)));
+      if (k.fallback) set_default(s, k.key, *k.fallback);
       continue;
     }
     set_key(s, k.key, *v);
   }
-
-  if (type->family == Family::gpt) {
-    if (s.seq_len == 0) {
-      auto ctx = root.optional_field("n_ctx");
-      if (!ctx)
-        throw root.error("missing required key \"n_positions\"")
-            .hint("a gpt2 config.json gives the context length in n_positions (or n_ctx)");
-      s.seq_len = ctx->as_positive_int(limits::kMaxSeqLen);
-      pointers["seq_len"] = "/n_ctx";
-    }
-    s.tied_embeddings = root.bool_or("tie_word_embeddings", true);
-    check_activation(root, "activation_function", {"gelu_new", "gelu", "gelu_fast", "gelu_pytorch_tanh"}, type_name);
-  } else if (type->family == Family::llama) {
-    s.tied_embeddings = root.bool_or("tie_word_embeddings", false);
-    s.rope_theta = root.number_or("rope_theta", 10000.0);
-    pointers["rope_theta"] = "/rope_theta";
-    s.bias = root.bool_or("attention_bias", false);
-    if (root.has("mlp_bias") && root.field("mlp_bias").as_bool() != s.bias)
-      throw root.field("mlp_bias").error("mlp_bias differs from attention_bias")
-          .hint("trainplan gives all linear layers of a model the same bias setting");
-    check_activation(root, "hidden_act", {"silu"}, type_name);
-    if (auto hd = root.optional_field("head_dim")) {
-      const int64_t head_dim = hd->as_positive_int(limits::kMaxWidth);
-      if (s.heads > 0 && head_dim * s.heads != s.hidden)
-        throw hd->error(fmt::format("head_dim {} differs from hidden_size / num_attention_heads = {}", head_dim,
-                                    s.hidden / s.heads))
-            .hint("attention with heads x head_dim != hidden_size is not supported");
-    }
-    // Mistral's sliding_window only limits which scores are computed at inference; FLOPs
-    // are counted for full causal attention, the usual training convention.
-  } else if (type->family == Family::bert) {
-    check_activation(root, "hidden_act", {"gelu", "gelu_new"}, type_name);
-  }
+  apply_type(root, prefix, *type, s, pointers);
+  pointers["seq_len"] = pointers["max_positions"];
+  pointers["head_dim"] = prefix + "/head_dim";
+  s.max_positions_pointer = pointers["max_positions"];
+  // The training sequence length is trainplan's default, never the position limit itself.
+  s.seq_len = std::min(kDefaultImportSeqLen, s.max_positions);
+  s.seq_len_origin = "default";
+  // head_dim equal to hidden / heads is the usual case: keep it implicit.
+  if (s.head_size > 0 && s.heads > 0 && s.head_size * s.heads == s.hidden) s.head_size = 0;
   s = detail::finalize_spec(std::move(s));
   detail::validate_spec_at(s, [&pointers](std::string_view field) {
     auto it = pointers.find(field);

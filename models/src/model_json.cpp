@@ -27,6 +27,10 @@ json::Json op_json(const Op& op) {
   j["mem_elems_bwd"] = op.mem_elems_bwd;
   if (op.is_matmul()) j["mnk"] = {op.m, op.n, op.k};
   if (op.tied_weight_op >= 0) j["tied_weight_op"] = op.tied_weight_op;
+  if (op.rotary_dims > 0 && op.rotary_dims != op.head_dim) j["rotary_dims"] = op.rotary_dims;
+  if (op.window > 0) j["window"] = op.window;
+  if (op.qk_norm) j["qk_norm"] = true;
+  if (op.softcap > 0) j["softcap"] = op.softcap;
   return j;
 }
 
@@ -67,6 +71,21 @@ json::Json model_json(const ModelGraph& g, std::optional<int> ops_unit) {
     shape["activation"] = std::string(activation_name(s.activation));
     shape["position"] = std::string(position_name(s.position));
     shape["tied_embeddings"] = s.tied_embeddings;
+    // Variants of imported Hugging Face models, written only when present.
+    if (s.max_positions > 0) shape["max_positions"] = s.max_positions;
+    if (!s.seq_len_origin.empty()) shape["seq_len_origin"] = s.seq_len_origin;
+    if (s.head_size > 0) shape["head_dim"] = s.head_size;
+    if (s.qkv_bias) shape["qkv_bias"] = true;
+    if (s.qk_norm) shape["qk_norm"] = true;
+    if (s.post_norms) shape["post_norms"] = true;
+    if (s.parallel_residual) shape["parallel_residual"] = true;
+    if (s.rotary_fraction < 1) shape["rotary_fraction"] = s.rotary_fraction;
+    if (s.sliding_window > 0) {
+      shape["sliding_window"] = s.sliding_window;
+      shape["local_layers"] = s.local_layers;
+    }
+    if (s.attn_softcap > 0) shape["attn_softcap"] = s.attn_softcap;
+    if (s.logit_softcap > 0) shape["logit_softcap"] = s.logit_softcap;
   }
   if (s.family == Family::resnet) shape["resnet_blocks"] = s.resnet_blocks;
   if (s.family == Family::mlp) shape["mlp_widths"] = s.mlp_widths;

@@ -15,7 +15,7 @@ constexpr NamedValue<Family> kFamilies[] = {
 };
 constexpr NamedValue<Norm> kNorms[] = {{Norm::layernorm, "layernorm"}, {Norm::rmsnorm, "rmsnorm"}};
 constexpr NamedValue<Activation> kActivations[] = {
-    {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"}, {Activation::relu, "relu"}};
+    {Activation::gelu, "gelu"}, {Activation::swiglu, "swiglu"}, {Activation::relu, "relu"}, {Activation::geglu, "geglu"}};
 constexpr NamedValue<PositionEmbedding> kPositions[] = {{PositionEmbedding::learned, "learned"},
                                                         {PositionEmbedding::rotary, "rotary"},
                                                         {PositionEmbedding::none, "none"}};

@@ -64,7 +64,7 @@ ModelSpec finalize_spec(ModelSpec s) {
   if (s.display_name.empty()) s.display_name = s.name;
   if (s.is_transformer()) {
     if (s.kv_heads == 0) s.kv_heads = s.heads;
-    if (s.ffn_hidden == 0 && s.activation != Activation::swiglu) s.ffn_hidden = 4 * s.hidden;
+    if (s.ffn_hidden == 0 && !is_gated(s.activation)) s.ffn_hidden = 4 * s.hidden;
   }
   if (s.family == Family::vit && s.seq_len == 0 && s.patch_size > 0) {
     int64_t side = s.image_size / s.patch_size;
@@ -128,7 +128,8 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
     c.positive("layers", s.layers);
     c.positive("hidden", s.hidden);
     c.positive("heads", s.heads);
-    if (s.hidden % s.heads != 0)
+    if (s.head_size < 0) c.positive("head_dim", s.head_size);
+    if (s.head_size == 0 && s.hidden % s.heads != 0)
       c.fail("heads", fmt::format("hidden {} is not divisible by heads {}", s.hidden, s.heads),
              fmt::format("hidden = heads x head size; with hidden {} use e.g. {} heads", s.hidden,
                          nearby_divisors(s.hidden, s.heads)));
@@ -140,8 +141,22 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
                          nearby_divisors(s.heads, std::min(s.kv_heads, s.heads))));
     c.positive("ffn_hidden", s.ffn_hidden);
     if (s.position == PositionEmbedding::rotary && s.head_dim() % 2 != 0)
-      c.fail("heads", fmt::format("rotary embeddings need an even head size, got hidden/heads = {}", s.head_dim()),
-             "choose heads so that hidden / heads is even");
+      c.fail(s.head_size > 0 ? "head_dim" : "heads", fmt::format("rotary embeddings need an even head size, got {}", s.head_dim()),
+             "choose heads so that the head size (hidden / heads, or head_dim) is even");
+    if (!(s.rotary_fraction > 0 && s.rotary_fraction <= 1))
+      c.fail("rotary_fraction", fmt::format("rotary_fraction must be in (0, 1], got {}", s.rotary_fraction),
+             "the fraction of each head that rotary rotates: 1, or 0.25 for GPT-NeoX");
+    if (s.sliding_window < 0 || (s.sliding_window > 0) != !s.local_layers.empty())
+      c.fail("sliding_window",
+             fmt::format("sliding_window {} needs local_layers ({} given), and local_layers a positive window",
+                         s.sliding_window, s.local_layers.size()),
+             "give the window in tokens and which layers use it, or neither");
+    if (!s.local_layers.empty() && static_cast<int64_t>(s.local_layers.size()) != s.layers)
+      c.fail("local_layers", fmt::format("local_layers has {} entries for {} layers", s.local_layers.size(), s.layers),
+             "one true/false per layer: whether it uses the sliding window");
+    if (!(s.attn_softcap >= 0) || !(s.logit_softcap >= 0))
+      c.fail(s.attn_softcap >= 0 ? "logit_softcap" : "attn_softcap", "soft-caps must not be negative",
+             "0 for none, e.g. 50 (attention) and 30 (logits) for Gemma 2");
     if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
     if (!(s.dropout_p >= 0 && s.dropout_p < 1))
       c.fail("dropout_p", fmt::format("dropout_p must be in [0, 1), got {}", s.dropout_p), "typically 0.1");
@@ -155,6 +170,10 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
       c.positive("vocab", s.vocab);
       if (s.vocab < 2) c.fail("vocab", fmt::format("vocab must be at least 2, got {}", s.vocab), "the tokenizer's vocabulary size, e.g. 50257");
       c.positive("seq_len", s.seq_len);
+      if (s.max_positions < 0) c.positive("max_positions", s.max_positions);
+      if (s.max_positions > 0 && s.seq_len > s.max_positions)
+        c.fail("seq_len", fmt::format("seq_len {} exceeds the position limit {}", s.seq_len, s.max_positions),
+               fmt::format("train on at most {} tokens per sequence", s.max_positions));
       if (s.type_vocab < 0) c.fail("type_vocab", fmt::format("type_vocab must not be negative, got {}", s.type_vocab), "2 for BERT, 0 for none");
       break;
     case Family::vit: {
@@ -185,8 +204,9 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
       if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
       break;
     case Family::mlp:
-      if (s.activation == Activation::swiglu)
-        c.fail("activation", "an mlp's activation must be relu or gelu, got swiglu", "use \"relu\" or \"gelu\"");
+      if (is_gated(s.activation))
+        c.fail("activation", fmt::format("an mlp's activation must be relu or gelu, got {}", activation_name(s.activation)),
+               "use \"relu\" or \"gelu\"");
       if (s.mlp_widths.size() < 3)
         c.fail("mlp_widths", fmt::format("mlp_widths needs at least 3 widths (input, hidden..., output), got {}", s.mlp_widths.size()),
                "e.g. [784, 1024, 1024, 10]");
@@ -205,6 +225,7 @@ constexpr unsigned kAll = bit(Family::gpt) | bit(Family::llama) | bit(Family::be
                           bit(Family::resnet) | bit(Family::mlp);
 constexpr unsigned kTransformers = bit(Family::gpt) | bit(Family::llama) | bit(Family::bert) | bit(Family::vit);
 constexpr unsigned kText = bit(Family::gpt) | bit(Family::llama) | bit(Family::bert);
+constexpr unsigned kDecoders = bit(Family::gpt) | bit(Family::llama);
 constexpr unsigned kImage = bit(Family::vit) | bit(Family::resnet);
 
 using FieldReader = void (*)(const json::Reader& r, ModelSpec& s);
@@ -241,6 +262,21 @@ const FieldDef kFields[] = {
     {"heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.heads = r.as_positive_int(limits::kMaxWidth); }},
     {"kv_heads", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.kv_heads = r.as_positive_int(limits::kMaxWidth); }},
     {"ffn_hidden", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.ffn_hidden = r.as_positive_int(limits::kMaxWidth); }},
+    {"head_dim", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.head_size = r.as_positive_int(limits::kMaxWidth); }},
+    {"qkv_bias", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.qkv_bias = r.as_bool(); }},
+    {"qk_norm", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.qk_norm = r.as_bool(); }},
+    {"post_norms", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.post_norms = r.as_bool(); }},
+    {"parallel_residual", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.parallel_residual = r.as_bool(); }},
+    {"rotary_fraction", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.rotary_fraction = r.as_positive(); }},
+    {"sliding_window", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.sliding_window = r.as_positive_int(limits::kMaxSeqLen); }},
+    {"local_layers", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) {
+       s.local_layers.clear();
+       for (const auto& item : r.items()) s.local_layers.push_back(item.as_bool());
+     }},
+    {"attn_softcap", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.attn_softcap = r.as_positive(); }},
+    {"logit_softcap", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.logit_softcap = r.as_positive(); }},
+    {"max_positions", kText, [](const json::Reader& r, ModelSpec& s) { s.max_positions = r.as_positive_int(limits::kMaxSeqLen); }},
     {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(limits::kMaxVocab); }},
     {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(limits::kMaxSeqLen); }},
     {"norm", kTransformers, [](const json::Reader& r, ModelSpec& s) { s.norm = parse_norm(r.as_choice(norm_names())); }},
@@ -331,9 +367,9 @@ ModelSpec parse_with_defaults(const json::Reader& r, const json::Reader* default
     case Family::resnet: require(r, s, given, {"resnet_blocks"}); break;
     case Family::mlp: require(r, s, given, {"mlp_widths"}); break;
   }
-  if (s.is_transformer() && s.activation == Activation::swiglu && !given.count("ffn_hidden"))
+  if (s.is_transformer() && is_gated(s.activation) && !given.count("ffn_hidden"))
     throw r.error("missing required field \"ffn_hidden\"")
-        .hint("SwiGLU models have no standard ffn size; give it (e.g. 11008 for Llama 2 7B)");
+        .hint("gated-MLP (SwiGLU, GeGLU) models have no standard ffn size; give it (e.g. 11008 for Llama 2 7B)");
   s.file = r.file();
   s.pointer = r.pointer();
   s = finalize_spec(std::move(s));
@@ -342,6 +378,36 @@ ModelSpec parse_with_defaults(const json::Reader& r, const json::Reader* default
 }
 
 }  // namespace detail
+
+int64_t ModelSpec::num_local_layers() const {
+  return static_cast<int64_t>(std::count(local_layers.begin(), local_layers.end(), true));
+}
+
+void set_seq_len(ModelSpec& spec, int64_t seq_len, const std::string& origin) {
+  if (spec.max_positions > 0 && seq_len > spec.max_positions)
+    throw Error(fmt::format("{} {} exceeds the position limit {} of {}", origin, seq_len, spec.max_positions, spec.name))
+        .at(spec.file, spec.max_positions_pointer.empty() ? spec.pointer + "/max_positions" : spec.max_positions_pointer)
+        .hint(fmt::format("the model cannot attend over more than {} positions: use {} {} or less", spec.max_positions,
+                          origin, spec.max_positions));
+  spec.seq_len = seq_len;
+  spec.seq_len_origin = origin;
+}
+
+std::string seq_len_note(const ModelSpec& spec) {
+  std::vector<std::string> notes;
+  if (spec.seq_len_origin == "default")
+    notes.push_back(fmt::format("default --seq-len {}{}", kDefaultImportSeqLen,
+                                spec.seq_len < kDefaultImportSeqLen ? " capped at the position limit" : ""));
+  else if (!spec.seq_len_origin.empty())
+    notes.push_back("from " + spec.seq_len_origin);
+  if (spec.max_positions > 0) notes.push_back(fmt::format("position limit {}", spec.max_positions));
+  return join(notes, "; ");
+}
+
+std::string describe_seq_len(const ModelSpec& spec) {
+  const std::string note = seq_len_note(spec);
+  return std::to_string(spec.seq_len) + (note.empty() ? "" : " (" + note + ")");
+}
 
 void validate_spec(const ModelSpec& spec) { detail::validate_spec_at(spec, detail::catalog_field_pointer(spec)); }
 

@@ -15,6 +15,9 @@
 // under tensor parallelism t.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "builder.hpp"
 #include "internal.hpp"
 
@@ -36,8 +39,8 @@ class TransformerBuilder {
     int x = input_unit();
     for (int64_t l = 1; l <= spec_.layers; ++l) {
       b_.begin_unit(fmt::format("block{}", l));
-      x = spec_.family == Family::bert ? post_norm_block(fmt::format("block{}", l), x)
-                                       : pre_norm_block(fmt::format("block{}", l), x);
+      x = spec_.family == Family::bert ? post_norm_block(fmt::format("block{}", l), x, l - 1)
+                                       : pre_norm_block(fmt::format("block{}", l), x, l - 1);
     }
     output_unit(x);
     return b_.finish();
@@ -48,11 +51,11 @@ class TransformerBuilder {
   double sh() const { return static_cast<double>(dims_.s) * static_cast<double>(dims_.h); }
   bool dropout() const { return spec_.dropout && spec_.dropout_p > 0; }
 
-  // A norm over {s, h} that saves its input.
-  int norm(const std::string& name, int x) {
+  // A norm over {s, h} that saves its input (unless another op saves the same tensor).
+  int norm(const std::string& name, int x, bool save_input = true) {
     Op op = make_norm(name, spec_.norm == Norm::rmsnorm ? OpKind::rmsnorm : OpKind::layernorm, x, rows_h(),
                       dims_.h, spec_.norm == Norm::layernorm && spec_.bias, spec_.norm_eps);
-    set_saved(op, sh(), 0, false);
+    set_saved(op, save_input ? sh() : 0, 0, false);
     return b_.add(std::move(op));
   }
 
@@ -85,7 +88,10 @@ class TransformerBuilder {
       token_embedding_ = x;
     }
     if (spec_.family == Family::vit || spec_.position == PositionEmbedding::learned) {
-      int pos = b_.add(make_embedding("embed.position", TpSplit::replicated, BatchInput::positions, dims_.s, dims_.s, dims_.h));
+      // The table has a row per position the model supports (max_positions), of which a
+      // sample reads the first s.
+      const int64_t rows = spec_.max_positions > 0 ? spec_.max_positions : dims_.s;
+      int pos = b_.add(make_embedding("embed.position", TpSplit::replicated, BatchInput::positions, dims_.s, rows, dims_.h));
       x = b_.add(make_residual("embed.add_position", TpSplit::replicated, x, pos, rows_h()));
     }
     if (spec_.family == Family::bert && spec_.type_vocab > 0) {
@@ -97,14 +103,15 @@ class TransformerBuilder {
     return maybe_dropout("embed.dropout", x);
   }
 
-  // qkv -> attention -> proj -> dropout; returns the dropout (or proj) op.
-  int attention_part(const std::string& p, int x) {
+  // qkv -> attention -> proj -> dropout; returns the dropout (or proj) op. `layer` is the
+  // block's 0-based index (for its sliding window).
+  int attention_part(const std::string& p, int x, int64_t layer) {
     const auto [s, h, a, kv, d, f, V] = dims_;
     (void)f;
     (void)V;
     const int64_t qkv_cols = (a + 2 * kv) * d;
     const double qkv_elems = static_cast<double>(s) * static_cast<double>(qkv_cols);
-    Op qkv = make_linear(p + ".attn.qkv", TpSplit::column, x, s, h, qkv_cols, spec_.bias);
+    Op qkv = make_linear(p + ".attn.qkv", TpSplit::column, x, s, h, qkv_cols, spec_.bias || spec_.qkv_bias);
     set_saved(qkv, sh(), 0, false);
     const int qkv_id = b_.add(std::move(qkv));
 
@@ -120,17 +127,36 @@ class TransformerBuilder {
     att.rotary = spec_.position == PositionEmbedding::rotary;
     att.rope_theta = att.rotary ? spec_.rope_theta : 0;
     att.dropout_p = dropout() ? spec_.dropout_p : 0;
-    const double scores = static_cast<double>(a) * static_cast<double>(s) * static_cast<double>(s);
-    const double ss_h = static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(a * d);
-    // QK^T and AV: 2 s^2 h each forward, twice that backward (full s^2 also when causal).
+    // Keys per query: s, or the window of a local layer (a sliding window computes the
+    // scores of s x window, the same dense convention as the full s x s of causal layers).
+    const bool local = !spec_.local_layers.empty() && spec_.local_layers[static_cast<size_t>(layer)];
+    att.window = local ? spec_.sliding_window : 0;
+    const int64_t keys = local ? std::min(s, spec_.sliding_window) : s;
+    const double scores = static_cast<double>(a) * static_cast<double>(s) * static_cast<double>(keys);
+    const double ss_h = static_cast<double>(s) * static_cast<double>(keys) * static_cast<double>(a * d);
+    // QK^T and AV: 2 s keys (a d) each forward, twice that backward (full s^2 also when causal).
     att.flops_fwd = 4 * ss_h + kSoftmaxCost.fwd * scores;
     att.flops_bwd = 8 * ss_h + kSoftmaxCost.bwd * scores;
+    if (spec_.attn_softcap > 0) {
+      att.softcap = spec_.attn_softcap;
+      att.flops_fwd += kSoftcapCost.fwd * scores;
+      att.flops_bwd += kSoftcapCost.bwd * scores;
+    }
+    if (spec_.qk_norm) {  // RMSNorm of every Q and K head: weights {d} for Q and for K
+      const double qk = static_cast<double>(s) * static_cast<double>((a + kv) * d);
+      att.qk_norm = true;
+      att.params += 2 * static_cast<double>(d);
+      att.flops_fwd += kRmsNormCost.fwd * qk;
+      att.flops_bwd += kRmsNormCost.bwd * qk;
+    }
     if (dropout()) {
       att.flops_fwd += kDropoutCost.fwd * scores;
       att.flops_bwd += kDropoutCost.bwd * scores;
     }
     if (att.rotary) {
-      const double qk = static_cast<double>(s) * static_cast<double>((a + kv) * d);
+      // The rotated dimensions of a head: a fraction of d, even (pairs rotate together).
+      att.rotary_dims = std::max<int64_t>(2, 2 * std::llround(spec_.rotary_fraction * static_cast<double>(d) / 2));
+      const double qk = static_cast<double>(s) * static_cast<double>((a + kv) * att.rotary_dims);
       att.flops_fwd += kRotaryCost.fwd * qk;
       att.flops_bwd += kRotaryCost.bwd * qk;
     }
@@ -152,7 +178,7 @@ class TransformerBuilder {
   // fc1 -> activation -> fc2 -> dropout; returns the last op.
   int mlp_part(const std::string& p, int x) {
     const int64_t s = dims_.s, h = dims_.h, f = dims_.f;
-    const bool glu = spec_.activation == Activation::swiglu;
+    const bool glu = is_gated(spec_.activation);
     Op fc1 = make_linear(p + ".mlp.fc1", TpSplit::column, x, s, h, glu ? 2 * f : f, spec_.bias);
     set_saved(fc1, sh(), 0, false);
     const int fc1_id = b_.add(std::move(fc1));
@@ -165,17 +191,27 @@ class TransformerBuilder {
     return maybe_dropout(p + ".mlp.dropout", fc2_id);
   }
 
-  int pre_norm_block(const std::string& p, int x) {
+  // Pre-norm block; with post_norms (Gemma 2/3) the attention and MLP outputs are normed
+  // again before their residual adds; with parallel_residual (GPT-NeoX) both branches read
+  // the block input: x + attn(norm1(x)) + mlp(norm2(x)).
+  int pre_norm_block(const std::string& p, int x, int64_t layer) {
     int n1 = norm(p + ".norm1", x);
-    int attn = attention_part(p, n1);
+    int attn = attention_part(p, n1, layer);
+    if (spec_.post_norms) attn = norm(p + ".attn.post_norm", attn);
     int r1 = b_.add(make_residual(p + ".attn.residual", TpSplit::replicated, x, attn, rows_h()));
-    int n2 = norm(p + ".norm2", r1);
+    int n2 = -1;
+    if (spec_.parallel_residual) {
+      n2 = norm(p + ".norm2", x, false);  // its input x is saved once, by norm1
+    } else {
+      n2 = norm(p + ".norm2", r1);
+    }
     int mlp = mlp_part(p, n2);
+    if (spec_.post_norms) mlp = norm(p + ".mlp.post_norm", mlp);
     return b_.add(make_residual(p + ".mlp.residual", TpSplit::replicated, r1, mlp, rows_h()));
   }
 
-  int post_norm_block(const std::string& p, int x) {
-    int attn = attention_part(p, x);
+  int post_norm_block(const std::string& p, int x, int64_t layer) {
+    int attn = attention_part(p, x, layer);
     int r1 = b_.add(make_residual(p + ".attn.residual", TpSplit::replicated, x, attn, rows_h()));
     int n1 = norm(p + ".norm1", r1);
     int mlp = mlp_part(p, n1);
@@ -228,6 +264,12 @@ class TransformerBuilder {
     }
     int logits = lm_head("head.lm", logits_in, head_bias);
     Op loss = make_loss("head.loss", TpSplit::vocab, logits, s, dims_.V);
+    if (spec_.logit_softcap > 0) {  // cap * tanh(logits / cap) before the softmax
+      const double n = static_cast<double>(s) * static_cast<double>(dims_.V);
+      loss.softcap = spec_.logit_softcap;
+      loss.flops_fwd += kSoftcapCost.fwd * n;
+      loss.flops_bwd += kSoftcapCost.bwd * n;
+    }
     // The softmax of the logits, kept for backward; split by vocabulary under tp.
     set_saved(loss, static_cast<double>(s) * static_cast<double>(dims_.V), 0, true);
     b_.add(std::move(loss));

@@ -74,17 +74,21 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
     const double sq = s / cp;                          // this cp rank's queries
     const double heads = static_cast<double>(op.heads), kv = static_cast<double>(op.kv_heads > 0 ? op.kv_heads : op.heads);
     const double d = static_cast<double>(op.head_dim);
-    const double ss_h = s * s * heads * d / cp;        // per sample, all heads: this rank's 1/cp of the scores
+    // Keys per query: the sequence, or a sliding-window layer's window.
+    const double keys = op.window > 0 ? std::min(s, static_cast<double>(op.window)) : s;
+    const double ss_h = s * keys * heads * d / cp;     // per sample, all heads: this rank's 1/cp of the scores
     const double q = sq * heads * d;                   // local queries
     const double kv_all = 2.0 * s * kv * d;            // K and V of the whole sequence (gathered when cp > 1)
     const double o = sq * heads * d;                   // the local context
     const double scale = b / div;                      // this rank's share of the micro-batch
     if (cp > 1) c.cp_kv_bytes = kv_all * elem * scale;
     c.gemm_m = static_cast<int64_t>(b * heads / div * sq);
-    c.gemm_n = static_cast<int64_t>(s);
+    c.gemm_n = static_cast<int64_t>(keys);
     c.gemm_k = op.head_dim;
     if (is_fused_attention(attention)) {
-      const double causal = op.causal ? 0.5 : 1.0;     // masked blocks are skipped
+      // Masked blocks are skipped: causal attention computes half the s x s scores; a causal
+      // window of w keys computes s w - w^2 / 2 of its s w (1 - w / 2s; 1/2 when w = s).
+      const double causal = op.causal ? 1.0 - keys / (2.0 * s) : 1.0;
       c.fused_attention = true;
       c.fused_attention_v1 = attention == AttentionImpl::flash1;
       // Under cp the K and V of the whole sequence are gathered and the local queries (balanced

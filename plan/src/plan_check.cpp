@@ -51,7 +51,7 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& f
 }
 
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const std::string& file) {
-  if (plan.seq_len > 0) spec.seq_len = plan.seq_len;
+  if (plan.seq_len > 0) located(file, "/batch/seq_len", [&] { models::set_seq_len(spec, plan.seq_len, "batch.seq_len"); });
   models::ModelGraph graph = located(file, "/model", [&] { return models::build_graph(spec); });
   const hw::InstanceType& inst =
       located(file, "/cluster/instance_type", [&]() -> const hw::InstanceType& { return catalog.instance(plan.instance_type); });

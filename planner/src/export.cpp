@@ -235,6 +235,22 @@ void megatron_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Re
     refuse("/model", "megatron.models",
            fmt::format("the {} model {} (Megatron-LM trains transformer language models)", models::family_name(m.family), m.name),
            "export with --to torchrun or --to deepspeed");
+  // Variants of imported Hugging Face models that the arguments below do not carry.
+  std::vector<std::string> variants;
+  if (m.activation == models::Activation::geglu) variants.emplace_back("a GeGLU MLP");
+  if (m.head_size > 0) variants.emplace_back(fmt::format("head_dim {} != hidden / heads", m.head_size));
+  if (m.qkv_bias && !m.bias) variants.emplace_back("QKV-only biases");
+  if (m.qk_norm) variants.emplace_back("Q/K norms");
+  if (m.post_norms) variants.emplace_back("post-attention/MLP norms");
+  if (m.parallel_residual) variants.emplace_back("parallel residuals");
+  if (m.rotary_fraction < 1) variants.emplace_back("partial rotary");
+  if (m.num_local_layers() > 0) variants.emplace_back("sliding-window layers");
+  if (m.attn_softcap > 0 || m.logit_softcap > 0) variants.emplace_back("logit soft-capping");
+  if (!variants.empty())
+    refuse("/model", "megatron.models",
+           fmt::format("the model {} with {} (this export writes Megatron-LM's GPT / Llama arguments, which do not carry them)",
+                       m.name, join(variants, ", ")),
+           "export with --to torchrun or --to deepspeed");
   const int cc = compute_capability(ctx);
   if (plan::is_fused_attention(p.attention) && cc > 0 && cc < 80)
     refuse("/attention", "megatron.attention-backend",

@@ -702,7 +702,7 @@ SearchResult search(const SearchRequest& request, const hw::Catalog& catalog) {
   const SearchRequest req = narrow_to_framework(request);
   SearchResult result;
   models::ModelSpec spec = models::resolve_model(req.model);
-  if (req.seq_len > 0) spec.seq_len = req.seq_len;
+  if (req.seq_len > 0) models::set_seq_len(spec, req.seq_len, "--seq-len");
   SearchState st(req, catalog, result);
   st.default_batch = req.global_batch > 0 ? req.global_batch : default_global_batch(spec);
   result.global_batch = st.default_batch;

@@ -84,7 +84,7 @@ void work_of(const SearchOptions& a, SearchRequest& req) {
   double tokens_per_sample = 1;
   if (!req.model.empty()) {
     models::ModelSpec spec = models::resolve_model(req.model);
-    if (a.seq_len > 0) spec.seq_len = a.seq_len;
+    if (a.seq_len > 0) models::set_seq_len(spec, a.seq_len, "--seq-len");
     tokens_per_sample = models::build_graph(spec).tokens_per_sample();
   }
   req.tokens = req.samples_per_epoch * req.epochs * tokens_per_sample;

@@ -223,7 +223,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
   const std::vector<int64_t> batches = global_batches(req, default_batch);
   models::ModelSpec spec = models::resolve_model(req.model);
-  if (req.seq_len > 0) spec.seq_len = req.seq_len;
+  if (req.seq_len > 0) models::set_seq_len(spec, req.seq_len, "--seq-len");
   const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
   const bool lazy_axes = req.stages.expand;
   const std::vector<int> cps = context_parallel_degrees(req, spec, transformer);

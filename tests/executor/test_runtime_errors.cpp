@@ -21,6 +21,30 @@ TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[e
     REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()),
                            "the executor runs model families gpt, llama and mlp, not bert");
   }
+  SECTION("variants of imported models that have no kernel yet") {
+    // llama-tiny with sliding-window layers, then with a GeGLU MLP: refused by op, not run
+    // as plain attention or gelu.
+    for (int variant = 0; variant < 2; ++variant) {
+      models::ModelSpec spec = models::ModelCatalog::builtin().spec("llama-tiny");
+      if (variant == 0) {
+        spec.sliding_window = 8;
+        spec.local_layers = {true, false};
+      } else {
+        spec.activation = models::Activation::geglu;
+      }
+      plan::Plan p;
+      p.model = "llama-tiny";
+      p.instance_type = "g5.xlarge";
+      p.global_batch = 2;
+      p.micro_batch = 2;
+      plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), spec, "test");
+      plan::validate(p, ctx, "test");
+      const std::string expected = variant == 0
+                                       ? "the executor cannot run op \"block1.attn.core\" (attention): no sliding-window"
+                                       : "the executor cannot run op \"block1.mlp.act\" (activation): no GeGLU kernel";
+      REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()), expected);
+    }
+  }
   SECTION("a program lowered from another plan") {
     RunSpec a;
     a.dp = 2;

@@ -706,6 +706,26 @@ TEST_CASE("lower: flash attention executes half the causal score FLOPs forward a
   CHECK(sum_flops(unfused, plan::Phase::forward) > 2.0 * sum_flops(flash, plan::Phase::forward));
 }
 
+TEST_CASE("lower: flash attention on a sliding-window layer computes s w - w^2/2 causal scores, not s^2/2", "[plan][lower]") {
+  // One attention op of 4 heads of 16 over s = 64 tokens, window 16: the causal window holds
+  // s w - w^2 / 2 = 896 of the 64 x 64 scores; flash runs QK^T + AV on them (4 d FLOPs per
+  // score forward, 10 d backward). A window as long as the sequence is plain causal: s^2 / 2.
+  models::Op op;
+  op.kind = models::OpKind::attention;
+  op.heads = op.kv_heads = 4;
+  op.head_dim = 16;
+  op.causal = true;
+  op.out_shape = {64, 64};
+  op.window = 16;
+  const double scores = 64.0 * 16 - 16.0 * 16 / 2, hd = 4.0 * 16;
+  const auto c = plan::op_cost(op, 1, 1, false, Precision::bf16, plan::AttentionImpl::flash);
+  CHECK(c.flops_fwd == Approx(4.0 * scores * hd));
+  CHECK(c.flops_bwd == Approx(10.0 * scores * hd));
+  CHECK(c.gemm_n == 16);
+  op.window = 64;
+  CHECK(plan::op_cost(op, 1, 1, false, Precision::bf16, plan::AttentionImpl::flash).flops_fwd == Approx(4.0 * 64 * 64 / 2 * hd));
+}
+
 TEST_CASE("lower: Horovod's tensor fusion packs equal gradients into ceil(total / threshold) buffers of at most the threshold",
           "[plan][lower]") {
   // mlp-wide: nine 8192 x 8192 linear layers with biases, every gradient the same size P. A

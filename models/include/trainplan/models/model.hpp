@@ -61,7 +61,10 @@ enum class Norm { layernorm, rmsnorm };
 /// gelu: the exact erf form for every family (GPT-2's tanh approximation differs by < 1e-3
 /// and counts the same FLOPs).
 /// swiglu: silu(gate) * up, with gate and up from one fused linear (see OpKind::activation).
-enum class Activation { gelu, swiglu, relu };
+/// geglu: gelu(gate) * up, the same layout (Gemma's gated GELU, tanh form).
+enum class Activation { gelu, swiglu, relu, geglu };
+/// Whether the MLP's first linear produces [gate | up] (2 x ffn_hidden columns).
+inline bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
 /// none also covers ALiBi (a bias on the attention scores: no parameters, FLOPs not counted).
 enum class PositionEmbedding { learned, rotary, none };
 std::string_view norm_name(Norm n);
@@ -83,12 +86,44 @@ struct ModelSpec {
   int64_t ffn_hidden = 0;    // 4*hidden for GPT; 11008 for Llama 2 7B
   int64_t vocab = 0;
   int64_t seq_len = 0;       // tokens per sample (vit: patches + 1)
+  /// The position limit (Hugging Face max_position_embeddings / n_positions), 0 = none
+  /// stated. A learned position table has this many rows (seq_len when 0); seq_len may not
+  /// exceed it (set_seq_len, validate_spec).
+  int64_t max_positions = 0;
+  /// Where max_positions was read ("/max_position_embeddings" in a config.json), for errors.
+  std::string max_positions_pointer;
+  /// Where seq_len came from, printed next to it: "" = the model file or catalog;
+  /// "default" = trainplan's default for an imported config (kDefaultImportSeqLen, capped at
+  /// max_positions); "--seq-len" / "/batch/seq_len" = set by the user (set_seq_len).
+  std::string seq_len_origin;
   Norm norm = Norm::layernorm;
   Activation activation = Activation::gelu;
   PositionEmbedding position = PositionEmbedding::learned;
   bool tied_embeddings = true;
   bool bias = true;          // linear layers have biases
   bool dropout = true;       // dropout layers present (adds masks to saved activations)
+  // Attention and block variants of the Hugging Face families (decoders; defaults = none):
+  /// Width of one attention head when it is not hidden / heads (Gemma 256, Qwen3 128); 0 =
+  /// hidden / heads. Q and the attention output are heads x head_dim wide.
+  int64_t head_size = 0;
+  /// Biases on the Q, K and V projections even when `bias` is false (Qwen2).
+  bool qkv_bias = false;
+  /// RMSNorm over each head's Q and K before rotary (Qwen3, Gemma 3): 2 x head_dim weights.
+  bool qk_norm = false;
+  /// Extra norms on the attention and MLP outputs before each residual add (Gemma 2 and 3).
+  bool post_norms = false;
+  /// x + attn(norm1(x)) + mlp(norm2(x)) instead of two sequential residuals (GPT-NeoX).
+  bool parallel_residual = false;
+  /// Fraction of each head's dimensions that rotary rotates (GPT-NeoX rotary_pct 0.25).
+  double rotary_fraction = 1.0;
+  /// Sliding-window attention: a local layer attends to the last `sliding_window` tokens, so
+  /// its scores are s x min(window, s) instead of s x s. `local_layers[l]` says whether block
+  /// l + 1 is local; empty = none (then sliding_window is 0).
+  int64_t sliding_window = 0;
+  std::vector<bool> local_layers;
+  /// Soft-capping cap * tanh(x / cap) of the attention scores / final logits (Gemma 2); 0 = none.
+  double attn_softcap = 0;
+  double logit_softcap = 0;
   int64_t type_vocab = 0;    // bert token types
   // vit:
   int64_t image_size = 0;
@@ -114,8 +149,10 @@ struct ModelSpec {
   double rope_theta = 10000; // rotary base (Llama 2: 1e4, Llama 3: 5e5)
   double dropout_p = 0.1;    // probability of every dropout layer when `dropout`
 
-  /// hidden / heads for transformers, 0 otherwise.
-  int64_t head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  /// head_size when given, else hidden / heads for transformers, 0 otherwise.
+  int64_t head_dim() const { return head_size > 0 ? head_size : heads > 0 ? hidden / heads : 0; }
+  /// Number of blocks with sliding-window attention.
+  int64_t num_local_layers() const;
   bool is_transformer() const {
     return family == Family::gpt || family == Family::llama || family == Family::bert ||
            family == Family::vit;
@@ -141,8 +178,11 @@ struct ModelSpec {
 ///              the half-split form (dims j and j + d/2 of a head rotate together by
 ///              position * rope_theta^(-2j/d), as in GPT-NeoX and Hugging Face Llama);
 ///              softmax(Q K^T / sqrt(d)) with a causal mask when `causal`, dropout_p on the
-///              probabilities, times V: out {s, heads d}, heads concatenated.
-///  activation  gelu / relu elementwise; swiglu: x {s, 2f} = [gate | up], out silu(gate)*up.
+///              probabilities, times V: out {s, heads d}, heads concatenated. Variants
+///              (counted in FLOPs, not run by the executor yet): rotary_dims < head_dim,
+///              window > 0 (query i sees keys i - window + 1 .. i), qk_norm, softcap.
+///  activation  gelu / relu elementwise; swiglu: x {s, 2f} = [gate | up], out silu(gate)*up;
+///              geglu: the same with gelu (not run by the executor yet).
 ///  residual    inputs[0] + inputs[1].
 ///  dropout     zero with probability dropout_p, scale the rest by 1 / (1 - p).
 ///  conv2d      x {Cin, H, W}, W {Cout, Cin, kernel, kernel}, stride, padding (+ bias).
@@ -260,6 +300,15 @@ struct Op {
   bool causal = false;
   bool rotary = false;
   double rope_theta = 0;
+  /// attention: dimensions of each head that rotary rotates (the first rotary_dims of the
+  /// half-split form; head_dim unless partial rotary). 0 when not rotary.
+  int64_t rotary_dims = 0;
+  /// attention: each query sees only the last `window` keys (sliding window); 0 = all.
+  int64_t window = 0;
+  /// attention: RMSNorm over each head's Q and K (weights {head_dim} each, counted in params).
+  bool qk_norm = false;
+  /// attention: scores soft-capped as cap * tanh(x / cap); loss: the logits. 0 = none.
+  double softcap = 0;
   /// dropout, and attention-probability dropout inside attention (0 = none).
   double dropout_p = 0;
   /// layernorm / rmsnorm / batchnorm epsilon.
@@ -360,15 +409,37 @@ ModelSpec parse_model_spec(const json::Reader& reader, const json::Json& default
 /// array of model objects, or one model object); `file` names it in errors.
 std::vector<ModelSpec> parse_model_file(std::string_view text, const std::string& file);
 
-/// Imports a Hugging Face config.json (model_type gpt2, llama, mistral, bert). The model is
-/// named after the config's folder ("llama-2-7b/config.json" -> "llama-2-7b"), or the file
-/// name without ".json". Unknown keys are ignored (HF configs carry many); missing required
-/// keys, unsupported model_type or activation, and inconsistent shapes are Errors naming the
-/// file and key. Mistral's sliding window is ignored: FLOPs assume full causal attention.
+/// The training sequence length of an imported Hugging Face config when the user gives no
+/// --seq-len: 4096 tokens, or the config's position limit when that is smaller. A config's
+/// max_position_embeddings is the longest context the model supports, not what it is trained
+/// on; it is never taken as the sequence length.
+inline constexpr int64_t kDefaultImportSeqLen = 4096;
+
+/// Imports a Hugging Face config.json: model_type llama, mistral, qwen2, qwen3, gemma,
+/// gemma2, gemma3 / gemma3_text (the text model, from text_config), phi3, gpt_neox, gpt2,
+/// bert (hf_model_types()). The model is named after the config's folder
+/// ("llama-2-7b/config.json" -> "llama-2-7b"), or the file name without ".json". seq_len is
+/// kDefaultImportSeqLen capped at the position limit (seq_len_origin "default"); use
+/// set_seq_len for another. Unknown keys are ignored (HF configs carry many); missing
+/// required keys, unsupported model_type or activation, and inconsistent shapes are Errors
+/// naming the file and JSON pointer. models/README.md lists the keys read per model type.
 ModelSpec import_hf_config(const std::string& path);
 /// `name` is the model name; `file` (default: name) is used in errors.
 ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name);
 ModelSpec import_hf_config_json(const json::Json& doc, const std::string& name, const std::string& file);
+/// The model_type values import_hf_config accepts.
+std::vector<std::string> hf_model_types();
+
+/// Sets the training sequence length to `seq_len`, given by the user as `origin` ("--seq-len"
+/// or a plan file's "/batch/seq_len"). Error when it exceeds spec.max_positions, naming the
+/// model's file and the position limit's pointer, and the largest allowed value.
+void set_seq_len(ModelSpec& spec, int64_t seq_len, const std::string& origin);
+/// Where seq_len came from and the position limit: "default --seq-len 4096; position limit
+/// 131072", "from --seq-len", or "" for a catalog model's own length.
+std::string seq_len_note(const ModelSpec& spec);
+/// seq_len with its note in parentheses ("4096 (default --seq-len 4096; position limit
+/// 131072)"), as `trainplan model` prints it.
+std::string describe_seq_len(const ModelSpec& spec);
 
 class ModelCatalog {
  public:
