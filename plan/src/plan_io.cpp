@@ -54,6 +54,9 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
         .hint(fmt::format("this trainplan reads schema_version {}", kSchemaVersion));
   p.model = r.field("model").as_string();
   if (p.model.empty()) throw r.field("model").error("must not be empty").hint("a catalog name such as \"gpt3-13b\" or a path to config.json");
+  if (p.model == "xgboost" && r.has("xgboost"))
+    throw r.field("model").error("a classic ML (XGBoost) job file, not a GPU plan")
+        .hint("trainplan job FILE estimates it; check, simulate, export and execute take GPU plans");
 
   auto cluster = r.field("cluster");
   p.instance_type = cluster.field("instance_type").as_string();
