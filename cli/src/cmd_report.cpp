@@ -37,6 +37,21 @@ struct ReportArgs {
   std::string output = "report";
 };
 
+// Writes OUTPUT.md and / or OUTPUT.html (--format); returns the paths written.
+template <typename Md, typename Html>
+std::vector<std::string> write_files(const ReportArgs& a, Md markdown, Html html) {
+  std::vector<std::string> written;
+  if (a.format == "md" || a.format == "both") {
+    json::write_text_file(a.output + ".md", markdown());
+    written.push_back(a.output + ".md");
+  }
+  if (a.format == "html" || a.format == "both") {
+    json::write_text_file(a.output + ".html", html());
+    written.push_back(a.output + ".html");
+  }
+  return written;
+}
+
 bool given(const CLI::App* cmd, const std::string& name) {
   const CLI::Option* o = cmd->get_option_no_throw(name);
   return o && o->count() > 0;
@@ -76,15 +91,7 @@ void run_classic(const ReportArgs& a, const reports::ReportOptions& o) {
     std::fputs(reports::render_markdown(r).c_str(), stdout);
     return;
   }
-  std::vector<std::string> written;
-  if (a.format == "md" || a.format == "both") {
-    json::write_text_file(a.output + ".md", reports::render_markdown(r));
-    written.push_back(a.output + ".md");
-  }
-  if (a.format == "html" || a.format == "both") {
-    json::write_text_file(a.output + ".html", reports::render_html(r));
-    written.push_back(a.output + ".html");
-  }
+  const std::vector<std::string> written = write_files(a, [&] { return reports::render_markdown(r); }, [&] { return reports::render_html(r); });
   const planner::ClassicJob& best = r.rows[r.best].job;
   std::printf("trainplan report: xgboost: best job %d x %s (objective %s), %s, $%.4f\n", best.count, best.instance.c_str(),
               r.objective.c_str(), units::format_duration(best.wall_s).c_str(), best.cost_usd);
@@ -158,15 +165,7 @@ void run(const ReportArgs& a) {
     if (a.plan_file.empty()) report_missed_objective(planner::search_request(a.search), r.plans.front().candidate, "standard output");
     return;
   }
-  std::vector<std::string> written;
-  if (a.format == "md" || a.format == "both") {
-    json::write_text_file(a.output + ".md", reports::render_markdown(r));
-    written.push_back(a.output + ".md");
-  }
-  if (a.format == "html" || a.format == "both") {
-    json::write_text_file(a.output + ".html", reports::render_html(r));
-    written.push_back(a.output + ".html");
-  }
+  const std::vector<std::string> written = write_files(a, [&] { return reports::render_markdown(r); }, [&] { return reports::render_html(r); });
   const auto& best = r.plans.front().candidate;
   std::printf("trainplan report: %s: best plan %d x %s, dp/tp/pp %d/%d/%d%s, step %s (estimate)\n", r.model.c_str(),
               best.plan.instance_count, best.plan.instance_type.c_str(), best.plan.dp, best.plan.tp, best.plan.pp,

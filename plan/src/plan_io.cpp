@@ -86,6 +86,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (p.zero_stage > 3) throw f->error(fmt::format("must be 0, 1, 2 or 3, got {}", p.zero_stage)).hint("ZeRO has stages 0 (off) to 3");
   }
   p.sequence_parallel = par.bool_or("sequence_parallel", false);
+  p.sync_batch_norm = par.bool_or("sync_batch_norm", false);
   par.finish();
 
   auto batch = r.field("batch");
@@ -146,6 +147,7 @@ json::Json to_json(const Plan& p) {
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
   j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
+  if (p.sync_batch_norm) j["parallelism"]["sync_batch_norm"] = true;  // written when set: plans without batch norm never carry it
   json::Json batch = {{"global_batch", p.global_batch}, {"micro_batch", p.micro_batch}};
   if (p.num_micro_batches > 0) batch["num_micro_batches"] = p.num_micro_batches;
   if (p.seq_len > 0) batch["seq_len"] = p.seq_len;
