@@ -10,6 +10,7 @@
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/planner/analytical.hpp"
+#include "trainplan/planner/export.hpp"
 #include "trainplan/planner/search.hpp"
 #include "trainplan/planner/search_io.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
@@ -172,4 +173,15 @@ TEST_CASE("sync-bn: --sync-bn plans it in every candidate of a search", "[planne
   o.epochs.clear();
   o.tokens = "1e9";
   REQUIRE_ERROR_CONTAINS(planner::search_request(o), "--sync-bn");
+}
+
+TEST_CASE("sync-bn: exports say the training script converts the model to SyncBatchNorm", "[planner][syncbn]") {
+  const Case on = resnet("p3.16xlarge", 1, 32, 1, true);
+  const Case off = resnet("p3.16xlarge", 1, 32, 1, false);
+  for (auto target : {planner::ExportTarget::torchrun, planner::ExportTarget::deepspeed}) {
+    const auto notes = planner::export_notes(on.plan, on.ctx, target);
+    CHECK(std::any_of(notes.begin(), notes.end(), [](const std::string& n) { return n.find("convert_sync_batchnorm") != std::string::npos; }));
+    const auto none = planner::export_notes(off.plan, off.ctx, target);
+    CHECK(std::none_of(none.begin(), none.end(), [](const std::string& n) { return n.find("SyncBatchNorm") != std::string::npos; }));
+  }
 }
