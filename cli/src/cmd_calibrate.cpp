@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -210,9 +211,11 @@ void run(const CalibrateArgs& a) {
   // convention gives, instead of now.
   if (const char* epoch = std::getenv("SOURCE_DATE_EPOCH"); epoch && *epoch) {
     char* end = nullptr;
+    errno = 0;
     const long long t = std::strtoll(epoch, &end, 10);
-    if (*end != '\0' || t < 0)
-      throw Error(fmt::format("SOURCE_DATE_EPOCH=\"{}\" is not a count of seconds", epoch))
+    // 253402300799 = 9999-12-31T23:59:59Z, the last second a four-digit year can print.
+    if (end == epoch || *end != '\0' || errno == ERANGE || t < 0 || t > 253402300799LL)
+      throw Error(fmt::format("SOURCE_DATE_EPOCH=\"{}\" is not a count of seconds from 1970 to 9999", epoch))
           .hint("set it to seconds since 1970 (e.g. $(git log -1 --format=%ct)), or unset it");
     p.date = calibration::utc_time(static_cast<std::time_t>(t));
   }

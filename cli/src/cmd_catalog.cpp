@@ -125,13 +125,26 @@ void print_cpu_list(const hw::Catalog& cat) {
   if (cat.cpu_instance_names().empty()) return;
   std::printf("\nCPU instances (no GPU; classic ML: `trainplan plan --model xgboost`):\n");
   Table t({"instance", ">vCPUs", ">cores", ">memory", "network", ">EC2 $/h", ">SageMaker $/h", ">spot $/h"});
+  bool marked = false;
   for (const auto& name : cat.cpu_instance_names()) {
     const auto& c = cat.cpu_instance(name);
     const auto& p = c.prices;
+    // " *": the price rests on a source the catalog marks unverified.
+    auto mark = [&](const char* group) -> std::string {
+      const auto it = c.sources.find(group);
+      if (it == c.sources.end()) return "";
+      for (const auto& id : split(it->second, '+'))
+        if (!cat.source(id).verified) return marked = true, " *";
+      return "";
+    };
     t.add({name, std::to_string(c.vcpus), std::to_string(c.cores), units::format_bytes(c.host_memory_bytes), cpu_network(c),
-           usd(p.ec2_on_demand, false), usd(p.sagemaker_on_demand, p.sagemaker_estimated), usd(p.spot, p.spot_estimated)});
+           usd(p.ec2_on_demand, false) + mark("ec2_on_demand"), usd(p.sagemaker_on_demand, p.sagemaker_estimated) + mark("sagemaker"),
+           usd(p.spot, p.spot_estimated) + mark("spot")});
   }
   std::fputs(t.render().c_str(), stdout);
+  if (marked)
+    std::printf("* = the price rests on an unverified source (recalled or secondary, not read on AWS's pricing pages);\n"
+                "`trainplan catalog NAME` names it.\n");
 }
 
 void print_cpu_instance(const hw::Catalog& cat, const hw::CpuInstanceType& c) {

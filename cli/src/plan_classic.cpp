@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -46,6 +47,30 @@ std::optional<double> optional_duration(const std::string& text, const std::stri
 
 using Row = planner::ClassicRow;
 
+// " *" beside a cost whose price (SageMaker on-demand, or spot with `spot`) rests on a source the
+// catalog marks unverified; print_price_notes says which.
+std::string price_mark(const hw::CpuInstanceType& c, bool spot) {
+  return user_catalog().unverified_price_sources(c, spot).empty() ? "" : " *";
+}
+
+void print_price_notes(const std::vector<Row>& rows, bool spot, const char* indent) {
+  const hw::Catalog& cat = user_catalog();
+  std::vector<std::string> seen;
+  for (const auto& r : rows) {
+    const auto& c = *r.instance;
+    const auto ids = cat.unverified_price_sources(c, spot);
+    if (ids.empty() || std::find(seen.begin(), seen.end(), c.name) != seen.end()) continue;
+    seen.push_back(c.name);
+    std::string refs;
+    for (const auto& id : ids) refs += fmt::format("{}{} ({})", refs.empty() ? "" : ", ", id, cat.source(id).date);
+    const bool estimated = spot ? c.prices.spot_estimated : c.prices.sagemaker_estimated;
+    std::printf("%s* %s: the %s price%s rests on unverified sources; check it on AWS's pricing pages\n"
+                "%s  (%s; `trainplan catalog %s` describes them)\n",
+                indent, r.job.instance.c_str(), spot ? "managed spot" : "SageMaker on-demand", estimated ? " (estimated)" : "",
+                indent, refs.c_str(), c.name.c_str());
+  }
+}
+
 void print_comparison(const std::vector<Row>& rows) {
   Table t({"instance", ">count", ">wall", ">billable s", ">per instance", ">cost", ">wall vs 1", ">cost vs 1", ">training",
            ">memory/instance"});
@@ -55,11 +80,12 @@ void print_comparison(const std::vector<Row>& rows) {
     if (j.count == 1) base = &r.job;  // the row each instance type's other counts compare with
     const bool same = base && base->instance == j.instance;
     t.add({j.instance, std::to_string(j.count), units::format_duration(j.wall_s), secs(j.billed_s_total),
-           secs(j.billed_s_per_instance), usd4(j.cost_usd), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
+           secs(j.billed_s_per_instance), usd4(j.cost_usd) + price_mark(*r.instance, false), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
            same ? fmt::format("{:.2f}x", j.cost_usd / base->cost_usd) : "-", units::format_duration(j.phases.training_s),
            memory_of(j.memory_bytes_per_instance, j.usable_memory_bytes) + (j.fits_memory ? "" : " (!)")});
   }
   std::fputs(t.render().c_str(), stdout);
+  print_price_notes(rows, false, "");
 }
 
 // One column per (label, job).
@@ -113,8 +139,8 @@ void print_sweep(const std::vector<Row>& rows, const planner::SweepRequest& req)
   for (const auto& r : rows) {
     const auto& s = *r.sweep;
     t.add({r.job.instance, std::to_string(r.job.count), std::to_string(s.waves), units::format_duration(s.wall_s),
-           secs(s.billed_s), usd4(s.cost_usd), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s),
-           units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd)});
+           secs(s.billed_s), usd4(s.cost_usd) + price_mark(*r.instance, false), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s),
+           units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd) + price_mark(*r.instance, false)});
   }
   std::fputs(t.render("  ").c_str(), stdout);
   std::printf("  A warm pool reuse skips provisioning and the image download (a %s warm start instead); each pool is\n"
@@ -132,7 +158,7 @@ void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req) {
   for (const auto& r : rows) {
     const auto& s = *r.spot;
     const auto& mc = s.monte_carlo;
-    t.add({r.job.instance, std::to_string(r.job.count), fmt::format("{:.4f}", s.spot_price_usd_per_hour),
+    t.add({r.job.instance, std::to_string(r.job.count), fmt::format("{:.4f}", s.spot_price_usd_per_hour) + price_mark(*r.instance, true),
            units::format_duration(mc.time_s.mean), units::format_duration(mc.time_s.p90), usd4(mc.cost_usd.mean),
            usd4(r.job.cost_usd), fmt::format("{:.3f}", mc.interruptions.mean),
            mc.p_exceed_max_wait ? percent(*mc.p_exceed_max_wait) : "-"});
@@ -142,6 +168,7 @@ void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req) {
     }
   }
   std::fputs(t.render("  ").c_str(), stdout);
+  print_price_notes(rows, true, "  ");
   std::printf("  A job still running at max_wait (waiting for capacity included) fails: P(> max_wait) is how often.\n");
   for (const auto& n : notes) std::printf("  note: %s\n", n.c_str());
 }

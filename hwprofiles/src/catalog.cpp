@@ -155,6 +155,31 @@ const InstanceType* Catalog::find_instance(const std::string& name) const {
 
 bool Catalog::has_instance(const std::string& name) const { return instances_.count(name) != 0; }
 
+std::vector<std::string> Catalog::unverified_price_sources(const CpuInstanceType& c, bool spot) const {
+  const bool estimated = spot ? c.prices.spot_estimated : c.prices.sagemaker_estimated;
+  // SageMaker managed spot bills the SageMaker price x EC2 spot / EC2 on-demand; a derived price
+  // is EC2 x a factor.
+  std::vector<std::string> groups = {"sagemaker"};
+  if (spot) groups.insert(groups.end(), {"spot", "ec2_on_demand"});
+  else if (estimated) groups.push_back("ec2_on_demand");
+  std::vector<std::string> out;
+  for (const auto& group : groups) {
+    const auto it = c.sources.find(group);
+    if (it == c.sources.end()) continue;
+    for (const auto& id : split(it->second, '+'))
+      if (!source(id).verified && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  return out;
+}
+
+void Catalog::derate_network(const std::string& name, double factor, const std::string& why) {
+  if (!(factor > 0.0 && factor <= 1.0))
+    throw Error(fmt::format("network derating of {} must be in (0, 1], got {}", name, factor)).hint("a fraction of the line rate");
+  InstanceType& inst = instances_.at(instance(name).name);  // unknown names throw with a suggestion
+  inst.network.bandwidth_bytes_per_s *= factor;
+  inst.notes.push_back(why);
+}
+
 const Source& Catalog::source(const std::string& id) const {
   auto it = sources_.find(id);
   if (it == sources_.end()) {

@@ -87,6 +87,9 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
       const double causal = op.causal ? 0.5 : 1.0;     // masked blocks are skipped
       c.fused_attention = true;
       c.fused_attention_v1 = attention == AttentionImpl::flash1;
+      // Under cp the K and V of the whole sequence are gathered and the local queries (balanced
+      // chunks) still see half of it on average under a causal mask.
+      c.attention_keys = s * causal;
       c.flops_fwd = 4.0 * ss_h * causal * scale;
       c.flops_bwd = 10.0 * ss_h * causal * scale;      // recomputes QK^T (FlashAttention-2)
       const double lse = heads * sq * 4.0;             // fp32 log-sum-exp per head and local token

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "trainplan/core/error.hpp"
@@ -19,9 +20,30 @@ constexpr double kMamfUnknown = 0.80;
 // FlashAttention-2 (Dao, 2023) reaches 50-73 % of A100 peak forward and somewhat less backward;
 // 0.60 is the middle of that range, used for attention tasks that carry no shape.
 constexpr double kAttentionEfficiency = 0.60;
-// FlashAttention-1-class kernels run at this share of the FlashAttention-2 estimate: FA2 is
-// "around 2x faster than FlashAttention" (Dao 2023, arXiv 2307.08691).
-constexpr double kFlash1Speed = 0.5;
+// Fused (flash) attention at long sequences, as a fraction of the 16-bit dense tensor peak:
+// - before Hopper (FlashAttention-2): "up to 73 % of the theoretical max throughput in the
+//   forward pass, and up to 63 % ... in the backward pass" on A100, over sequences 512..16k,
+//   head dimension 64 and 128 (Dao 2023, arXiv 2307.08691, section 1 and 4.1); the maximum is
+//   taken at 16k keys, so the asymptote is that over the key ramp below at 16k.
+// - Hopper and later (FlashAttention-3 / cuDNN fused attention, what current frameworks run):
+//   FlashAttention-3 forward at head dimension 128 on H100 SXM measured 430, 517, 566, 590, 614
+//   and 621 TFLOP/s at sequence 512..16k (pytorch/benchmark commit ff65cb6, the FA3 paper's
+//   sizing, B x s = 16k): 621 of the 989 TFLOP/s dense bf16 peak at 16k keys. No backward
+//   table at hand: the forward share times FlashAttention-2's backward:forward ratio (63/73).
+constexpr double kFlashFwdAmpere = 0.73, kFlashBwdAmpere = 0.63;
+constexpr double kFlashFwdHopper = 620.7 / 989.4, kFlashBwdHopper = kFlashFwdHopper * (63.0 / 73.0);
+constexpr double kFlashReferenceKeys = 16384;
+// The key-loop ramp: a query block's pass over the keys costs as if it visited this many more
+// keys (prologue: loading Q and starting the pipeline; epilogue: rescaling and writing O), so
+// efficiency ~ keys / (keys + 240). Both columns of the table above fit it (FlashAttention-3:
+// 237 keys; Triton FlashAttention-2: 329..477 TFLOP/s, 241 keys), and it reproduces FA2's
+// published 50-73 % between 512 and 16k keys (0.74 x 512 / 752 = 0.50).
+constexpr double kFlashKeyRamp = 240;
+// FlashAttention-1-class kernels (the Triton port, FlashAttention-1): FlashAttention-2 is
+// "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and around 2x
+// faster in the backward pass" (Dao 2023, section 4.1; 1.7-3.0x faster than FlashAttention-1
+// overall).
+constexpr double kFlash1FwdSpeed = 1 / 1.4, kFlash1BwdSpeed = 0.5;
 // Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
 // like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
 constexpr double kMemoryEfficiency = 0.80;
@@ -71,6 +93,8 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
     throw Error("gemm_efficiency_scale must be in (0, 5], got " + std::to_string(options.gemm_efficiency_scale))
         .hint("a calibration profile's compute/gemm_efficiency_scale is a ratio to the measured GEMM rate (MAMF)");
   gemm_efficiency_ = std::min(1.0, gemm_efficiency_ * options.gemm_efficiency_scale);
+  efficiency_scale_ = options.gemm_efficiency_scale;
+  hopper_or_later_ = std::atoi(gpu.compute_capability.c_str()) >= 9;
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
   memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
   if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;
@@ -157,6 +181,18 @@ double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::
   return t + kernel_overhead_s_ * kernels;
 }
 
+double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool backward) const {
+  const auto ramp = [](double keys) { return keys / (keys + kFlashKeyRamp); };
+  const double published = hopper_or_later_ ? (backward ? kFlashBwdHopper : kFlashFwdHopper)
+                                            : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
+  double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
+  // Head dimensions below 64 (the smallest of the published benchmarks) shorten each tile's
+  // K-loop: the GEMM K-loop ramp, relative to 64.
+  if (c.gemm_k > 0 && c.gemm_k < 64) e *= 2.0 * static_cast<double>(c.gemm_k) / (static_cast<double>(c.gemm_k) + kKRamp);
+  if (c.fused_attention_v1) e *= backward ? kFlash1BwdSpeed : kFlash1FwdSpeed;
+  return std::min(1.0, e);
+}
+
 double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) const {
   const bool backward = phase == plan::Phase::backward;
   const double flops = backward ? c.flops_bwd : c.flops_fwd;
@@ -183,13 +219,13 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
         if (cal.compute_efficiency) eff = *cal.compute_efficiency;
       }
     } else {
-      eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
-      // FlashAttention-1-class kernels: FlashAttention-2 is "around 2x faster" and reaches 50-73 %
-      // of A100 peak where FlashAttention-1 reached 25-40 % (Dao 2023, arXiv 2307.08691,
-      // abstract and section 4.1). A calibration entry for attention is the kernel the user
-      // measured and is kept as is.
+      // A calibration entry for attention is the kernel the user measured and a set
+      // attention_efficiency is the user's figure: both are kept as they are.
       const bool calibrated = calibration_ && calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph).compute_efficiency;
-      if (c.fused_attention_v1 && !calibrated) eff *= kFlash1Speed;
+      if (calibrated || attention_efficiency_ > 0 || !(c.attention_keys > 0))
+        eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
+      else
+        eff = fused_attention_efficiency(c, backward);
     }
     t = flops / (peak * eff);
   }

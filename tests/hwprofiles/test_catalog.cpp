@@ -326,3 +326,42 @@ TEST_CASE("hwprofiles: instance JSON uses SI units and is deterministic", "[hwpr
   CHECK(json::dump(j) == json::dump(hw::to_json(cat.instance("p4d.24xlarge"))));
   CHECK(hw::to_json(cat.gpu("T4"))["peak_flops_per_s"].contains("bf16") == false);
 }
+
+TEST_CASE("hwprofiles: P100 PCIe at NVIDIA's launch figures, the Horovod benchmark servers around it", "[hwprofiles][catalog]") {
+  const auto& cat = hw::Catalog::builtin();
+  // NVIDIA's figures at the PCIe P100's launch (ISC 2016): 9.3 TFLOPS single, 18.7 half,
+  // 16 GB HBM2 at 720 GB/s, 250 W; GP100 with 56 SMs enabled; compute capability 6.0.
+  const auto& p100 = cat.gpu("P100-PCIE-16GB");
+  CHECK(p100.peak_flops_per_s(Precision::fp32) == Approx(9.3e12));
+  CHECK(p100.peak_flops_per_s(Precision::fp16) == Approx(18.7e12));
+  CHECK_FALSE(p100.supports(Precision::bf16));
+  CHECK(p100.memory_bytes == Approx(16 * kGiB));
+  CHECK(p100.memory_bandwidth_bytes_per_s == Approx(720e9));
+  CHECK(p100.tdp_w == Approx(250));
+  CHECK(p100.sm_count == 56);
+  CHECK(p100.compute_capability == "6.0");
+  CHECK(cat.source(p100.sources.at("peaks")).verified);
+  // Horovod docs: "servers with 4 Pascal GPUs each connected by a RoCE-capable 25 Gbit/s network".
+  const auto& node = cat.instance("p100-pcie-4gpu-roce25");
+  CHECK_FALSE(node.aws);
+  CHECK(node.gpu == "P100-PCIE-16GB");
+  CHECK(node.gpu_count == 4);
+  CHECK(node.topology.kind == hw::IntraNodeKind::pcie);
+  CHECK(node.network.bandwidth_bytes_per_s == Approx(25e9 / 8));
+  CHECK_FALSE(node.network.gpudirect_rdma);
+  CHECK_FALSE(node.prices.ec2_on_demand);
+}
+
+TEST_CASE("hwprofiles: derate_network scales an instance's network, and refuses what is not a fraction",
+          "[hwprofiles][catalog]") {
+  hw::Catalog cat = hw::Catalog::builtin();
+  const double line = cat.instance("p3dn.24xlarge").network.bandwidth_bytes_per_s;
+  CHECK(line == Approx(100e9 / 8));
+  cat.derate_network("p3dn.24xlarge", 0.8, "NCCL over aws-ofi-nccl");
+  CHECK(cat.instance("p3dn.24xlarge").network.bandwidth_bytes_per_s == Approx(0.8 * line));
+  CHECK(cat.instance("p3dn.24xlarge").notes.back() == "NCCL over aws-ofi-nccl");
+  CHECK(hw::Catalog::builtin().instance("p3dn.24xlarge").network.bandwidth_bytes_per_s == Approx(line));  // a copy
+  REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarge", 0.0, "x"), "must be in (0, 1]");
+  REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarge", 1.5, "x"), "must be in (0, 1]");
+  REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarg", 0.5, "x"), "p3dn.24xlarge");
+}

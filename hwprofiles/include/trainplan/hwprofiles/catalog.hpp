@@ -256,6 +256,11 @@ class Catalog {
   const CpuInstanceType& cpu_instance(const std::string& name) const;
   const CpuInstanceType* find_cpu_instance(const std::string& name) const;
   std::vector<std::string> cpu_instance_names() const { return cpu_order_; }
+  /// The ids of the sources behind CPU instance `c`'s SageMaker on-demand price (`spot` false)
+  /// or its SageMaker managed spot price (`spot` true: SageMaker x EC2 spot / EC2 on-demand)
+  /// that are not verified: a derived price's factor and the EC2 price it multiplies included. Empty when every source was verified (or there is no price).
+  /// Commands print a note beside a price whose list is not empty.
+  std::vector<std::string> unverified_price_sources(const CpuInstanceType& c, bool spot) const;
 
   /// Adds the first `gpus` GPUs of instance `name` as an instance of their own, for runs that
   /// use part of a node (nccl-tests or training on 1, 2 or 4 GPUs of an 8-GPU node): the NVLink
@@ -264,6 +269,11 @@ class Catalog {
   /// "<name>:<gpus>gpu"; returns the name (adding it once). Throws Error when `gpus` is not in
   /// [1, gpu_count) or does not fill whole sockets / PCIe switches / NICs beyond the first.
   std::string add_partial_instance(const std::string& name, int gpus);
+  /// Multiplies instance `name`'s network bandwidth (every NIC's share) by `factor` in (0, 1]
+  /// and adds `why` to its notes: the fraction of the line rate a software stack achieves
+  /// (validate's PyTorch DDP baseline on p3dn: NCCL over aws-ofi-nccl, 2019-2021). Throws
+  /// Error for an unknown name or a factor outside (0, 1].
+  void derate_network(const std::string& name, double factor, const std::string& why);
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
  private:

@@ -56,6 +56,10 @@ struct OpCost {
   int64_t gemm_m = 0, gemm_n = 0, gemm_k = 0;
   bool fused_attention = false;  // attention op run as one fused kernel
   bool fused_attention_v1 = false;  // ... of the FlashAttention-1 class (AttentionImpl::flash1)
+  /// Fused attention: the mean number of keys one query visits in the kernel's loop over key
+  /// blocks (the sequence, half of it under a causal mask); sets how well the kernel amortizes
+  /// its per-block prologue and epilogue. 0 when not fused attention.
+  double attention_keys = 0;
   int kernels_fwd = 1, kernels_bwd = 1;
   /// Activations kept from forward to backward without recomputation (bytes on this rank).
   double saved_bytes = 0;

@@ -161,7 +161,8 @@ class ComputeModel {
   /// Seconds one op's kernels take in a phase (forward, recompute = forward, backward):
   /// max(FLOPs / (peak x efficiency), main-kernel bytes / (HBM x efficiency)) + separate
   /// memory-bound passes / (HBM x efficiency) + launch gaps. Fused (flash) attention runs at the
-  /// attention efficiency; unfused attention's batched GEMMs (K = head_dim) at the GEMM shape
+  /// published kernel level of its GPU generation and pass, on the key-loop ramp of the keys a
+  /// query visits (a set attention_efficiency or a calibration entry wins); unfused attention's batched GEMMs (K = head_dim) at the GEMM shape
   /// efficiency. Attention runs in bf16 under fp8 training (Transformer Engine keeps dot-product
   /// attention in bf16 by default).
   double op_duration_s(const plan::OpCost& cost, plan::Phase phase) const;
@@ -181,10 +182,15 @@ class ComputeModel {
 
  private:
   double gemm_shape_factor(int64_t m, int64_t n, int64_t k) const;
+  /// Fused attention's share of the tensor peak from published kernel benchmarks, the key-loop
+  /// ramp and the implementation (simulator/README.md, "Compute model").
+  double fused_attention_efficiency(const plan::OpCost& cost, bool backward) const;
 
   hw::GpuSpec gpu_;
   Precision precision_;
   const CalibrationTable* calibration_;
+  double efficiency_scale_ = 1;   // ComputeModelOptions::gemm_efficiency_scale
+  bool hopper_or_later_ = false;  // compute capability 9.0 or later (FlashAttention-3 class kernels)
   double tensor_peak_ = 0;
   double vector_peak_ = 0;
   double gemm_efficiency_ = 0;
