@@ -84,7 +84,7 @@ void run_classic(const ReportArgs& a, const reports::ReportOptions& o) {
   if (!a.plan_file.empty()) throw Error("--plan reports one GPU plan; --model xgboost describes a comparison").at("--plan").hint("give one or the other");
   const planner::ClassicRequest req = classic_request(a.search, a.classic, a.cmd);
   const ClassicObjective goal = classic_objective(a.search);
-  reports::ClassicReport r = reports::build_classic_report(req, goal.objective, goal.deadline_s, goal.budget_usd);
+  reports::ClassicReport r = reports::build_classic_report(req, user_catalog(), goal.objective, goal.deadline_s, goal.budget_usd);
   r.html_name = o.html_name;
   if (a.output == "-") {
     if (a.format != "md") throw Error("-o - writes the Markdown to standard output").hint("add --format md, or give a file name");

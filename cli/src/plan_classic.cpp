@@ -336,9 +336,11 @@ void run_classic_job(const std::string& file, const json::Json& doc, const plann
   std::vector<std::pair<std::string, const planner::ClassicJob*>> columns = {{j.warm_start ? "warm pool" : "this job", &j}};
   if (j.warm_start) columns.emplace_back("cold start", &an.cold);
   print_phases(columns);
+  const Row row{.instance = an.instance, .job = j, .break_even = std::nullopt, .sweep = an.sweep, .spot = an.spot_result};
   std::printf("wall %s; billed %s s per instance x %d = %s s; %s at %s per instance-hour (SageMaker on-demand)\n",
               units::format_duration(j.wall_s).c_str(), secs(j.billed_s_per_instance).c_str(), j.count, secs(j.billed_s_total).c_str(),
-              usd4(j.cost_usd).c_str(), usd4(j.price_usd_per_hour).c_str());
+              (usd4(j.cost_usd) + price_mark(*an.instance, false)).c_str(), usd4(j.price_usd_per_hour).c_str());
+  print_price_notes({row}, false, "");
   if (j.warm_start)
     std::printf("the warm pool saves %s of wall time and %s billed s per instance against a cold start\n",
                 units::format_duration(an.cold.wall_s - j.wall_s).c_str(),
@@ -346,7 +348,6 @@ void run_classic_job(const std::string& file, const json::Json& doc, const plann
   if (!j.fits_memory)
     std::printf("note: the data (%s per instance) exceeds %s usable memory\n", units::format_bytes(j.memory_bytes_per_instance).c_str(),
                 units::format_bytes(j.usable_memory_bytes).c_str());
-  const Row row{.instance = an.instance, .job = j, .break_even = std::nullopt, .sweep = an.sweep, .spot = an.spot_result};
   if (an.spot_result) print_spot({row}, an.spot_request);
   if (an.sweep) print_sweep({row}, an.sweep_request);
   if (!an.assumptions.empty()) {

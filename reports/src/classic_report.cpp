@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "report_doc.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/simulator/job_lifecycle.hpp"
@@ -20,6 +22,21 @@ std::string secs(double s) { return fmt::format("{:.1f}", s); }
 std::string usd4(double v) { return v < 10 ? fmt::format("${:.4f}", v) : units::format_usd(v); }
 std::string label(const planner::ClassicJob& j) { return fmt::format("{} x{}", j.instance, j.count); }
 
+using Unverified = std::vector<std::pair<std::string, std::string>>;
+bool listed(const Unverified& list, const std::string& name) {
+  return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+}
+// A cost, marked "*" when its price rests on unverified sources.
+std::string cost(double usd, const Unverified& list, const std::string& instance) {
+  return usd4(usd) + (listed(list, instance) ? " *" : "");
+}
+void price_notes(Doc& d, const Unverified& list, const std::string& what) {
+  std::vector<std::string> items;
+  for (const auto& [name, refs] : list)
+    items.push_back(fmt::format("* {}: the {} price rests on unverified sources ({}); check it on AWS's pricing pages", name, what, refs));
+  d.bullets(items);
+}
+
 void intro(Doc& d, const ClassicReport& r) {
   const planner::XgboostSpec& s = r.request.spec;
   d.title(fmt::format("trainplan report: xgboost, {} rows x {} features, {} rounds", units::format_count(static_cast<double>(s.rows)),
@@ -35,7 +52,7 @@ void intro(Doc& d, const ClassicReport& r) {
                           "seconds in all, {}. `trainplan plan --model xgboost ... -o job.json` writes it as a job file for "
                           "`trainplan job job.json`.",
                           r.objective, b.count, b.count == 1 ? "" : "s", b.instance, dur(b.wall_s), secs(b.billed_s_total),
-                          usd4(b.cost_usd)));
+                          cost(b.cost_usd, r.unverified_on_demand, b.instance)));
 }
 
 void comparison(Doc& d, const ClassicReport& r) {
@@ -49,12 +66,13 @@ void comparison(Doc& d, const ClassicReport& r) {
     if (j.count == 1) base = &row.job;
     const bool same = base && base->instance == j.instance;
     t.rows.push_back({j.instance, std::to_string(j.count), dur(j.wall_s), secs(j.billed_s_total), secs(j.billed_s_per_instance),
-                      usd4(j.cost_usd), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
+                      cost(j.cost_usd, r.unverified_on_demand, j.instance), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
                       same ? fmt::format("{:.2f}x", j.cost_usd / base->cost_usd) : "-", dur(j.phases.training_s),
                       fmt::format("{} / {}{}", units::format_bytes(j.memory_bytes_per_instance), units::format_bytes(j.usable_memory_bytes),
                                   j.fits_memory ? "" : " (does not fit)")});
   }
   d.table(t);
+  price_notes(d, r.unverified_on_demand, "SageMaker on-demand");
 }
 
 void phases(Doc& d, const ClassicReport& r) {
@@ -116,8 +134,8 @@ void sweep(Doc& d, const ClassicReport& r) {
   for (const auto& row : r.rows) {
     const auto& s = *row.sweep;
     t.rows.push_back({row.job.instance, std::to_string(row.job.count), std::to_string(s.waves), dur(s.wall_s), secs(s.billed_s),
-                      usd4(s.cost_usd), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s), dur(s.cold_wall_s),
-                      usd4(s.cold_cost_usd)});
+                      cost(s.cost_usd, r.unverified_on_demand, row.job.instance), std::to_string(s.warm_starts),
+                      secs(s.keep_alive_billed_s), dur(s.cold_wall_s), cost(s.cold_cost_usd, r.unverified_on_demand, row.job.instance)});
   }
   d.table(t);
 }
@@ -135,12 +153,14 @@ void spot(Doc& d, const ClassicReport& r) {
           {}};
   for (const auto& row : r.rows) {
     const auto& mc = row.spot->monte_carlo;
-    t.rows.push_back({row.job.instance, std::to_string(row.job.count), fmt::format("{:.4f}", row.spot->spot_price_usd_per_hour),
+    t.rows.push_back({row.job.instance, std::to_string(row.job.count),
+                      fmt::format("{:.4f}{}", row.spot->spot_price_usd_per_hour, listed(r.unverified_spot, row.job.instance) ? " *" : ""),
                       dur(mc.time_s.mean), dur(mc.time_s.p90), usd4(mc.cost_usd.mean), usd4(row.job.cost_usd),
                       fmt::format("{:.3f}", mc.interruptions.mean),
                       mc.p_exceed_max_wait ? fmt::format("{:.1f}%", 100.0 * *mc.p_exceed_max_wait) : "-"});
   }
   d.table(t);
+  price_notes(d, r.unverified_spot, "managed spot");
   std::vector<std::string> notes = {"spot model: " + r.rows.front().spot->model};
   notes.insert(notes.end(), r.rows.front().spot->assumptions.begin(), r.rows.front().spot->assumptions.end());
   d.bullets(notes);
@@ -167,9 +187,17 @@ Doc build_doc(const ClassicReport& r) {
 
 }  // namespace
 
-ClassicReport build_classic_report(const planner::ClassicRequest& request, const std::string& objective, double deadline_s,
-                                   double budget_usd) {
+ClassicReport build_classic_report(const planner::ClassicRequest& request, const hw::Catalog& catalog, const std::string& objective,
+                                   double deadline_s, double budget_usd) {
   ClassicReport r;
+  for (const hw::CpuInstanceType* inst : request.instances)
+    for (bool spot : {false, true}) {
+      const auto ids = catalog.unverified_price_sources(*inst, spot);
+      if (ids.empty()) continue;
+      std::string refs;
+      for (const auto& id : ids) refs += fmt::format("{}{} ({})", refs.empty() ? "" : ", ", id, catalog.source(id).date);
+      (spot ? r.unverified_spot : r.unverified_on_demand).emplace_back("ml." + inst->name, refs);
+    }
   r.request = request;
   r.objective = objective;
   r.rows = planner::compare_classic(request);

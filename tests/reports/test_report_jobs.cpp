@@ -84,7 +84,7 @@ TEST_CASE("report: the classic-ML report renders every compared job and the obje
   req.counts = {1, 2};
   req.sweep = planner::SweepRequest{.repeat = 20, .parallel = 4, .keep_alive_s = 600};
   req.spot = planner::SpotRequest{.max_wait_s = 240, .runs = 100};
-  const ClassicReport r = build_classic_report(req, "cost");
+  const ClassicReport r = build_classic_report(req, cat, "cost");
   REQUIRE(r.rows.size() == 2);
   // The lesson's finding: one instance is the cheaper job.
   CHECK(r.rows[r.best].job.count == 1);
@@ -93,6 +93,9 @@ TEST_CASE("report: the classic-ML report renders every compared job and the obje
     INFO(row.job.count);
     CHECK(md.find(fmt::format("| {} | {} |", row.job.instance, row.job.count)) != std::string::npos);
     CHECK(md.find(fmt::format("${:.4f}", row.job.cost_usd)) != std::string::npos);
+    // A price resting on unverified sources is marked, with the sources named.
+    if (!cat.unverified_price_sources(*row.instance, false).empty())
+      CHECK(md.find(fmt::format("${:.4f} *", row.job.cost_usd)) != std::string::npos);
     CHECK(md.find(fmt::format("{:.1f}", row.sweep->billed_s)) != std::string::npos);
   }
   CHECK(md.find("## Where the time goes") != std::string::npos);
@@ -101,7 +104,7 @@ TEST_CASE("report: the classic-ML report renders every compared job and the obje
   CHECK(md.find("## When more instances pay") != std::string::npos);
   CHECK(md.find("## Managed spot") != std::string::npos);
   // Deterministic, and the HTML carries the same tables.
-  CHECK(render_markdown(build_classic_report(req, "cost")) == md);
+  CHECK(render_markdown(build_classic_report(req, cat, "cost")) == md);
   const std::string html = render_html(r);
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(html.find("<th>phase</th>") != std::string::npos);

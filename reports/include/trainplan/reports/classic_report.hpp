@@ -14,7 +14,10 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "trainplan/hwprofiles/catalog.hpp"
 
 #include "trainplan/planner/classic_plan.hpp"
 
@@ -26,12 +29,16 @@ struct ClassicReport {
   size_t best = 0;                         // index of the row the objective picks
   std::string objective;                   // "time", "cost", ...
   std::string html_name = "report.html";   // what the Markdown links to
+  /// Instance types whose SageMaker on-demand (or managed spot) price rests on sources the
+  /// catalog marks unverified, each with the source ids and dates ("id (date), ..."); their
+  /// costs are marked "*".
+  std::vector<std::pair<std::string, std::string>> unverified_on_demand, unverified_spot;
 };
 
 /// Runs the comparison (planner::compare_classic) and picks the best row by `objective`
 /// (planner::best_classic_row). Throws Error naming the flag for a bad request.
-ClassicReport build_classic_report(const planner::ClassicRequest& request, const std::string& objective, double deadline_s = 0,
-                                   double budget_usd = 0);
+ClassicReport build_classic_report(const planner::ClassicRequest& request, const hw::Catalog& catalog, const std::string& objective,
+                                   double deadline_s = 0, double budget_usd = 0);
 
 std::string render_markdown(const ClassicReport& report);
 std::string render_html(const ClassicReport& report);
