@@ -11,9 +11,11 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "options.hpp"
+#include "plan_classic.hpp"
 #include "table.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
+#include "trainplan/planner/classic_plan.hpp"
 #include "trainplan/planner/job.hpp"
 #include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/simulator/spot.hpp"
@@ -23,6 +25,7 @@ namespace {
 
 // `trainplan job`'s options: the job request plus what only the command does.
 struct JobArgs : planner::JobRequest {
+  const CLI::App* cmd = nullptr;
   std::string plan_file;
   std::string write_plan;
   bool json = false;
@@ -168,7 +171,12 @@ void run_job(const JobArgs& a) {
     return;
   }
 
-  plan::Plan p = plan::read_plan_file(a.plan_file);
+  const json::Json doc = json::parse_file(a.plan_file);
+  if (planner::is_classic_plan(doc)) {
+    run_classic_job(a.plan_file, doc, a, a.cmd, a.json);
+    return;
+  }
+  plan::Plan p = plan::parse_plan(doc, a.plan_file);
   const hw::Catalog& catalog = user_catalog();
   plan::PlanContext ctx = plan::resolve(p, catalog, a.plan_file);
   plan::validate(p, ctx, a.plan_file);
@@ -261,6 +269,7 @@ void add_job_command(CLI::App& app) {
   cmd->add_flag("--no-hardware-failures", a->no_hardware_failures, "Leave out hardware/host failures (Llama 3 rate)");
   cmd->add_option("--write-plan", a->write_plan, "Write the plan with the chosen checkpoint interval to this file");
   cmd->add_flag("--json", a->json, "Print JSON (SI units) instead of tables");
+  a->cmd = cmd;
   cmd->callback([a] { run_job(*a); });
 }
 

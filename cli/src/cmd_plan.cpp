@@ -205,7 +205,7 @@ void print_verbose(const planner::SearchResult& res, const hw::Catalog& catalog)
 
 void run(const PlanArgs& a) {
   if (is_classic_model(a.search.model)) {
-    run_classic_plan(a.search, a.classic, a.cmd, a.json_out);
+    run_classic_plan(a.search, a.classic, a.cmd, a.json_out, a.output);
     return;
   }
   if (const std::string flag = classic_option_given(a.cmd); !flag.empty())

@@ -4,15 +4,18 @@
 
 #include <algorithm>
 #include <csignal>
+#include <optional>
 #include <cstdio>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "options.hpp"
+#include "plan_classic.hpp"
 #include "search_options.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/planner/search.hpp"
+#include "trainplan/reports/classic_report.hpp"
 #include "trainplan/reports/report.hpp"
 
 namespace trainplan::cli {
@@ -22,6 +25,10 @@ struct ReportArgs {
   ReportArgs() { search.spot_runs = 1000; }
   SearchArgs search;          // the search, as `trainplan plan` (--spot-runs, --seed and --top
                               // also drive the report's Monte Carlo and table)
+  ClassicArgs classic;        // --model xgboost; --repeat, --parallel, --keep-alive, --max-wait and
+                              // --max-run also drive a GPU plan's SageMaker job section
+  bool warm_pool = false;
+  CLI::App* cmd = nullptr;
   std::string plan_file;      // or one plan
   std::string history_db;     // predicted vs measured section
   size_t spot_plans = 10;
@@ -29,6 +36,67 @@ struct ReportArgs {
   std::string format = "both";
   std::string output = "report";
 };
+
+// Writes OUTPUT.md and / or OUTPUT.html (--format); returns the paths written.
+template <typename Md, typename Html>
+std::vector<std::string> write_files(const ReportArgs& a, Md markdown, Html html) {
+  std::vector<std::string> written;
+  if (a.format == "md" || a.format == "both") {
+    json::write_text_file(a.output + ".md", markdown());
+    written.push_back(a.output + ".md");
+  }
+  if (a.format == "html" || a.format == "both") {
+    json::write_text_file(a.output + ".html", html());
+    written.push_back(a.output + ".html");
+  }
+  return written;
+}
+
+bool given(const CLI::App* cmd, const std::string& name) {
+  const CLI::Option* o = cmd->get_option_no_throw(name);
+  return o && o->count() > 0;
+}
+
+// The SageMaker job section of a GPU plan's report, when any of its options is given.
+std::optional<planner::JobRequest> job_request(const ReportArgs& a) {
+  for (const char* name : {"--rows", "--features", "--rounds", "--max-depth", "--bins"})
+    if (given(a.cmd, name))
+      throw Error(fmt::format("applies to --model xgboost, not to {}", a.search.model.empty() ? "a plan file" : a.search.model))
+          .at(name)
+          .hint("the SageMaker job section takes --warm-pool, --repeat, --parallel, --keep-alive, --max-wait and --max-run");
+  const ClassicArgs& c = a.classic;
+  if (!a.warm_pool && c.repeat == 0 && c.max_wait.empty() && c.max_run.empty()) {
+    if (given(a.cmd, "--parallel") || !c.keep_alive.empty())
+      throw Error("describes a sweep").at(given(a.cmd, "--parallel") ? "--parallel" : "--keep-alive").hint("add --repeat N");
+    return std::nullopt;
+  }
+  planner::JobRequest r;
+  r.warm_pool = a.warm_pool;
+  r.repeat = c.repeat;
+  r.parallel = c.parallel;
+  r.keep_alive = c.keep_alive;
+  r.max_wait = c.max_wait;
+  r.max_run = c.max_run;
+  return r;
+}
+
+void run_classic(const ReportArgs& a, const reports::ReportOptions& o) {
+  if (!a.plan_file.empty()) throw Error("--plan reports one GPU plan; --model xgboost describes a comparison").at("--plan").hint("give one or the other");
+  const planner::ClassicRequest req = classic_request(a.search, a.classic, a.cmd);
+  const ClassicObjective goal = classic_objective(a.search);
+  reports::ClassicReport r = reports::build_classic_report(req, user_catalog(), goal.objective, goal.deadline_s, goal.budget_usd);
+  r.html_name = o.html_name;
+  if (a.output == "-") {
+    if (a.format != "md") throw Error("-o - writes the Markdown to standard output").hint("add --format md, or give a file name");
+    std::fputs(reports::render_markdown(r).c_str(), stdout);
+    return;
+  }
+  const std::vector<std::string> written = write_files(a, [&] { return reports::render_markdown(r); }, [&] { return reports::render_html(r); });
+  const planner::ClassicJob& best = r.rows[r.best].job;
+  std::printf("trainplan report: xgboost: best job %d x %s (objective %s), %s, $%.4f\n", best.count, best.instance.c_str(),
+              r.objective.c_str(), units::format_duration(best.wall_s).c_str(), best.cost_usd);
+  std::printf("report written to %s\n", join(written, " and ").c_str());
+}
 
 reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   const hw::Catalog& catalog = user_catalog();
@@ -55,9 +123,6 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
     r.samples_per_epoch = samples;
     return r;
   }
-  if (a.search.model == "xgboost")
-    throw Error("classic ML (xgboost) has no report yet").at("--model")
-        .hint("trainplan plan --model xgboost --rows R --features F prints the comparison, sweep and spot tables (--json FILE writes them)");
   if (a.search.model.empty() || (a.search.tokens.empty() && a.search.samples.empty()))
     throw Error("trainplan report needs --model and --tokens or --samples (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");
@@ -74,6 +139,12 @@ std::string base_name(const std::string& path) {
 
 void run(const ReportArgs& a) {
   const bool to_stdout = a.output == "-";
+  if (is_classic_model(a.search.model)) {
+    reports::ReportOptions o;
+    if (!to_stdout) o.html_name = base_name(a.output) + ".html";
+    run_classic(a, o);
+    return;
+  }
   if (to_stdout && a.format != "md")
     throw Error("-o - writes the Markdown to standard output").hint("add --format md, or give a file name");
   reports::ReportOptions o;
@@ -84,6 +155,7 @@ void run(const ReportArgs& a) {
   o.history_db = a.history_db;
   o.threads = static_cast<size_t>(a.search.threads);
   o.simulate = !a.no_simulate;
+  o.job = job_request(a);
   if (!to_stdout) o.html_name = base_name(a.output) + ".html";
   const reports::Report r = build(a, o);
   if (global_options().verbose)
@@ -93,15 +165,7 @@ void run(const ReportArgs& a) {
     if (a.plan_file.empty()) report_missed_objective(planner::search_request(a.search), r.plans.front().candidate, "standard output");
     return;
   }
-  std::vector<std::string> written;
-  if (a.format == "md" || a.format == "both") {
-    json::write_text_file(a.output + ".md", reports::render_markdown(r));
-    written.push_back(a.output + ".md");
-  }
-  if (a.format == "html" || a.format == "both") {
-    json::write_text_file(a.output + ".html", reports::render_html(r));
-    written.push_back(a.output + ".html");
-  }
+  const std::vector<std::string> written = write_files(a, [&] { return reports::render_markdown(r); }, [&] { return reports::render_html(r); });
   const auto& best = r.plans.front().candidate;
   std::printf("trainplan report: %s: best plan %d x %s, dp/tp/pp %d/%d/%d%s, step %s (estimate)\n", r.model.c_str(),
               best.plan.instance_count, best.plan.instance_type.c_str(), best.plan.dp, best.plan.tp, best.plan.pp,
@@ -119,6 +183,9 @@ void add_report_command(CLI::App& app) {
       "report", "Markdown and self-contained HTML report of a plan search (or of one plan): top plans, Pareto, scaling, "
                 "breakdown, memory, a simulated step, spot");
   add_search_options(cmd, a->search, /*model_required=*/false);
+  add_classic_options(cmd, a->classic, /*for_report=*/true);
+  cmd->add_flag("--warm-pool", a->warm_pool, "SageMaker job section: the best plan's job starting on a warm pool");
+  a->cmd = cmd;
   cmd->add_option("--plan", a->plan_file, "Report on this plan file instead of a search (--tokens, or --samples and --epochs, override its work)");
   add_int(cmd, "--spot-plans", a->spot_plans, 0, limits::kMaxRows, "Plans of the table that get a spot Monte Carlo (the best always does)");
   cmd->add_option("--history", a->history_db,

@@ -14,6 +14,7 @@
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
 #include "trainplan/planner/classic_ml.hpp"
+#include "trainplan/planner/classic_plan.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -44,10 +45,7 @@ std::optional<double> optional_duration(const std::string& text, const std::stri
   return flag_positive_quantity(flag, text, units::Dimension::duration);
 }
 
-struct Row {
-  const hw::CpuInstanceType* instance;
-  planner::ClassicJob job;
-};
+using Row = planner::ClassicRow;
 
 // " *" beside a cost whose price (SageMaker on-demand, or spot with `spot`) rests on a source the
 // catalog marks unverified; print_price_notes says which.
@@ -90,51 +88,48 @@ void print_comparison(const std::vector<Row>& rows) {
   print_price_notes(rows, false, "");
 }
 
-void print_phases(const std::vector<Row>& rows) {
+// One column per (label, job).
+void print_phases(const std::vector<std::pair<std::string, const planner::ClassicJob*>>& columns) {
   std::vector<std::string> head = {"phase (seconds)", "billed"};
-  for (const auto& r : rows) head.push_back(fmt::format(">{} x{}", r.job.instance, r.job.count));
+  for (const auto& [label, job] : columns) head.push_back(">" + label);
   Table t(head);
-  using P = planner::JobPhases;
-  const std::vector<std::tuple<std::string, bool, double P::*>> phases = {
-      {"starting", false, &P::starting_s},          {"preparing instances", false, &P::preparing_s},
-      {"input download", true, &P::input_download_s}, {"image download", true, &P::image_download_s},
-      {"algorithm start", true, &P::algorithm_start_s}, {"training", true, &P::training_s},
-      {"model upload", true, &P::upload_s}};
-  for (const auto& [name, billed, member] : phases) {
-    std::vector<std::string> row = {name, billed ? "yes" : "no"};
-    for (const auto& r : rows) row.push_back(secs(r.job.phases.*member));
+  for (const auto& phase : planner::job_phases()) {
+    std::vector<std::string> row = {phase.name, phase.billed ? "yes" : "no"};
+    for (const auto& [label, job] : columns) row.push_back(secs(job->phases.*phase.seconds));
     t.add(row);
   }
   std::vector<std::string> total = {"wall (per instance)", ""};
-  for (const auto& r : rows) total.push_back(secs(r.job.wall_s));
+  for (const auto& [label, job] : columns) total.push_back(secs(job->wall_s));
   t.add(total);
   std::fputs(t.render("  ").c_str(), stdout);
+}
+
+void print_phases(const std::vector<Row>& rows) {
+  std::vector<std::pair<std::string, const planner::ClassicJob*>> columns;
+  for (const auto& r : rows) columns.emplace_back(fmt::format("{} x{}", r.job.instance, r.job.count), &r.job);
+  print_phases(columns);
 }
 
 void print_break_even(const planner::XgboostSpec& spec, const std::vector<Row>& rows) {
   for (const auto& r : rows) {
     if (r.job.count == 1) continue;
-    const auto rows_star = planner::break_even_rows(spec, *r.instance, r.job.count);
-    if (!rows_star) {
+    if (!r.break_even) {
       std::printf("  %s: %d instances never finish sooner than 1\n", r.job.instance.c_str(), r.job.count);
       continue;
     }
-    planner::XgboostSpec at = spec;
-    at.rows = static_cast<int64_t>(std::ceil(*rows_star));
-    const auto n_job = planner::xgboost_job(at, *r.instance, r.job.count);
-    const auto one_job = planner::xgboost_job(at, *r.instance, 1);
+    const planner::BreakEven& be = *r.break_even;
     std::printf("  %s: %d instances finish sooner than 1 above %s rows (%s now); there each job takes %s and bills %s vs %s "
                 "on one%s\n",
-                r.job.instance.c_str(), r.job.count, units::format_count(*rows_star).c_str(),
-                units::format_count(static_cast<double>(spec.rows)).c_str(), units::format_duration(n_job.wall_s).c_str(),
-                usd4(n_job.cost_usd).c_str(), usd4(one_job.cost_usd).c_str(),
-                one_job.fits_memory ? "" : "; one instance cannot hold that many rows");
+                r.job.instance.c_str(), r.job.count, units::format_count(be.rows).c_str(),
+                units::format_count(static_cast<double>(spec.rows)).c_str(), units::format_duration(be.many.wall_s).c_str(),
+                usd4(be.many.cost_usd).c_str(), usd4(be.one.cost_usd).c_str(),
+                be.one.fits_memory ? "" : "; one instance cannot hold that many rows");
   }
   std::printf("  More instances never bill less: each one pays the fixed phases (input, image, algorithm start, upload)\n"
               "  again, and the histogram all-reduce on top.\n");
 }
 
-void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows, const planner::SweepRequest& req) {
+void print_sweep(const std::vector<Row>& rows, const planner::SweepRequest& req) {
   std::printf("\nTuning sweep: %lld jobs, %lld at a time%s\n", static_cast<long long>(req.repeat),
               static_cast<long long>(req.parallel),
               req.keep_alive_s > 0 ? fmt::format(", warm pools kept alive {}", units::format_duration(req.keep_alive_s)).c_str()
@@ -142,7 +137,7 @@ void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows,
   Table t({"instance", ">count", ">waves", ">wall", ">billable s", ">cost", ">warm starts", ">keep-alive billed s",
            ">wall without pool", ">cost without pool"});
   for (const auto& r : rows) {
-    const auto s = planner::sweep(spec, *r.instance, r.job.count, req);
+    const auto& s = *r.sweep;
     t.add({r.job.instance, std::to_string(r.job.count), std::to_string(s.waves), units::format_duration(s.wall_s),
            secs(s.billed_s), usd4(s.cost_usd) + price_mark(*r.instance, false), std::to_string(s.warm_starts), secs(s.keep_alive_billed_s),
            units::format_duration(s.cold_wall_s), usd4(s.cold_cost_usd) + price_mark(*r.instance, false)});
@@ -153,16 +148,15 @@ void print_sweep(const planner::XgboostSpec& spec, const std::vector<Row>& rows,
               units::format_duration(sim::LifecycleFacts::builtin().sagemaker_warm_pool_start_s).c_str());
 }
 
-void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req, const std::vector<planner::SpotResult>& results) {
+void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req) {
   std::printf("\nManaged spot (%zu Monte Carlo runs%s%s):\n", req.runs,
               req.max_wait_s ? fmt::format(", max_wait {}", units::format_duration(*req.max_wait_s)).c_str() : "",
               req.max_run_s ? fmt::format(", max_run {}", units::format_duration(*req.max_run_s)).c_str() : "");
   Table t({"instance", ">count", ">spot $/h", ">wall mean", ">wall p90", ">cost mean", ">on-demand cost", ">interruptions",
            ">P(> max_wait)"});
   std::vector<std::string> notes;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    const auto& s = results[i];
+  for (const auto& r : rows) {
+    const auto& s = *r.spot;
     const auto& mc = s.monte_carlo;
     t.add({r.job.instance, std::to_string(r.job.count), fmt::format("{:.4f}", s.spot_price_usd_per_hour) + price_mark(*r.instance, true),
            units::format_duration(mc.time_s.mean), units::format_duration(mc.time_s.p90), usd4(mc.cost_usd.mean),
@@ -183,17 +177,31 @@ void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req, c
 
 bool is_classic_model(const std::string& model) { return model == "xgboost"; }
 
-void add_classic_options(CLI::App* cmd, ClassicArgs& a) {
+ClassicObjective classic_objective(const planner::SearchOptions& search) {
+  ClassicObjective o{search.objective};
+  if (!search.deadline.empty()) o.deadline_s = flag_positive_quantity("--deadline", search.deadline, units::Dimension::duration);
+  std::string budget = search.budget;
+  if (!budget.empty() && budget.front() == '$') budget.erase(0, 1);
+  if (!budget.empty()) o.budget_usd = flag_positive_quantity("--budget", budget, units::Dimension::count);
+  if (o.objective == "cost-under-deadline" && search.deadline.empty())
+    throw Error("needs --deadline").at("--objective").hint("e.g. --deadline 10min");
+  if (o.objective == "time-under-budget" && search.budget.empty())
+    throw Error("needs --budget").at("--objective").hint("e.g. --budget 0.01");
+  return o;
+}
+
+void add_classic_options(CLI::App* cmd, ClassicArgs& a, bool for_report) {
   add_int(cmd, "--rows", a.rows, 1, 1'000'000'000'000, "xgboost: training rows");
   add_int(cmd, "--features", a.features, 1, 1'000'000, "xgboost: feature columns (without the label)");
   add_int(cmd, "--rounds", a.rounds, 1, 1'000'000, "xgboost: boosting rounds (num_round)");
   add_int(cmd, "--max-depth", a.max_depth, 1, 20, "xgboost: tree depth (XGBoost's default 6)");
   add_int(cmd, "--bins", a.bins, 2, 65536, "xgboost: histogram bins, max_bin (XGBoost's default 256)");
-  add_int(cmd, "--repeat", a.repeat, 1, 1'000'000, "xgboost: a sweep of this many jobs (hyperparameter tuning)");
-  add_int(cmd, "--parallel", a.parallel, 1, 1'000'000, "xgboost: jobs of the sweep running at once");
-  cmd->add_option("--keep-alive", a.keep_alive, "xgboost: SageMaker warm pool keep-alive for the sweep, e.g. 10min (at most 1h)");
-  cmd->add_option("--max-wait", a.max_wait, "xgboost with --purchase spot: SageMaker max_wait, e.g. 1h");
-  cmd->add_option("--max-run", a.max_run, "xgboost with --purchase spot: SageMaker max_run, e.g. 30min");
+  const std::string who = for_report ? "SageMaker jobs" : "xgboost";
+  add_int(cmd, "--repeat", a.repeat, 1, 1'000'000, who + ": a sweep of this many jobs (hyperparameter tuning)");
+  add_int(cmd, "--parallel", a.parallel, 1, 1'000'000, who + ": jobs of the sweep running at once");
+  cmd->add_option("--keep-alive", a.keep_alive, who + ": SageMaker warm pool keep-alive for the sweep, e.g. 10min (at most 1h)");
+  cmd->add_option("--max-wait", a.max_wait, who + (for_report ? ": managed spot's max_wait, e.g. 1h" : " with --purchase spot: SageMaker max_wait, e.g. 1h"));
+  cmd->add_option("--max-run", a.max_run, who + (for_report ? ": managed spot's max_run, e.g. 30min" : " with --purchase spot: SageMaker max_run, e.g. 30min"));
 }
 
 std::string classic_option_given(const CLI::App* cmd) {
@@ -202,7 +210,7 @@ std::string classic_option_given(const CLI::App* cmd) {
   return "";
 }
 
-void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a, const CLI::App* cmd, const std::string& json_out) {
+planner::ClassicRequest classic_request(const planner::SearchOptions& search, const ClassicArgs& a, const CLI::App* cmd) {
   for (const auto& name : kGpuOnly)
     if (given(cmd, name))
       throw Error(fmt::format("does not apply to --model {}", search.model))
@@ -210,6 +218,8 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
           .hint("an XGBoost job is sized by --rows, --features, --rounds, --max-depth and --bins");
   if (given(cmd, "--platform") && search.platform != "sagemaker")
     throw Error("classic ML jobs are modelled as SageMaker training jobs").at("--platform").hint("drop it, or say sagemaker");
+  if (given(cmd, "--warm-pool"))
+    throw Error("a warm pool is reused by a sweep's later jobs").at("--warm-pool").hint("use --repeat N --keep-alive T");
   if (a.rows == 0) throw Error("is required with --model xgboost").at("--rows").hint("the training table's rows, e.g. --rows 892");
   if (a.features == 0)
     throw Error("is required with --model xgboost").at("--features").hint("feature columns without the label, e.g. --features 8");
@@ -219,32 +229,33 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
   if ((given(cmd, "--parallel") || !a.keep_alive.empty()) && a.repeat == 0)
     throw Error("describes a sweep").at(given(cmd, "--parallel") ? "--parallel" : "--keep-alive").hint("add --repeat N");
 
-  planner::XgboostSpec spec{.rows = a.rows, .features = a.features, .rounds = a.rounds,
-                            .max_depth = static_cast<int>(a.max_depth), .bins = static_cast<int>(a.bins)};
-  planner::check(spec);
+  planner::ClassicRequest req;
+  req.spec = {.rows = a.rows, .features = a.features, .rounds = a.rounds, .max_depth = static_cast<int>(a.max_depth),
+              .bins = static_cast<int>(a.bins)};
+  planner::check(req.spec);
   const hw::Catalog& cat = user_catalog();
-  std::vector<std::string> names = split(search.instances.empty() ? "ml.m5.large" : search.instances, ',');
-  const std::vector<int> counts = parse_counts(search.counts);
-  std::vector<Row> rows;
-  for (const auto& raw : names) {
-    const std::string& name = raw;
-    const hw::CpuInstanceType& inst = at_flag("--instances", [&]() -> const hw::CpuInstanceType& { return cat.cpu_instance(name); });
-    for (int n : counts) rows.push_back({&inst, planner::xgboost_job(spec, inst, n)});
-  }
-
-  // Everything that can refuse the request runs before anything is printed.
-  planner::SweepRequest sweep_req;
-  if (a.repeat > 0) {
-    sweep_req = {.repeat = a.repeat, .parallel = a.parallel,
-                 .keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration)};
-    (void)planner::sweep(spec, *rows.front().instance, rows.front().job.count, sweep_req);
-  }
-  planner::SpotRequest spot_req{.max_wait_s = optional_duration(a.max_wait, "--max-wait"),
-                                .max_run_s = optional_duration(a.max_run, "--max-run"), .runs = search.spot_runs, .seed = search.seed};
-  std::vector<planner::SpotResult> spot_results;
+  for (const auto& name : split(search.instances.empty() ? "ml.m5.large" : search.instances, ','))
+    req.instances.push_back(
+        &at_flag("--instances", [&]() -> const hw::CpuInstanceType& { return cat.cpu_instance(name); }));
+  req.counts = parse_counts(search.counts);
+  if (a.repeat > 0)
+    req.sweep = planner::SweepRequest{
+        .repeat = a.repeat, .parallel = a.parallel,
+        .keep_alive_s = a.keep_alive.empty() ? 0.0 : flag_quantity("--keep-alive", a.keep_alive, units::Dimension::duration)};
   if (spot)
-    for (const auto& r : rows)
-      spot_results.push_back(at_flag("--max-wait", [&] { return planner::spot_job(spec, *r.instance, r.job.count, spot_req); }));
+    req.spot = planner::SpotRequest{.max_wait_s = optional_duration(a.max_wait, "--max-wait"),
+                                    .max_run_s = optional_duration(a.max_run, "--max-run"), .runs = search.spot_runs, .seed = search.seed};
+  return req;
+}
+
+void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a, const CLI::App* cmd, const std::string& json_out,
+                      const std::string& output) {
+  const planner::ClassicRequest req = classic_request(search, a, cmd);
+  const planner::XgboostSpec& spec = req.spec;
+  // Everything that can refuse the request runs before anything is printed.
+  const std::vector<Row> rows = planner::compare_classic(req);
+  const ClassicObjective goal = classic_objective(search);
+  const planner::ClassicRow& best = planner::best_classic_row(rows, goal.objective, goal.deadline_s, goal.budget_usd);
 
   std::printf("trainplan plan: xgboost (tree_method hist, max_depth %d, %d bins), %s rows x %lld features, %lld rounds\n",
               spec.max_depth, spec.bins, units::format_count(static_cast<double>(spec.rows)).c_str(),
@@ -261,11 +272,18 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
       std::printf("note: %s x%d: the data (%s per instance) exceeds %s usable memory\n", r.job.instance.c_str(), r.job.count,
                   units::format_bytes(r.job.memory_bytes_per_instance).c_str(), units::format_bytes(r.job.usable_memory_bytes).c_str());
 
-  if (a.repeat > 0) print_sweep(spec, rows, sweep_req);
-  if (spot) print_spot(rows, spot_req, spot_results);
+  if (req.sweep) print_sweep(rows, *req.sweep);
+  if (req.spot) print_spot(rows, *req.spot);
   std::printf("\nStart-up phases: durations measured in published SageMaker logs of built-in XGBoost jobs (not the jobs\n"
               "compared here); `trainplan plan --model xgboost ... --json FILE` lists every constant with its source.\n");
 
+  if (!output.empty()) {
+    const plan::Purchase purchase = search.purchase == "spot" || search.spot ? plan::Purchase::spot : plan::Purchase::on_demand;
+    json::write_file(output, planner::classic_plan_json(spec, best, purchase));
+    std::printf("\nbest job (%s, objective %s) written to %s: trainplan job %s\n",
+                fmt::format("{} x{}", best.job.instance, best.job.count).c_str(), search.objective.c_str(), output.c_str(),
+                output.c_str());
+  }
   if (!json_out.empty()) {
     json::Json doc;
     doc["model"] = {{"kind", "xgboost"}, {"rows", spec.rows}, {"features", spec.features}, {"rounds", spec.rounds},
@@ -273,15 +291,9 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
     doc["jobs"] = json::Json::array();
     for (const auto& r : rows) {
       json::Json j = planner::to_json(r.job);
-      if (r.job.count > 1) {
-        const auto be = planner::break_even_rows(spec, *r.instance, r.job.count);
-        j["break_even_rows"] = be ? json::Json(*be) : json::Json(nullptr);
-      }
-      if (a.repeat > 0) j["sweep"] = planner::to_json(planner::sweep(spec, *r.instance, r.job.count, sweep_req));
-      if (spot) {
-        const auto& s = spot_results[static_cast<size_t>(&r - rows.data())];
-        j["spot"] = {{"spot_usd_per_hour", s.spot_price_usd_per_hour}, {"monte_carlo", sim::to_json(s.monte_carlo)}};
-      }
+      if (r.job.count > 1) j["break_even_rows"] = r.break_even ? json::Json(r.break_even->rows) : json::Json(nullptr);
+      if (r.sweep) j["sweep"] = planner::to_json(*r.sweep);
+      if (r.spot) j["spot"] = {{"spot_usd_per_hour", r.spot->spot_price_usd_per_hour}, {"monte_carlo", sim::to_json(r.spot->monte_carlo)}};
       doc["jobs"].push_back(j);
     }
     doc["constants"] = json::Json::array();
@@ -289,6 +301,58 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
       doc["constants"].push_back({{"name", c.name}, {"value", c.value}, {"kind", c.kind}, {"source", c.source}});
     json::write_file(json_out, doc);
     std::printf("written to %s\n", json_out.c_str());
+  }
+}
+
+void run_classic_job(const std::string& file, const json::Json& doc, const planner::JobRequest& request, const CLI::App* cmd,
+                     bool json_output) {
+  static const std::vector<std::string> kGpuJobOnly = {
+      "--step-time", "--calibration", "--tokens", "--samples", "--epochs", "--data-input", "--dataset-size", "--sample-size",
+      "--checkpoint-storage", "--fsx-deployment", "--fsx-size", "--ebs-throughput", "--checkpoint-interval", "--eval-every",
+      "--eval-time", "--deadline", "--trace", "--no-hardware-failures", "--write-plan"};
+  for (const auto& name : kGpuJobOnly)
+    if (given(cmd, name))
+      throw Error(fmt::format("does not apply to the XGBoost job {}", file))
+          .at(name)
+          .hint("a classic job takes --purchase, --warm-pool, --repeat, --parallel, --keep-alive, --max-wait, --max-run, --runs, "
+                "--seed and --json");
+  if (given(cmd, "--platform") && request.platform != "sagemaker")
+    throw Error("classic ML jobs are modelled as SageMaker training jobs").at("--platform").hint("drop it, or say sagemaker");
+  const planner::ClassicPlan p = planner::parse_classic_plan(doc, file);
+  const hw::Catalog& cat = user_catalog();
+  at_flag(file, [&]() -> const hw::CpuInstanceType& { return cat.cpu_instance(p.instance_type); });
+  const planner::ClassicJobAnalysis an = planner::analyze_classic_job(p, cat, request, given(cmd, "--purchase"));
+  if (json_output) {
+    std::fputs(json::dump(planner::to_json(an, file)).c_str(), stdout);
+    return;
+  }
+  const planner::XgboostSpec& spec = p.spec;
+  const planner::ClassicJob& j = an.job;
+  std::printf("trainplan job: %s: xgboost (max_depth %d, %d bins), %s rows x %lld features, %lld rounds on %d x %s, %s on "
+              "sagemaker%s\n\n",
+              file.c_str(), spec.max_depth, spec.bins, units::format_count(static_cast<double>(spec.rows)).c_str(),
+              static_cast<long long>(spec.features), static_cast<long long>(spec.rounds), j.count, j.instance.c_str(),
+              an.spot ? "spot" : "on-demand", j.warm_start ? ", first start on a warm pool" : "");
+  std::vector<std::pair<std::string, const planner::ClassicJob*>> columns = {{j.warm_start ? "warm pool" : "this job", &j}};
+  if (j.warm_start) columns.emplace_back("cold start", &an.cold);
+  print_phases(columns);
+  const Row row{.instance = an.instance, .job = j, .break_even = std::nullopt, .sweep = an.sweep, .spot = an.spot_result};
+  std::printf("wall %s; billed %s s per instance x %d = %s s; %s at %s per instance-hour (SageMaker on-demand)\n",
+              units::format_duration(j.wall_s).c_str(), secs(j.billed_s_per_instance).c_str(), j.count, secs(j.billed_s_total).c_str(),
+              (usd4(j.cost_usd) + price_mark(*an.instance, false)).c_str(), usd4(j.price_usd_per_hour).c_str());
+  print_price_notes({row}, false, "");
+  if (j.warm_start)
+    std::printf("the warm pool saves %s of wall time and %s billed s per instance against a cold start\n",
+                units::format_duration(an.cold.wall_s - j.wall_s).c_str(),
+                secs(an.cold.billed_s_per_instance - j.billed_s_per_instance).c_str());
+  if (!j.fits_memory)
+    std::printf("note: the data (%s per instance) exceeds %s usable memory\n", units::format_bytes(j.memory_bytes_per_instance).c_str(),
+                units::format_bytes(j.usable_memory_bytes).c_str());
+  if (an.spot_result) print_spot({row}, an.spot_request);
+  if (an.sweep) print_sweep({row}, an.sweep_request);
+  if (!an.assumptions.empty()) {
+    std::printf("\nassumptions:\n");
+    for (const auto& n : an.assumptions) std::printf("  - %s\n", n.c_str());
   }
 }
 

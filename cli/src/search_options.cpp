@@ -61,6 +61,9 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--dp-algorithms", a.dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server,smddp,horovod (default ring,tree,hierarchical: no export target runs a parameter server or Horovod, and only SageMaker runs SMDDP)");
   cmd->add_option("--bucket-sizes", a.bucket_sizes, "Gradient bucket sizes (default 25MB)");
   cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel, "Do not try sequence parallelism");
+  cmd->add_flag("--sync-bn", a.sync_bn,
+                "Synchronized batch norm (PyTorch SyncBatchNorm) over the data-parallel GPUs: its collectives are planned, "
+                "estimated and simulated (models with batch norm)");
   cmd->add_flag("--tp-across-nodes", a.tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");
   add_choice(cmd, "--data-input", a.data_input, sim::data_source_names(),
              "Where the training data comes from; the data loader (read bandwidth, JPEG decoding on the vCPUs for image "

@@ -503,6 +503,7 @@ void RankState::start_collective(const plan::Task& t, std::vector<Pending>& pend
     }
     case TensorRole::grads:
     case TensorRole::params: start_bucket(t, g, pending); return;
+    case TensorRole::norm_stats: fail(t, "synchronized batch norm is not executed: the runtime has no batch-norm kernel"); return;
     case TensorRole::none:
       if (kind == CollectiveKind::barrier) {
         push(comm_->start_barrier(g, tg), nullptr);

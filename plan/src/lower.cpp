@@ -21,9 +21,12 @@ using detail::MemGroup;
 using detail::TemplateItem;
 using detail::UnitTemplate;
 
-// The cp stream exists only in programs with cp > 1 (programs without it keep six streams).
+// The cp stream exists only in programs with cp > 1 and the sync-bn stream only in programs
+// that synchronize batch norm (programs without them keep six streams); sync-bn comes after cp
+// when both exist, else takes cp's index.
 enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kCp, kNumStreams };
 const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather", "cp"};
+const char* const kSyncBnStreamName = "sync-bn";
 
 /// Gradients reduced together (data-parallel bucket), in the order backward finalizes them.
 struct Bucket {
@@ -46,6 +49,8 @@ struct StageInfo {
   int64_t slots_per_mb = 0;
   std::vector<int64_t> unit_cp_slot; // unit -> first cp slot of the unit per micro-batch (-1: not here)
   int64_t cp_slots_per_mb = 0;
+  std::vector<int64_t> unit_bn_slot; // unit -> first sync-bn slot of the unit per micro-batch (-1: not here)
+  int64_t bn_slots_per_mb = 0;
 };
 
 class Lowering {
@@ -54,7 +59,9 @@ class Lowering {
       : plan_(plan), ctx_(ctx), graph_(ctx.graph), opt_(options), prec_(plan.precision_or(ctx.precision)),
         elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
         pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), world_(plan.world_size()),
-        sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), num_units_(static_cast<int>(graph_.units().size())) {
+        sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
+        num_units_(static_cast<int>(graph_.units().size())) {
+    bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
     TP_ASSERT(m_ >= 1 && cp_ >= 1 && dp_ * tp_ * pp_ * cp_ == world_);
     templates_ = detail::build_unit_templates(plan, ctx, options.granularity);
@@ -77,6 +84,7 @@ class Lowering {
     p.op_costs.reserve(graph_.ops().size());
     for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention, cp_));
     p.streams.assign(kStreamNames, kStreamNames + (cp_ > 1 ? kNumStreams : kCp));
+    if (sync_bn_) p.streams.push_back(kSyncBnStreamName);
     p.groups = groups_;
     p.ranks.resize(static_cast<size_t>(world_));
     p.symmetry_class.resize(static_cast<size_t>(world_));
@@ -174,6 +182,7 @@ class Lowering {
       st.closing.assign(graph_.ops().size(), -1);
       st.unit_slot.assign(static_cast<size_t>(num_units_), -1);
       st.unit_cp_slot.assign(static_cast<size_t>(num_units_), -1);
+      st.unit_bn_slot.assign(static_cast<size_t>(num_units_), -1);
       int64_t slot = 0;
       for (int c = 0; c < vp_; ++c) {
         const auto& a = assignment(s, c);
@@ -182,6 +191,8 @@ class Lowering {
           slot += templates_[static_cast<size_t>(u)].tp_slots;
           st.unit_cp_slot[static_cast<size_t>(u)] = st.cp_slots_per_mb;
           st.cp_slots_per_mb += templates_[static_cast<size_t>(u)].cp_slots;
+          st.unit_bn_slot[static_cast<size_t>(u)] = st.bn_slots_per_mb;
+          st.bn_slots_per_mb += templates_[static_cast<size_t>(u)].bn_slots;
           for (int op : graph_.units()[static_cast<size_t>(u)].ops) st.params += rank_op_params(op, s);
         }
       }
@@ -316,6 +327,10 @@ class Lowering {
       for (int s = 0; s < pp_; ++s)
         for (int d = 0; d < dp_ * tp_; ++d) cp_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].cp_slots_per_mb));
     }
+    if (sync_bn_) {
+      for (int s = 0; s < pp_; ++s)
+        for (int t = 0; t < tp_; ++t) bn_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].bn_slots_per_mb));
+    }
     if (dpcp_ > 1) {
       for (int s = 0; s < pp_; ++s)
         for (int t = 0; t < tp_; ++t) {
@@ -339,6 +354,7 @@ class Lowering {
   int64_t m_, b_;
   int dp_, tp_, pp_, vp_, cp_, dpcp_, world_;
   bool sp_, zero3_;
+  bool sync_bn_;  // the program synchronizes batch norm (the plan asks and dp x cp > 1)
   int num_units_;
   std::vector<UnitTemplate> templates_;
   std::vector<std::vector<int>> gather_ops_;  // ZeRO-3: ops whose parameters a unit's visit gathers
@@ -350,7 +366,8 @@ class Lowering {
   std::vector<Group> groups_;
   std::vector<int> tp_group_, cp_group_, dp_group_, tied_group_;
   int world_group_ = -1;
-  std::vector<int64_t> tp_off_, sp_off_, cp_off_, dp_red_off_, dp_ag_off_;
+  std::vector<int64_t> tp_off_, sp_off_, cp_off_, bn_off_, dp_red_off_, dp_ag_off_;
+  int bn_stream_ = kCp;  // the sync-bn stream's index (after cp's when the program has both)
   int64_t pp_base_ = 0, tied_base_ = 0, world_id_ = 0;
 };
 
@@ -512,7 +529,8 @@ class RankLowering {
       // compute waits for them, except the backward's prefetched gather (only the attention's
       // task waits for it).
       const bool cp = item.purpose == CommPurpose::cp;
-      const int stream = cp ? kCp : kTp;
+      const bool bn = item.purpose == CommPurpose::sync_bn;
+      const int stream = cp ? kCp : bn ? L_.bn_stream_ : kTp;
       std::vector<int> deps = item.prefetch ? after_compute() : take_pending();
       if (mem_)
         for (const MemGroup& g : item.transient_allocs)
@@ -528,12 +546,13 @@ class RankLowering {
       t.virtual_stage = step.chunk;
       t.op = item.op;
       t.collective = item.collective;
-      t.group = cp ? cp_group_ : tp_group_;
+      t.group = cp ? cp_group_ : bn ? dp_group_ : tp_group_;
       t.bytes = item.bytes;
       t.purpose = item.purpose;
       t.role = item.role;
-      t.comm_id = cp ? L_.cp_off_[static_cast<size_t>(cp_index_)] + mb * st_.cp_slots_per_mb + st_.unit_cp_slot[static_cast<size_t>(u)] + item.slot
-                     : L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
+      t.comm_id = cp   ? L_.cp_off_[static_cast<size_t>(cp_index_)] + mb * st_.cp_slots_per_mb + st_.unit_cp_slot[static_cast<size_t>(u)] + item.slot
+                  : bn ? L_.bn_off_[static_cast<size_t>(dp_index_)] + mb * st_.bn_slots_per_mb + st_.unit_bn_slot[static_cast<size_t>(u)] + item.slot
+                       : L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
       const int id = t.id;
       if (item.prefetch) prefetch_ = id;
       else pending_.push_back(id);

@@ -67,6 +67,7 @@ struct UnitTemplate {
   std::vector<int> param_ops;           // ops with parameters, unit order
   int tp_slots = 0;                     // tp collectives per micro-batch (all phases)
   int cp_slots = 0;                     // cp collectives per micro-batch (all phases)
+  int bn_slots = 0;                     // synchronized-batch-norm collectives per micro-batch (all phases)
 };
 
 /// Templates of every unit of the model under the plan's tp / sequence parallelism /

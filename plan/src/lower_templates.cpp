@@ -29,6 +29,12 @@ struct RawItem {
   bool alone = false;             // compute: its own task at layer granularity (cp's attention)
 };
 
+// Channels of a batch-norm op whose statistics are synchronized (0: none).
+int64_t synced_channels(const Plan& plan, const models::Op& op) {
+  if (!plan.sync_batch_norm || plan.dp_cp() < 2 || op.kind != OpKind::batchnorm || op.weight_shape.empty()) return 0;
+  return op.weight_shape.front();
+}
+
 TensorRole role_of(const TpCollective& c, const models::Op& op) {
   if (c.phase == Phase::forward) {
     if (c.before_op) return TensorRole::input;
@@ -65,15 +71,19 @@ class TemplateBuilder {
     // Context parallelism: the attention's K, V are all-gathered over the cp group before it
     // runs, and dK, dV reduce-scattered after its backward (cp_kv_bytes > 0 only then).
     auto gathers_kv = [&](int id) { return costs_[static_cast<size_t>(id)].cp_kv_bytes > 0; };
-    auto cp_item = [&](Phase phase, int id, CollectiveKind kind, bool prefetch) {
+    // A collective of `purpose` (cp, sync_bn) belonging to op `id`.
+    auto comm_item = [&](Phase phase, int id, CollectiveKind kind, CommPurpose purpose, bool prefetch = false) {
       RawItem r;
       r.compute = false;
       r.phase = phase;
       r.op = id;
       r.coll.kind = kind;
-      r.purpose = CommPurpose::cp;
+      r.purpose = purpose;
       r.prefetch = prefetch;
       return r;
+    };
+    auto cp_item = [&](Phase phase, int id, CollectiveKind kind, bool prefetch) {
+      return comm_item(phase, id, kind, CommPurpose::cp, prefetch);
     };
     auto compute_item = [&](Phase phase, int id) {
       RawItem r;
@@ -82,6 +92,10 @@ class TemplateBuilder {
       r.alone = gathers_kv(id);
       return r;
     };
+    // Synchronized batch norm: the forward's all-gather of the statistics, the backward's
+    // all-reduce of the gradient sums, over the data-parallel group, each right after the op.
+    auto bn_item = [&](Phase phase, int id, CollectiveKind kind) { return comm_item(phase, id, kind, CommPurpose::sync_bn); };
+    auto syncs = [&](int id) { return synced_channels(plan_, graph_.ops()[static_cast<size_t>(id)]) > 0; };
     auto tp_item = [&](Phase phase, int id, const TpCollective& c) {
       RawItem r;
       r.compute = false;
@@ -99,6 +113,7 @@ class TemplateBuilder {
           if (c.phase == Phase::forward && c.op == id && c.before_op) out.push_back(tp_item(phase, id, c));
         if (gathers_kv(id)) out.push_back(cp_item(phase, id, CollectiveKind::all_gather, false));
         out.push_back(compute_item(phase, id));
+        if (syncs(id)) out.push_back(bn_item(phase, id, CollectiveKind::all_gather));
         for (const auto& c : colls)
           if (c.phase == Phase::forward && c.op == id && !c.before_op) out.push_back(tp_item(phase, id, c));
       }
@@ -118,19 +133,21 @@ class TemplateBuilder {
       for (const auto& c : colls)
         if (c.phase == Phase::backward && c.op == id && c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
       bwd.push_back(compute_item(Phase::backward, id));
+      if (syncs(id)) bwd.push_back(bn_item(Phase::backward, id, CollectiveKind::all_reduce));
       for (const auto& c : colls)
         if (c.phase == Phase::backward && c.op == id && !c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
       if (gathers_kv(id)) bwd.push_back(cp_item(Phase::backward, id, CollectiveKind::reduce_scatter, false));
     }
 
     UnitTemplate t;
-    int slot = 0, cp_slot = 0;
+    int slot = 0, cp_slot = 0, bn_slot = 0;
     // Slots: forward collectives, then backward, then the recomputed forward ones.
-    t.forward = merge(fwd, u, slot, cp_slot);
-    t.backward = merge(bwd, u, slot, cp_slot);
-    t.recompute = merge(rec, u, slot, cp_slot);
+    t.forward = merge(fwd, u, slot, cp_slot, bn_slot);
+    t.backward = merge(bwd, u, slot, cp_slot, bn_slot);
+    t.recompute = merge(rec, u, slot, cp_slot, bn_slot);
     t.tp_slots = slot;
     t.cp_slots = cp_slot;
+    t.bn_slots = bn_slot;
     for (int id : u.ops) {
       const double p = costs_[static_cast<size_t>(id)].params;
       if (p > 0) t.param_ops.push_back(id);
@@ -143,7 +160,7 @@ class TemplateBuilder {
 
  private:
   // Merges consecutive compute steps of one phase (layer granularity) and numbers slots.
-  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot, int& cp_slot) {
+  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot, int& cp_slot, int& bn_slot) {
     std::vector<TemplateItem> out;
     int segments = 0;
     bool open = false;
@@ -157,7 +174,14 @@ class TemplateBuilder {
         c.purpose = r.purpose;
         c.collective = r.coll.kind;
         c.op = r.op;
-        if (r.purpose == CommPurpose::cp) {
+        if (r.purpose == CommPurpose::sync_bn) {
+          const int64_t channels = synced_channels(plan_, op);
+          c.role = TensorRole::norm_stats;
+          c.bytes = r.coll.kind == CollectiveKind::all_gather ? sync_bn_gather_bytes(channels, plan_.dp_cp())
+                                                               : sync_bn_reduce_bytes(channels);
+          c.slot = bn_slot++;
+          c.name = std::string(collective_tag(c.collective)) + " sync-bn " + op.name;
+        } else if (r.purpose == CommPurpose::cp) {
           c.role = r.coll.kind == CollectiveKind::all_gather ? TensorRole::input : TensorRole::grad_input;
           c.bytes = costs_[static_cast<size_t>(r.op)].cp_kv_bytes;
           c.slot = cp_slot++;

@@ -90,6 +90,7 @@ std::string_view comm_purpose_name(CommPurpose p) {
     case CommPurpose::zero_param: return "zero_param";
     case CommPurpose::ps: return "ps";
     case CommPurpose::cp: return "cp";
+    case CommPurpose::sync_bn: return "sync_bn";
     case CommPurpose::none: return "none";
   }
   return "?";
@@ -105,6 +106,7 @@ std::string_view tensor_role_name(TensorRole r) {
     case TensorRole::params: return "params";
     case TensorRole::grads: return "grads";
     case TensorRole::loss_stats: return "loss_stats";
+    case TensorRole::norm_stats: return "norm_stats";
   }
   return "?";
 }

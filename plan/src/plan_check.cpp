@@ -115,6 +115,10 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
   }
   if (p.sequence_parallel && p.tp == 1)
     return err("/parallelism/sequence_parallel", "sequence parallelism needs tp > 1", "set sequence_parallel to false or raise tp");
+  if (p.sync_batch_norm && std::none_of(ctx.graph.ops().begin(), ctx.graph.ops().end(),
+                                        [](const models::Op& op) { return op.kind == models::OpKind::batchnorm; }))
+    return err("/parallelism/sync_batch_norm", fmt::format("{} has no batch-norm layers to synchronize", m.name),
+               "set sync_batch_norm to false (it applies to models with batch norm, such as resnet-50)");
   const int num_units = static_cast<int>(ctx.graph.units().size());
   const int blocks = ctx.graph.num_blocks();
   if (p.pp > std::max(1, blocks))

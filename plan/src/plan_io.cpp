@@ -54,6 +54,9 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
         .hint(fmt::format("this trainplan reads schema_version {}", kSchemaVersion));
   p.model = r.field("model").as_string();
   if (p.model.empty()) throw r.field("model").error("must not be empty").hint("a catalog name such as \"gpt3-13b\" or a path to config.json");
+  if (p.model == "xgboost" && r.has("xgboost"))
+    throw r.field("model").error("a classic ML (XGBoost) job file, not a GPU plan")
+        .hint("trainplan job FILE estimates it; check, simulate, export and execute take GPU plans");
 
   auto cluster = r.field("cluster");
   p.instance_type = cluster.field("instance_type").as_string();
@@ -83,6 +86,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (p.zero_stage > 3) throw f->error(fmt::format("must be 0, 1, 2 or 3, got {}", p.zero_stage)).hint("ZeRO has stages 0 (off) to 3");
   }
   p.sequence_parallel = par.bool_or("sequence_parallel", false);
+  p.sync_batch_norm = par.bool_or("sync_batch_norm", false);
   par.finish();
 
   auto batch = r.field("batch");
@@ -143,6 +147,7 @@ json::Json to_json(const Plan& p) {
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
   j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
+  if (p.sync_batch_norm) j["parallelism"]["sync_batch_norm"] = true;  // written when set: plans without batch norm never carry it
   json::Json batch = {{"global_batch", p.global_batch}, {"micro_batch", p.micro_batch}};
   if (p.num_micro_batches > 0) batch["num_micro_batches"] = p.num_micro_batches;
   if (p.seq_len > 0) batch["seq_len"] = p.seq_len;

@@ -13,6 +13,7 @@
 #include "trainplan/plan/tp_comm.hpp"
 #include "trainplan/simulator/collectives.hpp"
 #include "trainplan/simulator/simulate.hpp"
+#include "trainplan/simulator/sync_batchnorm.hpp"
 
 namespace trainplan::planner {
 
@@ -461,6 +462,9 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
 
   // Per pipeline rank: compute and tp communication per micro-batch.
   std::vector<StageTimes> stages = stage_times(p, unit_costs);
+  // Synchronized batch norm: per micro-batch, its collectives block the layers (exposed), timed
+  // as the simulator times them (sim::sync_batchnorm_stage_s); zero unless the plan asks.
+  const std::vector<double> sync_bn_s = sim::sync_batchnorm_stage_s(p, ctx);
   // Tied embeddings: the last stage holds a copy of the word embedding (see memory.cpp).
   if (p.pp > 1 && ctx.model_spec.tied_embeddings)
     stages.back().params += static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / p.tp;
@@ -481,7 +485,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   size_t critical = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& st = stages[s];
-    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + st.cp_fwd_s + st.cp_bwd_s + (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
+    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + st.cp_fwd_s + st.cp_bwd_s + sync_bn_s[s] +
+                     (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
     sum_stage += t;
     if (t > max_stage) {
       max_stage = t;
@@ -497,6 +502,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::tp)] = m * (cs.tp_fwd_s + cs.tp_bwd_s);
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::pp)] = p.pp > 1 ? m * 2.0 * p.vp * p2p_s : 0.0;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::cp)] = m * (cs.cp_fwd_s + cs.cp_bwd_s);
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::sync_bn)] = m * sync_bn_s[critical];
 
   // Data parallel / ZeRO, on the rank with the most parameters.
   double params = 0;

@@ -215,10 +215,12 @@ SpotResult spot_job(const XgboostSpec& s, const hw::CpuInstanceType& instance, i
   job.gpus_per_node = 1;
   job.purchase = sim::PurchaseOption::spot;
   job.platform = plan::Platform::sagemaker;
-  const JobPhases& p = cold.phases;
-  job.startup = {.provisioning_s = p.unbilled_s(), .container_pull_s = p.image_download_s, .data_staging_s = p.input_download_s,
-                 .framework_init_s = p.algorithm_start_s + p.upload_s + (count > 1 ? kRabitInitSeconds : 0.0)};
-  job.restart = job.startup;
+  auto startup_of = [&](const JobPhases& p) {
+    return sim::StartupSpec{.provisioning_s = p.unbilled_s(), .container_pull_s = p.image_download_s, .data_staging_s = p.input_download_s,
+                        .framework_init_s = p.algorithm_start_s + p.upload_s + (count > 1 ? kRabitInitSeconds : 0.0)};
+  };
+  job.restart = startup_of(cold.phases);
+  job.startup = req.warm_start ? startup_of(xgboost_job(s, instance, count, true, f).phases) : job.restart;
   job.final_checkpoint = false;
   job.prices = {.on_demand_usd_per_hour = cold.price_usd_per_hour, .spot_usd_per_hour = out.spot_price_usd_per_hour,
                 .minimum_billed_s = f.sagemaker_minimum_billed_s};

@@ -77,7 +77,8 @@ std::vector<ConvergenceWarning> convergence_warnings(const plan::Plan& plan, con
     std::string sync = "synchronized batch norm across GPUs";
     if (plan.dp > 1) {
       const sim::SyncBatchnormCost c = sim::sync_batchnorm_cost(plan, ctx);
-      sync = fmt::format("synchronized batch norm over the {} data-parallel GPUs (+{} per step: {} all-reduces of {} in all)", plan.dp,
+      sync = fmt::format("synchronized batch norm over the {} data-parallel GPUs (+{} per step: {} collectives of {} in all; "
+                         "--sync-bn plans it)", plan.dp,
                          units::format_duration(c.time_per_step_s), c.collectives_per_step, units::format_bytes(c.bytes_per_step));
     }
     out.push_back({"batchnorm-per-gpu",

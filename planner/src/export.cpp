@@ -549,8 +549,13 @@ std::string export_plan(const plan::Plan& plan_in, const plan::PlanContext& ctx,
 }
 
 std::vector<std::string> export_notes(const plan::Plan& plan, const plan::PlanContext&, ExportTarget target) {
-  if (target == ExportTarget::deepspeed) return deepspeed_notes(plan);
-  return {};
+  std::vector<std::string> notes;
+  if (target == ExportTarget::deepspeed) notes = deepspeed_notes(plan);
+  // No config key or launcher flag carries it: PyTorch converts the model's batch-norm layers.
+  if (plan.sync_batch_norm && plan.dp_cp() > 1)
+    notes.push_back("the plan synchronizes batch norm over the data-parallel group: the training script converts the model "
+                    "with torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) before wrapping it");
+  return notes;
 }
 
 std::optional<std::string> export_refusal(const plan::Plan& plan, const plan::PlanContext& ctx, ExportTarget target,

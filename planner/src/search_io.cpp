@@ -167,6 +167,12 @@ SearchRequest search_request(const SearchOptions& a) {
   if (!a.bucket_sizes.empty())
     req.bucket_sizes_bytes = list_of<double>(a.bucket_sizes, "--bucket-sizes", [](const std::string& s) { return flag_positive_quantity("--bucket-sizes", s, units::Dimension::bytes); });
   req.sequence_parallel = !a.no_sequence_parallel;
+  req.sync_batch_norm = a.sync_bn;
+  if (a.sync_bn && !a.model.empty()) {
+    const models::ModelGraph graph = models::build_graph(models::resolve_model(a.model));
+    if (std::none_of(graph.ops().begin(), graph.ops().end(), [](const models::Op& op) { return op.kind == models::OpKind::batchnorm; }))
+      throw Error(fmt::format("{} has no batch-norm layers to synchronize", a.model)).at("--sync-bn").hint("drop --sync-bn");
+  }
   req.allow_tp_across_nodes = a.tp_across_nodes;
   req.partition = at_flag("--partition", [&] { return parse_partition_mode(a.partition); });
   if (!a.framework.empty()) req.framework = at_flag("--for", [&] { return parse_export_target(a.framework); });

@@ -246,6 +246,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.dp = count * gpn;
       c.base.dp_algorithm = req.dp_algorithms.empty() ? plan::DpAlgorithm::ring : req.dp_algorithms.front();
       c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
+      c.base.sync_batch_norm = req.sync_batch_norm;
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
       c.input = data_input_of(req, c);

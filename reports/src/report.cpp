@@ -326,7 +326,55 @@ void fill_header(Report& r, const plan::Plan& p, const plan::PlanContext& ctx) {
   r.platform = p.platform;
 }
 
-// Parts of the report about the best plan: the simulated step and the spot study.
+// The best plan as SageMaker jobs: cold and on a warm pool, a sweep, managed spot with max_wait.
+JobSection job_section(const plan::Plan& p, const plan::PlanContext& ctx, const planner::JobRequest& given, double tokens,
+                       double step_time_s, const ReportOptions& o) {
+  JobSection s;
+  s.request = given;
+  planner::JobRequest od = given;
+  od.platform = "sagemaker";
+  od.purchase = "on-demand";
+  od.max_wait.clear();
+  od.max_run.clear();
+  od.step_time = fmt::format("{:.17g}s", step_time_s);
+  od.tokens = fmt::format("{:.17g}", tokens);
+  od.samples.clear();
+  od.epochs = 1;
+  od.no_hardware_failures = true;  // the estimates and the sweep are uninterrupted
+  od.runs = o.spot_runs;
+  od.seed = o.seed;
+  od.threads = o.threads;
+  planner::JobRequest cold = od;
+  cold.warm_pool = false;
+  cold.repeat = 0;
+  cold.parallel = 1;
+  cold.keep_alive.clear();
+  const planner::JobAnalysis c = planner::analyze_job(p, ctx, cold);
+  s.job = c.job;
+  s.cold = c.estimate;
+  if (given.warm_pool || given.repeat > 0) {
+    const planner::JobAnalysis w = planner::analyze_job(p, ctx, od);
+    if (given.warm_pool) s.warm = w.estimate;
+    s.sweep = w.sweep;
+  }
+  if (!given.max_wait.empty() || !given.max_run.empty()) {
+    planner::JobRequest spot = od;
+    spot.purchase = "spot";
+    spot.max_wait = given.max_wait;
+    spot.max_run = given.max_run;
+    spot.no_hardware_failures = given.no_hardware_failures;
+    spot.repeat = 0;
+    spot.parallel = 1;
+    spot.keep_alive.clear();
+    const planner::JobAnalysis a = planner::analyze_job(p, ctx, spot);
+    s.spot = a.monte_carlo;
+    s.spot_usd_per_hour = a.job.prices.spot_usd_per_hour;
+  }
+  return s;
+}
+
+// Parts of the report about the best plan: the simulated step, the spot study and the SageMaker
+// job section.
 void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOptions& o, const planner::AnalyticalOptions& ao) {
   Stopwatch watch(r);
   const ReportPlan best = r.plans.front();
@@ -343,6 +391,11 @@ void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOption
         if (option.name == sim::purchase_option_name(sim::PurchaseOption::spot)) r.plans.front().spot = option;
   }
   watch.lap("spot");
+  if (o.job) {
+    if (r.tokens > 0) r.job = job_section(best.candidate.plan, ctx, *o.job, r.tokens, best.candidate.step_time_s(), o);
+    else r.notes.push_back("SageMaker job section: left out, no training work given (--tokens)");
+  }
+  watch.lap("job");
   std::sort(r.assumptions.begin(), r.assumptions.end());
   r.assumptions.erase(std::unique(r.assumptions.begin(), r.assumptions.end()), r.assumptions.end());
 }

@@ -24,6 +24,7 @@ enum class Part {
   zero_grad,
   zero_param,
   ps,
+  sync_bn,
   bubble,
   io_stall,
   other,
@@ -49,6 +50,7 @@ inline const PartInfo& part_info(Part p) {
       {"ZeRO reduce-scatter", 6},
       {"ZeRO all-gather", 7},
       {"parameter server", 10},
+      {"sync batch norm", 3},  // data-parallel group traffic: the DP colour
       {"pipeline bubble", 8},
       {"I/O stall", 11},
       {"other", 12},
@@ -66,6 +68,7 @@ inline Part comm_part(plan::CommPurpose purpose) {
     case plan::CommPurpose::zero_param: return Part::zero_param;
     case plan::CommPurpose::ps: return Part::ps;
     case plan::CommPurpose::cp: return Part::cp;
+    case plan::CommPurpose::sync_bn: return Part::sync_bn;
     case plan::CommPurpose::none: return Part::other;
   }
   return Part::other;

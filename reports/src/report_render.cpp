@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "report_doc.hpp"
 #include "report_internal.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/core/units.hpp"
@@ -22,54 +23,11 @@ using report_detail::comm_part;
 using report_detail::kNumParts;
 using report_detail::Part;
 using report_detail::part_info;
-
-// ---- the document ------------------------------------------------------------------------------
-
-struct Table {
-  std::vector<std::string> headers;  // a leading '>' right-aligns the column (dropped on output)
-  std::vector<std::vector<std::string>> rows;
-};
-
-struct Block {
-  enum class Kind { title, heading, subheading, paragraph, markdown_only, bullets, table, chart };
-  Kind kind = Kind::paragraph;
-  std::string text;                  // title, headings, paragraphs; chart: its SVG
-  std::vector<std::string> items;    // bullets
-  Table table;
-};
-
-class Doc {
- public:
-  void title(std::string t) { add(Block::Kind::title, std::move(t)); }
-  void heading(std::string t) { add(Block::Kind::heading, std::move(t)); }
-  void subheading(std::string t) { add(Block::Kind::subheading, std::move(t)); }
-  void paragraph(std::string t) { add(Block::Kind::paragraph, std::move(t)); }
-  void markdown_only(std::string t) { add(Block::Kind::markdown_only, std::move(t)); }
-  void chart(std::string svg) { add(Block::Kind::chart, std::move(svg)); }
-  void bullets(std::vector<std::string> items) {
-    if (items.empty()) return;
-    Block b;
-    b.kind = Block::Kind::bullets;
-    b.items = std::move(items);
-    blocks_.push_back(std::move(b));
-  }
-  void table(Table t) {
-    Block b;
-    b.kind = Block::Kind::table;
-    b.table = std::move(t);
-    blocks_.push_back(std::move(b));
-  }
-  const std::vector<Block>& blocks() const { return blocks_; }
-
- private:
-  void add(Block::Kind k, std::string text) {
-    Block b;
-    b.kind = k;
-    b.text = std::move(text);
-    blocks_.push_back(std::move(b));
-  }
-  std::vector<Block> blocks_;
-};
+using report_detail::Block;
+using report_detail::Doc;
+using report_detail::Table;
+using report_detail::html_of;
+using report_detail::markdown_of;
 
 // ---- number formatting -----------------------------------------------------------------------
 
@@ -752,6 +710,66 @@ void convergence(Doc& d, const Report& r) {
   d.bullets(items);
 }
 
+// The best plan as SageMaker jobs (ReportOptions::job): warm pool, sweep, managed spot.
+void sagemaker_job(Doc& d, const Report& r) {
+  if (!r.job) return;
+  const JobSection& s = *r.job;
+  d.heading("SageMaker jobs");
+  d.paragraph(fmt::format("{} as SageMaker training jobs ({} x {}, ${:.3f} per instance-hour on-demand), uninterrupted, as "
+                          "`trainplan job` computes them.",
+                          r.single_plan ? "The plan" : "The best plan", s.job.nodes, r.plans.front().candidate.plan.instance_type,
+                          s.job.prices.on_demand_usd_per_hour));
+  Table t{{"", ">cold start"}, {}};
+  if (s.warm) t.headers.push_back(">warm pool");
+  auto row = [&](const std::string& name, auto value) {
+    std::vector<std::string> cells = {name, value(s.cold)};
+    if (s.warm) cells.push_back(value(*s.warm));
+    t.rows.push_back(cells);
+  };
+  using E = sim::JobEstimate;
+  row("start-up (wall)", [](const E& e) { return dur(e.startup_s); });
+  row("start-up billed", [](const E& e) { return dur(e.startup_billed_s); });
+  row("training", [](const E& e) { return dur(e.compute_s + e.io_stall_s); });
+  row("checkpoints", [](const E& e) { return dur(e.checkpoint_total_s); });
+  row("wall", [](const E& e) { return dur(e.total_s); });
+  row("billed per instance", [](const E& e) { return dur(e.billed_s_per_node); });
+  row("cost", [](const E& e) { return usd(e.cost_usd); });
+  d.table(std::move(t));
+  if (s.warm)
+    d.paragraph(fmt::format("A warm pool start skips provisioning and the image pull: it saves {} of wall time and {} billed per "
+                            "instance; the pool itself is billed while it waits (its keep-alive).",
+                            dur(s.cold.total_s - s.warm->total_s), dur(s.cold.billed_s_per_node - s.warm->billed_s_per_node)));
+  if (s.sweep) {
+    const planner::SweepResult& w = *s.sweep;
+    d.subheading("Sweep");
+    d.paragraph(fmt::format("{} jobs, {} at a time ({} waves){}.", w.jobs, w.slots, w.waves,
+                            s.request.keep_alive.empty() ? ", no warm pool"
+                                                         : fmt::format(", warm pools kept alive {}", s.request.keep_alive)));
+    d.table(Table{{"", ">wall", ">billed instance-hours", ">cost", ">warm starts", ">keep-alive instance-hours"},
+                  {{"this sweep", dur(w.wall_s), fmt::format("{:.2f}", w.billed_s / 3600), usd(w.cost_usd),
+                    std::to_string(w.warm_starts), fmt::format("{:.2f}", w.keep_alive_billed_s / 3600)},
+                   {"without a warm pool", dur(w.cold_wall_s), fmt::format("{:.2f}", w.cold_billed_s / 3600), usd(w.cold_cost_usd),
+                    "0", "0"}}});
+  }
+  if (s.spot) {
+    const sim::MonteCarloResult& mc = *s.spot;
+    d.subheading("Managed spot");
+    d.paragraph(fmt::format("{} Monte Carlo runs at ${:.3f} per instance-hour{}{}. A job still running at max_wait (waiting for "
+                            "capacity included) fails; a job whose billed time reaches max_run is stopped.",
+                            mc.runs, s.spot_usd_per_hour, s.request.max_wait.empty() ? "" : ", max_wait " + s.request.max_wait,
+                            s.request.max_run.empty() ? "" : ", max_run " + s.request.max_run));
+    d.table(Table{{"", ">mean", ">p50", ">p90"},
+                  {{"completion time", dur(mc.time_s.mean), dur(mc.time_s.p50), dur(mc.time_s.p90)},
+                   {"cost", usd(mc.cost_usd.mean), usd(mc.cost_usd.p50), usd(mc.cost_usd.p90)},
+                   {"interruptions", fmt::format("{:.2f}", mc.interruptions.mean), fmt::format("{:.0f}", mc.interruptions.p50),
+                    fmt::format("{:.0f}", mc.interruptions.p90)}}});
+    std::vector<std::string> items;
+    if (mc.p_exceed_max_wait) items.push_back(fmt::format("P(exceeds max_wait {}) = {:.3f}", s.request.max_wait, *mc.p_exceed_max_wait));
+    if (mc.p_exceed_max_run) items.push_back(fmt::format("P(exceeds max_run {}) = {:.3f}", s.request.max_run, *mc.p_exceed_max_run));
+    d.bullets(items);
+  }
+}
+
 Doc build_doc(const Report& r) {
   TP_ASSERT(!r.plans.empty());
   Doc d;
@@ -767,14 +785,19 @@ Doc build_doc(const Report& r) {
   memory(d, r);
   simulated_step(d, r);
   spot(d, r);
+  sagemaker_job(d, r);
   measured_vs_predicted(d, r);
   prices_and_assumptions(d, r);
   return d;
 }
 
+}  // namespace
+
+namespace report_detail {
+
 // ---- writers ---------------------------------------------------------------------------------------
 
-std::string md_cell(const std::string& s) {
+static std::string md_cell(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '|') out += "\\|";
@@ -783,8 +806,8 @@ std::string md_cell(const std::string& s) {
   return out;
 }
 
-std::string header_text(const std::string& h) { return !h.empty() && h[0] == '>' ? h.substr(1) : h; }
-bool right_aligned(const std::string& h) { return !h.empty() && h[0] == '>'; }
+static std::string header_text(const std::string& h) { return !h.empty() && h[0] == '>' ? h.substr(1) : h; }
+static bool right_aligned(const std::string& h) { return !h.empty() && h[0] == '>'; }
 
 std::string markdown_of(const Doc& d) {
   std::string out;
@@ -870,7 +893,7 @@ std::string html_of(const Doc& d) {
   return out;
 }
 
-}  // namespace
+}  // namespace report_detail
 
 std::string render_markdown(const Report& report) { return markdown_of(build_doc(report)); }
 std::string render_html(const Report& report) { return html_of(build_doc(report)); }

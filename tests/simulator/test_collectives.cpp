@@ -401,13 +401,14 @@ TEST_CASE("simulator: host routes of a catalog cluster end at a CPU socket", "[s
   CHECK_THROWS_WITH(sw.host_route(0, 0, true), Catch::Contains("no host memory"));
 }
 
-TEST_CASE("simulator: synchronized batch norm is 2 all-reduces of 2C fp32 per layer per micro-batch (ResNet-50: 53 layers, 26,560 channels)", "[simulator][syncbn]") {
+TEST_CASE("simulator: synchronized batch norm is a forward all-gather of 2C+1 and a backward all-reduce of 2C fp32 per layer per micro-batch (ResNet-50: 53 layers, 26,560 channels)", "[simulator][syncbn]") {
   // torchvision resnet50: stem 64; per bottleneck width, width, 4 x width; one downsample BN of
   // 4 x width per stage (widths 64..512, blocks 3, 4, 6, 3): 53 layers, 26,560 channels
-  // (2 x 26,560 = 53,120 batch-norm parameters).
+  // (2 x 26,560 = 53,120 batch-norm parameters). PyTorch SyncBatchNorm: the forward all-gathers
+  // (mean, invstd, count) of every rank, the backward all-reduces (sum_dy, sum_dy_xmu).
   const models::ModelGraph graph = models::build_graph(models::resolve_model("resnet-50"));
   const int n = 8;
-  const double bw = 100e9, hop_lat = 1e-6;
+  const double bw = 100e9, hop_lat = 1e-6, launch = sim::SimOptions{}.comm_launch_s;
   const auto topo = sim::make_switch_topology(n, bw, hop_lat);
   std::vector<int> group(n);
   for (int g = 0; g < n; ++g) group[static_cast<size_t>(g)] = g;
@@ -415,12 +416,25 @@ TEST_CASE("simulator: synchronized batch norm is 2 all-reduces of 2C fp32 per la
   CHECK(c.layers == 53);
   CHECK(c.channels == 26560);
   CHECK(c.collectives_per_step == 2 * 3 * 53);
-  CHECK(c.bytes_per_step == Approx(2.0 * 3 * 2 * 26560 * 4));
-  // Each all-reduce: 2(n-1)/n x S/B + 2(n-1) route latencies (2 links each); summed over layers.
-  const double want = 2.0 * 3 * (53 * 2.0 * (n - 1) * (2 * hop_lat) + 2.0 * (n - 1) / n * (2 * 26560 * 4.0) / bw);
-  CHECK(c.time_per_step_s == Approx(want).epsilon(1e-9));
-  // Latency-bound: the bandwidth term is under 2% of it.
-  CHECK(2.0 * 3 * 2.0 * (n - 1) / n * (2 * 26560 * 4.0) / bw < 0.02 * c.time_per_step_s);
+  CHECK(c.bytes_per_step == Approx(3.0 * ((2 * 26560 + 53) * 4.0 + 2 * 26560 * 4.0)));
+  // Ring all-gather of the whole output S = n (2C + 1) 4: (n-1) route latencies (2 links each)
+  // + (n-1)/n S / B, plus the launch (per-hop model); summed over the layers.
+  double gather = 0, ring_reduce = 0, reduce = 0;
+  for (const auto& op : graph.ops()) {
+    if (op.kind != models::OpKind::batchnorm) continue;
+    const double ch = static_cast<double>(op.weight_shape.front());
+    const double s_gather = n * (2 * ch + 1) * 4.0, s_reduce = 2 * ch * 4.0;
+    gather += launch + (n - 1) * 2 * hop_lat + (n - 1.0) / n * s_gather / bw;
+    const double ring = launch + 2.0 * (n - 1) * 2 * hop_lat + 2.0 * (n - 1) / n * s_reduce / bw;
+    const double tree = sim::build_pattern(plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, {group}, topo)
+                            .uncontended_time_s(s_reduce) + launch;
+    ring_reduce += ring;
+    reduce += std::min(ring, tree);  // NCCL's tuner: the faster of ring and tree
+  }
+  CHECK(c.forward_s_per_micro_batch == Approx(gather).epsilon(1e-9));
+  CHECK(c.backward_s_per_micro_batch == Approx(reduce).epsilon(1e-9));
+  CHECK(c.backward_s_per_micro_batch <= ring_reduce * (1 + 1e-12));
+  CHECK(c.time_per_step_s == Approx(3 * (gather + reduce)).epsilon(1e-9));
   // One GPU: nothing to synchronize.
   CHECK(sim::sync_batchnorm_cost(graph, 3, {0}, topo).time_per_step_s == 0);
   // A transformer has no batch norm.

@@ -88,6 +88,11 @@ struct Plan {
   int cp = 1;
   int zero_stage = 0;              // 0..3
   bool sequence_parallel = false;  // requires tp > 1
+  /// Synchronized batch norm (PyTorch SyncBatchNorm) over the data-parallel group: per
+  /// batch-norm layer and micro-batch, the forward all-gathers every rank's mean, inverse std and
+  /// count (2C + 1 fp32 values per rank) and the backward all-reduces the sums of dy and dy·x̂
+  /// (2C fp32); both block the next layer. Needs a model with batch-norm layers.
+  bool sync_batch_norm = false;
 
   int64_t global_batch = 0;        // samples per optimizer step
   int64_t micro_batch = 1;         // samples per micro-batch per data-parallel rank

@@ -50,6 +50,7 @@ enum class CommPurpose {
   zero_param,  // ZeRO 1-2 updated-parameter all-gather, ZeRO-3 parameter all-gather
   ps,          // parameter server push / pull
   cp,          // context parallel: K, V all-gathers and dK, dV reduce-scatters of attention
+  sync_bn,     // synchronized batch norm: per-layer statistics over the data-parallel group
   none,
 };
 /// Which tensor a communication task moves (with Task::op / unit / ops saying whose).
@@ -64,12 +65,20 @@ enum class TensorRole {
   params,       // parameters of Task::ops (ZeRO all-gathers, parameter-server pull)
   grads,        // gradients of Task::ops (dp buckets, ZeRO reduce-scatter, tied-embedding all-reduce)
   loss_stats,   // vocab-parallel cross-entropy statistics (see below)
+  norm_stats,   // synchronized batch norm: forward all-gather of each rank's mean, inverse std and
+                // count; backward all-reduce of the sums of dy and dy·x̂ (Task::op is the batch norm)
 };
 std::string_view tensor_role_name(TensorRole r);
+
+/// Synchronized batch norm (PyTorch SyncBatchNorm): the forward all-gather's whole output, every
+/// one of `ranks` ranks' mean, inverse std and count in fp32 ((2C + 1) x 4 bytes each), and the
+/// backward all-reduce of the sums of dy and dy·x̂ (2C x 4 bytes).
+inline double sync_bn_gather_bytes(int64_t channels, int ranks) { return ranks * (2.0 * static_cast<double>(channels) + 1.0) * 4.0; }
+inline double sync_bn_reduce_bytes(int64_t channels) { return 2.0 * static_cast<double>(channels) * 4.0; }
 /// Every purpose that moves data (none left out), in the order breakdowns list them.
-inline constexpr std::array<CommPurpose, 7> kCommPurposes = {CommPurpose::tp,        CommPurpose::cp,         CommPurpose::pp,
+inline constexpr std::array<CommPurpose, 8> kCommPurposes = {CommPurpose::tp,        CommPurpose::cp,         CommPurpose::pp,
                                                              CommPurpose::dp,        CommPurpose::zero_grad,  CommPurpose::zero_param,
-                                                             CommPurpose::ps};
+                                                             CommPurpose::ps,        CommPurpose::sync_bn};
 
 /// What a transient buffer holds.
 enum class BufferKind { activations, params, gradients, comm, workspace };

@@ -166,12 +166,14 @@ SweepResult sweep_jobs(const SweepJob& cold, const SweepJob& warm, int count, do
 
 /// Managed spot for one job: the job as a sim::JobSpec (rounds as steps, the phases as its
 /// start-up, no checkpoints, no hardware failures) under the default spot model (no Spot
-/// Advisor bucket is known for the CPU types), with SageMaker's max_wait and max_run.
+/// Advisor bucket is known for the CPU types), with SageMaker's max_wait and max_run. With
+/// `warm_start` the first start reuses a warm pool; restarts after an interruption start cold.
 struct SpotRequest {
   std::optional<double> max_wait_s;
   std::optional<double> max_run_s;
   size_t runs = 1000;
   uint64_t seed = 1;
+  bool warm_start = false;
 };
 struct SpotResult {
   double spot_price_usd_per_hour = 0;  // SageMaker on-demand x (1 - the family's spot discount)

@@ -62,8 +62,9 @@ std::string export_plan(const plan::Plan& plan, const plan::PlanContext& ctx, Ex
                         const ExportOptions& options = {}, const std::string& plan_file = "plan");
 
 /// What `target`'s text cannot carry and the training script must do (DeepSpeed: the
-/// PipelineModule arguments, which layers to checkpoint, NCCL_ALGO); empty for the others,
-/// whose texts carry it as comments. The CLI prints each on stderr as "note: ...".
+/// PipelineModule arguments, which layers to checkpoint, NCCL_ALGO; every target: converting
+/// the model to SyncBatchNorm when the plan synchronizes batch norm); the other targets' texts
+/// carry the rest as comments. The CLI prints each on stderr as "note: ...".
 std::vector<std::string> export_notes(const plan::Plan& plan, const plan::PlanContext& ctx, ExportTarget target);
 
 /// Why `target` cannot express `plan` (the refusal's message), or nullopt when it can. The

@@ -148,6 +148,9 @@ struct SearchRequest {
                                                   plan::DpAlgorithm::hierarchical};
   std::vector<double> bucket_sizes_bytes = {25e6};
   bool sequence_parallel = true;  // also try sequence parallelism where tp > 1
+  /// Every candidate synchronizes its batch norm over the data-parallel group
+  /// (plan::Plan::sync_batch_norm; `--sync-bn`); the model must have batch-norm layers.
+  bool sync_batch_norm = false;
   bool allow_tp_across_nodes = false;
   PartitionMode partition = PartitionMode::time;
   /// Where the training data comes from: the data loader (read bandwidth of that storage, JPEG

@@ -62,6 +62,7 @@ struct SearchOptions {
   std::string dp_algorithms;
   std::string bucket_sizes;
   bool no_sequence_parallel = false;
+  bool sync_bn = false;  // --sync-bn
   bool tp_across_nodes = false;
   std::string partition = "time";
   std::string framework;

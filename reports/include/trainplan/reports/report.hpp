@@ -36,6 +36,7 @@
 #include "trainplan/plan/timeline.hpp"
 #include "trainplan/reports/report_svg.hpp"
 #include "trainplan/planner/convergence.hpp"
+#include "trainplan/planner/job.hpp"
 #include "trainplan/planner/search.hpp"
 #include "trainplan/simulator/job.hpp"
 #include "trainplan/simulator/simulate.hpp"
@@ -63,6 +64,10 @@ struct ReportOptions {
   /// predicted vs measured runs ("": none).
   std::string history_db;
   size_t history_runs = 50;  // the latest runs shown
+  /// The best plan as SageMaker jobs: a warm pool (`warm_pool`), a sweep (`repeat`, `parallel`,
+  /// `keep_alive`) and managed spot (`max_wait`, `max_run`), as `trainplan job` computes them
+  /// (planner::analyze_job); absent: no such section. Its step time and tokens are the report's.
+  std::optional<planner::JobRequest> job;
 };
 
 /// The whole job of one plan under one purchase option.
@@ -125,6 +130,17 @@ struct SpotStudy {
   std::optional<sim::IntervalStudy> interval;
 };
 
+/// The best plan as SageMaker jobs (ReportOptions::job).
+struct JobSection {
+  planner::JobRequest request;          // as given
+  sim::JobSpec job;                     // the cold job (SageMaker, on-demand)
+  sim::JobEstimate cold;                // provisioning its instances
+  std::optional<sim::JobEstimate> warm; // with a warm pool: its start on a pool another job left
+  std::optional<planner::SweepResult> sweep;       // with repeat > 0 (on-demand)
+  std::optional<sim::MonteCarloResult> spot;       // with max_wait or max_run: managed spot
+  double spot_usd_per_hour = 0;
+};
+
 /// Price of one instance type with where it comes from.
 struct PriceNote {
   std::string instance_type;
@@ -158,6 +174,7 @@ struct Report {
   std::vector<SizePoint> sizes;        // by instance type, then GPUs
   std::optional<SimulatedTimeline> simulated;
   std::optional<SpotStudy> spot;
+  std::optional<JobSection> job;       // ReportOptions::job, for the best plan
   /// Predicted vs measured runs from the error history (ReportOptions::history_db), oldest first.
   std::vector<calibration::HistoryRun> measured_runs;
   std::vector<PriceNote> prices;
