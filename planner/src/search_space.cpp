@@ -245,15 +245,11 @@ std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
 
 }  // namespace
 
-Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
-  Space space;
-  space.types = req.instance_types;
-  if (space.types.empty())
-    for (const auto& name : catalog.instance_names())
-      if (catalog.instance(name).aws) space.types.push_back(name);
-  for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
-  // No price for the purchase option: never ranked as free by a cost objective, left out
-  // (and listed); a time objective keeps it and prints "no price" in its cost columns.
+namespace {
+
+// Types without the purchase option's price: never ranked as free. A cost objective leaves them
+// out (an error when nothing priced is left); a time objective keeps them. Both list them.
+void list_unpriced(const SearchRequest& req, const hw::Catalog& catalog, Space& space) {
   for (const auto& t : space.types)
     if (auto missing = missing_price(req, catalog.instance(t))) space.unpriced.push_back({t, *missing});
   if (ranks_by_cost(req.objective) && !space.unpriced.empty()) {
@@ -266,6 +262,18 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
           .at("--objective")
           .hint("rank by --objective time, choose another --purchase or --instances, or give the price with --prices FILE");
   }
+}
+
+}  // namespace
+
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
+  Space space;
+  space.types = req.instance_types;
+  if (space.types.empty())
+    for (const auto& name : catalog.instance_names())
+      if (catalog.instance(name).aws) space.types.push_back(name);
+  for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
+  list_unpriced(req, catalog, space);
   const std::vector<int64_t> batches = global_batches(req, default_batch);
   models::ModelSpec spec = models::resolve_model(req.model);
   if (req.seq_len > 0) models::set_seq_len(spec, req.seq_len, "--seq-len");
