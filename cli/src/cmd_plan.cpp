@@ -41,7 +41,8 @@ std::string split_text(const plan::Plan& p) {
   return s;
 }
 
-std::string usd_or_na(const std::optional<double>& v) { return v ? short_usd(*v) : "n/a"; }
+// A cost the search could not price (no price for the purchase option): never shown as free.
+std::string usd_or_no_price(const std::optional<double>& v) { return v ? short_usd(*v) : "no price"; }
 
 bool uses_job_model(const planner::SearchRequest& req) { return req.both_purchases || req.purchase == plan::Purchase::spot; }
 
@@ -64,11 +65,11 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
     if (jobs) {
       const auto& job = c.purchase == plan::Purchase::spot ? c.spot_job : c.on_demand_job;
       row.push_back(std::string(plan::purchase_name(c.purchase)));
-      row.push_back(usd_or_na(c.objective_cost_usd));
+      row.push_back(usd_or_no_price(c.objective_cost_usd));
       row.push_back(job && job->cost_usd ? fmt::format("{}/{}", short_usd(job->cost_usd->p50), short_usd(job->cost_usd->p90)) : "-");
     } else {
-      row.push_back(usd_or_na(c.cost_on_demand_usd));
-      row.push_back(usd_or_na(c.cost_spot_usd));
+      row.push_back(usd_or_no_price(c.cost_on_demand_usd));
+      row.push_back(usd_or_no_price(c.cost_spot_usd));
     }
     row.insert(row.end(), {fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
                            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute)),
@@ -88,6 +89,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
   else
     std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, us-east-1.\n",
                 std::string(plan::platform_name(req.platform)).c_str());
+  if (const std::string note = planner::unpriced_note(req, res.unpriced); !note.empty()) std::printf("%s\n", note.c_str());
 }
 
 // Where #1's step is set by the data loader, and what would change the training dynamics.
@@ -114,7 +116,7 @@ void print_pareto(const planner::SearchResult& res, size_t rows) {
   for (size_t k = 0; k < std::min(rows, res.pareto.size()); ++k) {
     const auto& c = res.ranked[res.pareto[k]];
     const auto& p = c.plan;
-    t.add({std::to_string(res.pareto[k] + 1), units::format_duration(c.objective_time_s), usd_or_na(c.objective_cost_usd),
+    t.add({std::to_string(res.pareto[k] + 1), units::format_duration(c.objective_time_s), usd_or_no_price(c.objective_cost_usd),
            fmt::format("{} x {}", p.instance_count, p.instance_type), split_text(p), std::to_string(p.zero_stage),
            std::to_string(p.micro_batch), std::string(plan::recompute_name(p.recompute))});
   }
@@ -144,8 +146,8 @@ void print_pareto(const planner::SearchResult& res, size_t rows) {
     const auto [fast, cheap] = by_type.at(type);
     const auto& f = res.ranked[fast];
     const auto& c = res.ranked[cheap];
-    b.add({type, units::format_duration(f.objective_time_s) + mark(fast), usd_or_na(f.objective_cost_usd),
-           usd_or_na(c.objective_cost_usd) + mark(cheap), units::format_duration(c.objective_time_s)});
+    b.add({type, units::format_duration(f.objective_time_s) + mark(fast), usd_or_no_price(f.objective_cost_usd),
+           usd_or_no_price(c.objective_cost_usd) + mark(cheap), units::format_duration(c.objective_time_s)});
   }
   std::fputs(b.render("  ").c_str(), stdout);
 }

@@ -144,6 +144,7 @@ PassOutcome run_enumerate(SearchState& st) {
   const Space& space = st.space;
   if (space.not_expressible)
     st.result.dropped[fmt::format("{} cannot run it", export_target_name(*st.req.framework))] = space.not_expressible;
+  st.result.unpriced = space.unpriced;
   st.result.counts.enumerated = st.result.enumerated = space.enumerated;
   st.result.counts.families = space.families.size();
   return {space.enumerated, fmt::format("{} instance types, {} cluster sizes, {} families", space.types.size(),

@@ -58,6 +58,7 @@ struct Space {
   std::vector<Family> families;
   size_t enumerated = 0;
   size_t not_expressible = 0;  // candidates the request's framework cannot run
+  std::vector<UnpricedType> unpriced;  // types without the purchase option's price (left out when ranking by cost)
 };
 
 /// enumerate: the families of the request (see search.hpp).

@@ -67,6 +67,37 @@ std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform pl
   return *inst.prices.sagemaker_on_demand * (*inst.prices.spot / *inst.prices.ec2_on_demand);
 }
 
+bool ranks_by_cost(Objective objective) { return objective != Objective::time; }
+
+namespace {
+std::string unpriced_names(const std::vector<UnpricedType>& unpriced) {
+  std::string names;
+  for (const auto& u : unpriced) names += (names.empty() ? "" : ", ") + u.instance_type;
+  return names;
+}
+}  // namespace
+
+std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedType>& unpriced) {
+  if (unpriced.empty()) return "";
+  // One request, one purchase option and platform: every type misses the same price.
+  const std::string& missing = unpriced.front().missing;
+  if (ranks_by_cost(req.objective))
+    return fmt::format("note: left out of the cost ranking, no {} price: {} (give one with --prices FILE)", missing,
+                       unpriced_names(unpriced));
+  return fmt::format("note: no {} price for {}: its cost reads \"no price\" (ranked by time only, never as free)", missing,
+                     unpriced_names(unpriced));
+}
+
+std::optional<std::string> missing_price(const SearchRequest& req, const hw::InstanceType& inst) {
+  const bool sagemaker = req.platform == plan::Platform::sagemaker;
+  const std::string on_demand = sagemaker ? "SageMaker on-demand" : "EC2 on-demand";
+  const std::string spot = sagemaker ? "SageMaker managed spot" : "EC2 spot";
+  const bool has_od = on_demand_price(inst, req.platform).has_value(), has_spot = spot_price(inst, req.platform).has_value();
+  if (req.both_purchases) return has_od || has_spot ? std::nullopt : std::optional(on_demand + " or " + spot);
+  if (req.purchase == plan::Purchase::spot) return has_spot ? std::nullopt : std::optional(spot);
+  return has_od ? std::nullopt : std::optional(on_demand);
+}
+
 namespace detail {
 namespace {
 
@@ -214,6 +245,27 @@ std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
 
 }  // namespace
 
+namespace {
+
+// Types without the purchase option's price: never ranked as free. A cost objective leaves them
+// out (an error when nothing priced is left); a time objective keeps them. Both list them.
+void list_unpriced(const SearchRequest& req, const hw::Catalog& catalog, Space& space) {
+  for (const auto& t : space.types)
+    if (auto missing = missing_price(req, catalog.instance(t))) space.unpriced.push_back({t, *missing});
+  if (ranks_by_cost(req.objective) && !space.unpriced.empty()) {
+    std::erase_if(space.types, [&](const std::string& t) {
+      return std::any_of(space.unpriced.begin(), space.unpriced.end(), [&](const UnpricedType& u) { return u.instance_type == t; });
+    });
+    if (space.types.empty())
+      throw Error(fmt::format("the {} objective ranks by cost, but none of the instance types searched has a price for {} ({})",
+                              objective_name(req.objective), space.unpriced.front().missing, unpriced_names(space.unpriced)))
+          .at("--objective")
+          .hint("rank by --objective time, choose another --purchase or --instances, or give the price with --prices FILE");
+  }
+}
+
+}  // namespace
+
 Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
   Space space;
   space.types = req.instance_types;
@@ -221,6 +273,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
     for (const auto& name : catalog.instance_names())
       if (catalog.instance(name).aws) space.types.push_back(name);
   for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
+  list_unpriced(req, catalog, space);
   const std::vector<int64_t> batches = global_batches(req, default_batch);
   models::ModelSpec spec = models::resolve_model(req.model);
   if (req.seq_len > 0) models::set_seq_len(spec, req.seq_len, "--seq-len");

@@ -33,10 +33,11 @@ using report_detail::markdown_of;
 
 std::string dur(double s) { return s == 0 ? "0" : units::format_duration(s); }
 std::string usd(double v) { return units::format_usd(v); }
-std::string usd_or(const std::optional<double>& v) { return v ? usd(*v) : "n/a"; }
+// No price for the purchase option: "no price", never a free-looking figure.
+std::string usd_or(const std::optional<double>& v) { return v ? usd(*v) : "no price"; }
 std::string pct(double f) { return fmt::format("{:.0f}%", f * 100.0); }
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / 1073741824.0); }
-std::string per_hour(const std::optional<double>& v) { return v ? fmt::format("${:.3f}", *v) : "n/a"; }
+std::string per_hour(const std::optional<double>& v) { return v ? fmt::format("${:.3f}", *v) : "no price"; }
 
 // "dp/tp/pp", with context parallelism, interleaving, sequence parallelism and a data-parallel
 // algorithm other than ring when the plan has them: "4/2/2 cp 2 vp 2 sp tree".

@@ -275,6 +275,12 @@ struct SearchCounts {
   size_t simulated = 0;
 };
 
+/// An instance type without a price for the request's platform and purchase option.
+struct UnpricedType {
+  std::string instance_type;
+  std::string missing;  // the price: "EC2 on-demand", "EC2 spot", "SageMaker on-demand", ...
+};
+
 struct SearchResult {
   std::vector<Candidate> ranked;  // best first
   /// Indices into `ranked` of the (objective time, objective cost) Pareto frontier, fastest
@@ -284,6 +290,9 @@ struct SearchResult {
   SearchCounts counts;
   /// Why candidates were dropped ("does not fit in GPU memory", ...) -> count.
   std::map<std::string, size_t> dropped;
+  /// Searched instance types without a price for the purchase option (missing_price). A cost
+  /// objective leaves them out of the search; a time objective ranks them with no cost.
+  std::vector<UnpricedType> unpriced;
   std::vector<StageReport> stages;
   bool cancelled = false;
   /// Spearman rank correlation of analytical and simulated step times over the simulated
@@ -316,6 +325,15 @@ int64_t default_global_batch(const models::ModelSpec& spec);
 /// Price per instance-hour for the platform, if known.
 std::optional<double> on_demand_price(const hw::InstanceType& inst, plan::Platform platform);
 std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform platform);
+/// Whether the objective ranks by cost (cost, cost under a deadline, time under a budget).
+bool ranks_by_cost(Objective objective);
+/// The price `inst` lacks for the request's platform and purchase option ("EC2 on-demand",
+/// "SageMaker managed spot", "EC2 on-demand or spot" with both purchases), or nullopt when it
+/// has one. Such a type is never ranked as free: cost objectives leave it out.
+std::optional<std::string> missing_price(const SearchRequest& req, const hw::InstanceType& inst);
+/// One note line naming the unpriced types and the missing price, saying whether they were
+/// left out (cost objectives) or ranked without a cost (time); empty when `unpriced` is.
+std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedType>& unpriced);
 
 /// Indices of the points on the Pareto frontier of (x, y), both minimised: no other point is
 /// <= in both and < in one. Sorted by x; of equal points only the first (lowest index) is
