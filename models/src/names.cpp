@@ -26,7 +26,8 @@ constexpr NamedValue<OpKind> kOpKinds[] = {
     {OpKind::activation, "activation"}, {OpKind::residual, "residual"},
     {OpKind::dropout, "dropout"},     {OpKind::conv2d, "conv2d"},
     {OpKind::batchnorm, "batchnorm"}, {OpKind::pool, "pool"},
-    {OpKind::loss, "loss"},
+    {OpKind::loss, "loss"},           {OpKind::router, "router"},
+    {OpKind::moe_dispatch, "moe_dispatch"}, {OpKind::moe_combine, "moe_combine"},
 };
 constexpr NamedValue<TpSplit> kTpSplits[] = {
     {TpSplit::replicated, "replicated"}, {TpSplit::column, "column"}, {TpSplit::row, "row"},

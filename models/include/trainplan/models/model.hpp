@@ -125,6 +125,19 @@ struct ModelSpec {
   double attn_softcap = 0;
   double logit_softcap = 0;
   int64_t type_vocab = 0;    // bert token types
+  // Mixture of experts (decoders; num_experts == 0: every block is dense). A MoE block's MLP
+  // is a router (a linear h -> num_experts, softmax, top experts_per_token, weights
+  // renormalised over the chosen k), num_experts routed expert MLPs of width
+  // expert_ffn_hidden (the block's activation; gated when is_gated), and optionally an
+  // always-on shared expert MLP of width shared_expert_ffn_hidden (DeepSeek: n_shared_experts
+  // x moe_intermediate_size; Qwen2-MoE: shared_expert_intermediate_size), added to the
+  // routed output. Dense blocks of a MoE model (DeepSeek-V3's first three) use ffn_hidden.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;       // top-k
+  int64_t expert_ffn_hidden = 0;       // one routed expert's MLP width (0: ffn_hidden)
+  int64_t shared_expert_ffn_hidden = 0;  // 0 = no shared expert
+  /// moe_layers[l]: block l + 1 is a MoE block; empty = every block (when num_experts > 0).
+  std::vector<bool> moe_layers;
   // vit:
   int64_t image_size = 0;
   int64_t patch_size = 0;
@@ -159,6 +172,11 @@ struct ModelSpec {
   }
   /// Decoders (gpt, llama) use causal attention and next-token loss.
   bool is_decoder() const { return family == Family::gpt || family == Family::llama; }
+  bool is_moe() const { return num_experts > 0; }
+  /// Whether block `block` (1-based) is a MoE block.
+  bool is_moe_block(int64_t block) const {
+    return num_experts > 0 && (moe_layers.empty() || moe_layers.at(static_cast<size_t>(block - 1)));
+  }
 };
 
 /// What an operator does. Matmul-like kinds are compute-bound, the rest memory-bound.
@@ -194,6 +212,19 @@ struct ModelSpec {
 ///  loss        cross-entropy of logits x {rows, classes} against batch labels (decoders:
 ///              the next token; bert: the token itself, masked-LM over every position),
 ///              mean over rows: out {1}.
+///  router      x {s, h}, W {h, E} (weight_shape, no bias): p = softmax(x W) over the E =
+///              num_experts experts; each row keeps its top_k experts (ties: lower index) and
+///              their weights p / sum of the kept p. out {s, top_k} (the weights; the chosen
+///              indices travel with them). FLOPs 2 s h E forward.
+///  moe_dispatch inputs [x {s, h}, router]: out {s top_k, h}, row j k + i = x[j] for the
+///              token's i-th chosen expert, rows grouped by expert in expert order (stable).
+///              Under expert parallelism (ep) the rows of experts held by other ranks are
+///              sent to them by an all-to-all; no FLOPs.
+///  expert linear / activation  (Op::expert) as linear / activation, row-wise per expert:
+///              rows of expert e use weight e of W {E, in, out} (+ b {E, out}); m = s top_k
+///              (every routed copy, balanced routing).
+///  moe_combine inputs [expert output {s top_k, h}, router]: out[j] = sum_i w[j, i] *
+///              y[row of (j, i)] (the all-to-all back under ep), out {s, h}.
 enum class OpKind {
   embedding,       // token (+ position, + type) lookup
   patch_embed,     // vit patch projection (a matmul)
@@ -208,6 +239,9 @@ enum class OpKind {
   batchnorm,
   pool,
   loss,            // cross-entropy (over vocab / classes)
+  router,          // MoE gate: logits x W {h, E}, softmax, top-k, renormalised weights
+  moe_dispatch,    // MoE: token copies grouped by expert (the all-to-all under ep)
+  moe_combine,     // MoE: weighted sum of each token's k expert outputs (all-to-all back)
 };
 std::string_view op_kind_name(OpKind k);
 
@@ -319,6 +353,14 @@ struct Op {
   /// patch size.
   int64_t kernel = 0, stride = 1, padding = 0;
   PoolMode pool_mode = PoolMode::max;
+  /// MoE: the op is part of the routed experts (linear / activation between moe_dispatch and
+  /// moe_combine): its weights {num_experts, in, out} are sharded over the expert-parallel
+  /// group (each of ep ranks holds num_experts / ep experts) and their gradients are reduced
+  /// over the dp * cp / ep ranks holding the same experts; its rows are the s * top_k routed
+  /// token copies. Shared experts and the router are ordinary (non-expert) ops.
+  bool expert = false;
+  /// router, moe_dispatch, moe_combine and expert ops: routed experts E and top-k.
+  int64_t num_experts = 0, top_k = 0;
 
   /// saved_elems in `p`'s element size plus the mask bytes: bytes kept for backward per sample.
   double saved_bytes(Precision p) const { return saved_elems * bytes_per_element(p) + saved_mask_bytes; }

@@ -86,6 +86,19 @@ struct Plan {
   /// dp counts data-parallel replicas without it: GPUs = dp * tp * pp * cp, and parameters are
   /// replicated over dp * cp ranks (plan/README.md, "Context parallelism").
   int cp = 1;
+  /// Expert parallelism (MoE models only): the routed experts of every MoE layer are split
+  /// over ep ranks of the data-parallel group (ep divides dp * cp; each rank holds
+  /// num_experts / ep experts); tokens reach their experts by an all-to-all (dispatch) and
+  /// return by another (combine), forward and backward. Non-expert parameters stay replicated
+  /// over dp * cp ranks, expert parameters over dp * cp / ep. GPUs stay dp * tp * pp * cp.
+  int ep = 1;
+  /// MoE routing: capacity factor (0 = dropless: every routed token is computed; c > 0: each
+  /// expert takes at most c * tokens * top_k / num_experts tokens per micro-batch, padded to
+  /// that, the rest dropped) and load imbalance (tokens on the busiest expert-parallel rank
+  /// over the mean, >= 1; the expert compute and all-to-all wait for that rank; with a
+  /// capacity factor the busiest rank holds min(imbalance, c) times the mean).
+  double moe_capacity_factor = 0;
+  double moe_load_imbalance = 1.0;
   int zero_stage = 0;              // 0..3
   bool sequence_parallel = false;  // requires tp > 1
   /// Synchronized batch norm (PyTorch SyncBatchNorm) over the data-parallel group: per
@@ -132,6 +145,8 @@ struct Plan {
   int world_size() const { return dp * tp * pp * cp; }
   /// Ranks holding the same parameters (the gradient reduction and ZeRO sharding group).
   int dp_cp() const { return dp * cp; }
+  /// Ranks holding the same routed experts (the expert gradients' reduction group).
+  int expert_dp() const { return dp * cp / ep; }
   Precision precision_or(Precision fallback) const { return precision.value_or(fallback); }
 };
 
