@@ -173,6 +173,36 @@ TEST_CASE("kernels: gelu, relu and swiglu forward match their formulas", "[execu
   }
 }
 
+TEST_CASE("kernels: linear + gelu in one call equals linear then gelu, forward and backward", "[executor]") {
+  Device d;
+  Rng rng(107);
+  const int64_t n = draw(rng, 2, 6), ic = draw(rng, 2, 9), oc = draw(rng, 2, 9);
+  Tensor inp = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
+  Tensor w = d.put(DType::f64, {oc, ic}, random_values(rng, static_cast<size_t>(oc * ic), 1.0));
+  Tensor bias = d.put(DType::f64, {oc}, random_values(rng, static_cast<size_t>(oc), 1.0));
+  Tensor pre = d->empty(DType::f64, {n, oc}), out = d->empty(DType::f64, {n, oc});
+  Tensor want_pre = d->empty(DType::f64, {n, oc}), want_out = d->empty(DType::f64, {n, oc});
+  d->linear_gelu_forward(d.stream, out, pre, inp, w, bias);
+  d->linear_forward(d.stream, want_pre, inp, w, bias);
+  d->gelu_forward(d.stream, want_out, want_pre);
+  CHECK(d.get(pre) == d.get(want_pre));
+  CHECK(d.get(out) == d.get(want_out));
+  // The next linear (oc -> ic) backward through the GELU.
+  Tensor w2 = d.put(DType::f64, {ic, oc}, random_values(rng, static_cast<size_t>(ic * oc), 1.0));
+  Tensor dout = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
+  Tensor dpre = d->empty(DType::f64, {n, oc}), dact = d->empty(DType::f64, {n, oc}), want = d->empty(DType::f64, {n, oc});
+  Tensor dw = d->zeros(d.stream, DType::f64, {ic, oc}), db = d->zeros(d.stream, DType::f64, {ic});
+  Tensor want_dw = d->zeros(d.stream, DType::f64, {ic, oc}), want_db = d->zeros(d.stream, DType::f64, {ic});
+  d->linear_backward_gelu(d.stream, dpre, dw, db, dout, out, w2, pre);
+  d->linear_backward(d.stream, dact, want_dw, want_db, dout, out, w2);
+  d->gelu_backward(d.stream, want, pre, dact);
+  CHECK(d.get(dpre) == d.get(want));
+  CHECK(d.get(dw) == d.get(want_dw));
+  CHECK(d.get(db) == d.get(want_db));
+  REQUIRE_ERROR_CONTAINS(d->linear_gelu_forward(d.stream, out, out, inp, w, bias), "out must not overlap");
+  REQUIRE_ERROR_CONTAINS(d->linear_backward_gelu(d.stream, Tensor(), dw, db, dout, out, w2, pre), "dpre must be a tensor");
+}
+
 TEST_CASE("kernels: attention forward matches the explicit softmax loop", "[executor]") {
   Device d;
   Rng rng(104);
