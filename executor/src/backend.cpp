@@ -392,6 +392,15 @@ void Backend::linear_backward(Stream& s, const Tensor& dinp, const Tensor& dweig
   linear_backward_impl(s, dinp, dweight, dbias, dout, inp, weight);
 }
 
+void Backend::linear_residual_forward(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                      const Tensor& bias, const Tensor& residual) {
+  Args a(*this, "linear_residual_forward");
+  check_linear_forward(a, out, inp, weight, bias);
+  a.matrix(residual, "residual", out.rows(), out.cols(), "(as out)");
+  a.exact_or_disjoint(out, "out", residual, "residual");
+  if (out.numel() > 0) linear_residual_forward_impl(s, out, inp, weight, bias, residual);
+}
+
 void Backend::linear_gelu_forward(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
                                   const Tensor& weight, const Tensor& bias) {
   Args a(*this, "linear_gelu_forward");
@@ -409,6 +418,18 @@ void Backend::linear_backward_gelu(Stream& s, const Tensor& dpre, const Tensor& 
   a.matrix(pre, "pre", act.rows(), act.cols(), "(as act)");
   for (const auto* out : {&dpre, &dweight, &dbias}) a.disjoint(*out, "an output", pre, "pre");
   linear_backward_gelu_impl(s, dpre, dweight, dbias, dout, act, weight, pre);
+}
+
+void Backend::linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                           const Tensor& bias, const Tensor& residual) {
+  if (out.same_data(residual)) {  // in place: the product goes to a temporary first
+    const Tensor product = empty(out.dtype(), out.shape());
+    linear_forward_impl(s, product, inp, weight, bias);
+    add_impl(s, out, product, residual);
+    return;
+  }
+  linear_forward_impl(s, out, inp, weight, bias);
+  add_impl(s, out, out, residual);
 }
 
 void Backend::linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,

@@ -334,8 +334,7 @@ double GptModel::forward(Stream& s, std::span<const int32_t> tokens, std::span<c
     m.norm_forward(s, a.norm1, a.mean1, a.rstd1, x, bp.norm1_w, bp.norm1_b);
     be.linear_forward(s, a.qkv, a.norm1, m.p(bp.qkv_w), m.p(bp.qkv_b));
     be.attention_forward(s, a.att, a.lse, a.qkv, m.attention_shape());
-    be.linear_forward(s, a.mid, a.att, m.p(bp.proj_w), m.p(bp.proj_b));
-    be.add(s, a.mid, a.mid, x);
+    be.linear_residual_forward(s, a.mid, a.att, m.p(bp.proj_w), m.p(bp.proj_b), x);
     m.norm_forward(s, a.norm2, a.mean2, a.rstd2, a.mid, bp.norm2_w, bp.norm2_b);
     if (c.activation == models::Activation::swiglu) {
       be.linear_forward(s, a.fc, a.norm2, m.p(bp.fc_w), m.p(bp.fc_b));
@@ -343,8 +342,7 @@ double GptModel::forward(Stream& s, std::span<const int32_t> tokens, std::span<c
     } else {
       be.linear_gelu_forward(s, a.act, a.fc, a.norm2, m.p(bp.fc_w), m.p(bp.fc_b));
     }
-    be.linear_forward(s, y, a.act, m.p(bp.fc2_w), m.p(bp.fc2_b));
-    be.add(s, y, y, a.mid);
+    be.linear_residual_forward(s, y, a.act, m.p(bp.fc2_w), m.p(bp.fc2_b), a.mid);
   }
   m.norm_forward(s, m.normf, m.meanf, m.rstdf, m.residual.back(), m.normf_w, m.normf_b);
   be.linear_forward(s, m.logits, m.normf, m.p(m.lm_head), m.logit_bias);

@@ -65,6 +65,17 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
   return out;
 }
 
+// f64 inputs of a linear (N, IC) -> (N, OC) of random small shape: inp, weight, bias.
+struct RandomLinear {
+  int64_t n, ic, oc;
+  Tensor inp, weight, bias;
+  RandomLinear(Device& d, Rng& rng) : n(draw(rng, 2, 6)), ic(draw(rng, 2, 9)), oc(draw(rng, 2, 9)) {
+    inp = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
+    weight = d.put(DType::f64, {oc, ic}, random_values(rng, static_cast<size_t>(oc * ic), 1.0));
+    bias = d.put(DType::f64, {oc}, random_values(rng, static_cast<size_t>(oc), 1.0));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("kernels: linear forward equals the naive triple loop bit for bit", "[executor]") {
@@ -173,13 +184,31 @@ TEST_CASE("kernels: gelu, relu and swiglu forward match their formulas", "[execu
   }
 }
 
+TEST_CASE("kernels: linear + residual in one call equals linear then add, also in place", "[executor]") {
+  Device d;
+  Rng rng(108);
+  const RandomLinear x(d, rng);
+  const int64_t n = x.n, oc = x.oc;
+  const Tensor &inp = x.inp, &w = x.weight, &bias = x.bias;
+  const std::vector<double> res = random_values(rng, static_cast<size_t>(n * oc), 1.0);
+  Tensor residual = d.put(DType::f64, {n, oc}, res), out = d->empty(DType::f64, {n, oc});
+  Tensor want = d->empty(DType::f64, {n, oc});
+  d->linear_residual_forward(d.stream, out, inp, w, bias, residual);
+  d->linear_forward(d.stream, want, inp, w, bias);
+  d->add(d.stream, want, want, residual);
+  CHECK(d.get(out) == d.get(want));
+  d->linear_residual_forward(d.stream, residual, inp, w, bias, residual);  // x += linear(inp), in place
+  CHECK(d.get(residual) == d.get(want));
+  REQUIRE_ERROR_CONTAINS(d->linear_residual_forward(d.stream, out, inp, w, bias, out.slice_rows(0, 1)),
+                         "residual has shape");
+}
+
 TEST_CASE("kernels: linear + gelu in one call equals linear then gelu, forward and backward", "[executor]") {
   Device d;
   Rng rng(107);
-  const int64_t n = draw(rng, 2, 6), ic = draw(rng, 2, 9), oc = draw(rng, 2, 9);
-  Tensor inp = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
-  Tensor w = d.put(DType::f64, {oc, ic}, random_values(rng, static_cast<size_t>(oc * ic), 1.0));
-  Tensor bias = d.put(DType::f64, {oc}, random_values(rng, static_cast<size_t>(oc), 1.0));
+  const RandomLinear x(d, rng);
+  const int64_t n = x.n, ic = x.ic, oc = x.oc;
+  const Tensor &inp = x.inp, &w = x.weight, &bias = x.bias;
   Tensor pre = d->empty(DType::f64, {n, oc}), out = d->empty(DType::f64, {n, oc});
   Tensor want_pre = d->empty(DType::f64, {n, oc}), want_out = d->empty(DType::f64, {n, oc});
   d->linear_gelu_forward(d.stream, out, pre, inp, w, bias);

@@ -161,6 +161,38 @@ TEST_CASE("cuda: linear forward and backward (cuBLASLt, bias epilogue, accumulat
   }
 }
 
+namespace {
+// A CUDA backend with cuBLASLt's fused epilogues on or off (CudaBackendOptions::gemm_epilogues).
+std::unique_ptr<Backend> epilogue_backend(bool epilogues) {
+  CudaBackendOptions o;
+  o.gemm_epilogues = epilogues;
+  return make_cuda_backend(o);
+}
+}  // namespace
+
+TEST_CASE("cuda: linear + residual (cuBLASLt C = residual, beta = 1, or unfused) matches the cpu backend", "[cuda]") {
+  struct Case {
+    int64_t n, ic, oc;
+  };
+  for (bool epilogues : {true, false})
+    for (DType t : gpu_dtypes())
+      for (Case k : {Case{64, 128, 96}, Case{37, 53, 29}}) {
+        INFO("epilogues " << epilogues << ", dtype " << dtype_name(t) << ", N " << k.n << " IC " << k.ic << " OC "
+                          << k.oc);
+        Both b(t, epilogue_backend(epilogues));
+        Rng rng(60 + static_cast<uint64_t>(k.n));
+        auto inp = b.random(rng, {k.n, k.ic});
+        auto w = b.random(rng, {k.oc, k.ic}, 0.2), bias = b.random(rng, {k.oc});
+        auto residual = b.random(rng, {k.n, k.oc}), out = b.output(rng, {k.n, k.oc});
+        b.gpu->linear_residual_forward(b.gs(), out.g, inp.g, w.g, bias.g, residual.g);
+        b.cpu->linear_residual_forward(b.cs(), out.c, inp.c, w.c, bias.c, residual.c);
+        b.check("out = linear + residual", out, tolerance(t));
+        b.gpu->linear_residual_forward(b.gs(), residual.g, inp.g, w.g, Tensor(), residual.g);
+        b.cpu->linear_residual_forward(b.cs(), residual.c, inp.c, w.c, Tensor(), residual.c);
+        b.check("residual += linear, in place", residual, tolerance(t));
+      }
+}
+
 TEST_CASE("cuda: linear + GELU (cuBLASLt GELU_AUX_BIAS / DGELU epilogues, or unfused) match the cpu backend",
           "[cuda]") {
   struct Case {
@@ -172,9 +204,7 @@ TEST_CASE("cuda: linear + GELU (cuBLASLt GELU_AUX_BIAS / DGELU epilogues, or unf
       for (Case k : {Case{64, 96, 128}, Case{37, 53, 40}, Case{30, 24, 29}}) {
         INFO("epilogues " << epilogues << ", dtype " << dtype_name(t) << ", N " << k.n << " IC " << k.ic << " OC "
                           << k.oc);
-        CudaBackendOptions o;
-        o.gemm_epilogues = epilogues;
-        Both b(t, make_cuda_backend(o));
+        Both b(t, epilogue_backend(epilogues));
         Rng rng(40 + static_cast<uint64_t>(k.n));
         auto inp = b.random(rng, {k.n, k.ic});
         auto w = b.random(rng, {k.oc, k.ic}, 0.2), bias = b.random(rng, {k.oc});

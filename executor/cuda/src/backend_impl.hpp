@@ -175,6 +175,8 @@ class CudaBackend final : public Backend {
                            const Tensor& bias) override;
   void linear_backward_impl(Stream& s, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                             const Tensor& dout, const Tensor& inp, const Tensor& weight) override;
+  void linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                    const Tensor& bias, const Tensor& residual) override;
   void linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
                                 const Tensor& weight, const Tensor& bias) override;
   void linear_backward_gelu_impl(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,

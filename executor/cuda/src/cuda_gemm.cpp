@@ -66,8 +66,9 @@ struct CudaBackend::GemmCall {
   int64_t lda = 0;
   const void* b = nullptr;
   int64_t ldb = 0;
-  void* d = nullptr;  // C = D (in place when beta != 0)
+  void* d = nullptr;  // C = D (in place when beta != 0) unless c is set
   int64_t ldd = 0;
+  const void* c = nullptr;  // C when beta != 0 and it is not D: same type and layout as D
   Dt ab = Dt::f32, cd = Dt::f32;
   float alpha = 1, beta = 0;
   const void* bias = nullptr;  // CUBLASLT_EPILOGUE_BIAS, m values of type cd
@@ -128,9 +129,11 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
   const uint32_t align_a = alignment_of(c.a), align_b = alignment_of(c.b), align_d = alignment_of(c.d);
   const uint32_t align_bias = c.bias ? alignment_of(c.bias) : 256;
   const uint32_t align_aux = c.aux ? alignment_of(c.aux) : 256;
+  const void* c_ptr = c.c ? c.c : c.d;
+  const uint32_t align_c = alignment_of(c_ptr);
   const AlgoCache::Key key{c.trans_a, c.trans_b, c.m,  c.n,     c.k,     c.lda,   c.ldb,   c.ldd,
                            static_cast<int>(c.ab), static_cast<int>(c.cd), static_cast<int>(epilogue), tf32,
-                           align_a, align_b, align_d, align_bias, align_aux};
+                           align_a, align_b, std::min(align_c, align_d), align_bias, align_aux};
   auto it = algo_cache_->algos.find(key);
   if (it == algo_cache_->algos.end()) {
     Handle<cublasLtMatmulPreference_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
@@ -143,8 +146,8 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
                                                          sizeof(align_a)));
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                          sizeof(align_b)));
-    TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                         sizeof(align_d)));
+    TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                         sizeof(align_c)));
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                          sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t result{};
@@ -155,6 +158,15 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
     it = algo_cache_->algos.emplace(key, std::make_pair(ok, result.algo)).first;
   }
   if (!it->second.first) {
+    if (c.c && c.c != c.d && c.beta != 0) {  // C into D first: the fallbacks below read C from D
+      TP_ASSERT(c.ldd == c.m);                 // D and C contiguous
+      TP_CUDA_CHECK(cudaMemcpyAsync(c.d, c.c, static_cast<size_t>(c.m * c.n * dt_size(c.cd)), cudaMemcpyDeviceToDevice,
+                                    stream.handle()));
+      GemmCall in_place = c;
+      in_place.c = nullptr;
+      lt_matmul(stream, in_place);
+      return;
+    }
     if (c.gelu != GemmCall::Gelu::none) {  // no GELU epilogue for this case: product, then the GELU kernel
       GemmCall plain = c;
       plain.gelu = GemmCall::Gelu::none;
@@ -183,7 +195,7 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
                  c.cd, c.ldd, 0, 1);
     return;
   }
-  TP_CUBLAS_CHECK(cublasLtMatmul(lt_, op.h, &c.alpha, c.a, la.h, c.b, lb.h, &c.beta, c.d, ld.h, c.d, ld.h,
+  TP_CUBLAS_CHECK(cublasLtMatmul(lt_, op.h, &c.alpha, c.a, la.h, c.b, lb.h, &c.beta, c_ptr, ld.h, c.d, ld.h,
                                  &it->second.second, workspace, options_.gemm_workspace_bytes, stream.handle()));
 }
 
@@ -326,6 +338,23 @@ void CudaBackend::linear_backward_impl(Stream& s, const Tensor& dinp, const Tens
     column_sum_partials(partials, cdev(dout, kernel, "dout"), n, oc, cs.handle());
     add_partials(dev(dbias, kernel, "dbias"), partials, blocks, oc, cs.handle());
   }
+}
+
+// The residual as cuBLASLt's C with beta = 1 (CudaBackendOptions::gemm_epilogues): out = inp W^T
+// + bias + residual in one product, when out, residual and the bias share a dtype.
+void CudaBackend::linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                               const Tensor& bias, const Tensor& residual) {
+  if (!options_.gemm_epilogues || inp.cols() == 0 || residual.dtype() != out.dtype() ||
+      (bias.defined() && bias.dtype() != out.dtype())) {
+    Backend::linear_residual_forward_impl(s, out, inp, weight, bias, residual);
+    return;
+  }
+  DeviceGuard guard(device_);
+  GemmCall c = linear_call(out, inp, weight, "linear_residual_forward");
+  c.bias = bias.defined() ? bias.data() : nullptr;
+  c.c = residual.data();
+  c.beta = 1;
+  lt_matmul(stream_of(s), c);
 }
 
 // The GELU epilogues (CudaBackendOptions::gemm_epilogues): the aux matrix (pre) in the output's

@@ -76,7 +76,7 @@ __device__ __forceinline__ void load_tile16(T* dst, int ld, const T* src, int64_
   }
 }
 
-// acc = A (16 x K, row-major at a, stride lda) B, with B given as the transpose of a row-major
+// acc += A (16 x K, row-major at a, stride lda) B, with B given as the transpose of a row-major
 // (16 x K) block at bt (stride ldb): A B^T of two row-major blocks.
 template <int K, class T>
 __device__ __forceinline__ void mma_abt(Acc& acc, const T* a, int lda, const T* bt, int ldb) {
@@ -251,6 +251,24 @@ struct BackwardShared {
   }
 };
 
+// S = own[0] other[0]^T and dP = own[1] other[1]^T (fp32) for the warp's 16 rows r0.., all
+// kTile columns; ends with __syncwarp, so the warp may read both at once.
+template <int D, class T>
+__device__ __forceinline__ void score_products(const BackwardShared<D, T>& sh, int r0) {
+  constexpr int ldh = D + kPadH;
+#pragma unroll
+  for (int n = 0; n < kTileChunks; ++n) {
+    Acc s_acc, dp_acc;
+    wmma::fill_fragment(s_acc, 0.0f);
+    wmma::fill_fragment(dp_acc, 0.0f);
+    mma_abt<D>(s_acc, sh.own[0] + r0 * ldh, ldh, sh.other[0] + n * 16 * ldh, ldh);
+    mma_abt<D>(dp_acc, sh.own[1] + r0 * ldh, ldh, sh.other[1] + n * 16 * ldh, ldh);
+    wmma::store_matrix_sync(sh.s + r0 * kLdS + n * 16, s_acc, kLdS, wmma::mem_row_major);
+    wmma::store_matrix_sync(sh.dp + r0 * kLdS + n * 16, dp_acc, kLdS, wmma::mem_row_major);
+  }
+  __syncwarp();
+}
+
 template <int D, class T>
 __global__ void __launch_bounds__(kTcWarps * 32)
     attn_tc_bwd_dq_kernel(T* dqkv, const T* dout, const T* qkv, CDevPtr lse, const float* dvec, AttnDims d) {
@@ -278,18 +296,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     load_tile16<D>(k_sh, ldh, base, s0, T_, row, cols.k);
     load_tile16<D>(v_sh, ldh, base, s0, T_, row, cols.v);
     __syncthreads();
-    // S = Q K^T and dP = dO V^T for the warp's 16 query rows.
-#pragma unroll
-    for (int n = 0; n < kTileChunks; ++n) {
-      Acc s_acc, dp_acc;
-      wmma::fill_fragment(s_acc, 0.0f);
-      wmma::fill_fragment(dp_acc, 0.0f);
-      mma_abt<D>(s_acc, q_sh + r0 * ldh, ldh, k_sh + n * 16 * ldh, ldh);
-      mma_abt<D>(dp_acc, do_sh + r0 * ldh, ldh, v_sh + n * 16 * ldh, ldh);
-      wmma::store_matrix_sync(s_sh + r0 * kLdS + n * 16, s_acc, kLdS, wmma::mem_row_major);
-      wmma::store_matrix_sync(dp_sh + r0 * kLdS + n * 16, dp_acc, kLdS, wmma::mem_row_major);
-    }
-    __syncwarp();
+    score_products(sh, r0);  // S = Q K^T, dP = dO V^T for the warp's 16 query rows
     for (int e = lane; e < 16 * kTile; e += 32) {
       const int r = r0 + e / kTile, c = e % kTile;
       const int64_t t = t0 + r, s = s0 + c;
@@ -345,18 +352,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
       load_tile16<D>(do_sh, ldh, dout + b * T_ * out_row, t0, T_, out_row, h * D);
       load_row_stats(lse_sh, dvec_sh, lse, dvec, d, b, h, t0, kTile);
       __syncthreads();
-      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys.
-#pragma unroll
-      for (int n = 0; n < kTileChunks; ++n) {
-        Acc s_acc, dp_acc;
-        wmma::fill_fragment(s_acc, 0.0f);
-        wmma::fill_fragment(dp_acc, 0.0f);
-        mma_abt<D>(s_acc, k_sh + r0 * ldh, ldh, q_sh + n * 16 * ldh, ldh);
-        mma_abt<D>(dp_acc, v_sh + r0 * ldh, ldh, do_sh + n * 16 * ldh, ldh);
-        wmma::store_matrix_sync(s_sh + r0 * kLdS + n * 16, s_acc, kLdS, wmma::mem_row_major);
-        wmma::store_matrix_sync(dp_sh + r0 * kLdS + n * 16, dp_acc, kLdS, wmma::mem_row_major);
-      }
-      __syncwarp();
+      score_products(sh, r0);  // S^T = K Q^T, dP^T = V dO^T for the warp's 16 keys
       // P^T to p_sh (element type); dS^T over S^T in place (fp32).
       for (int e = lane; e < 16 * kTile; e += 32) {
         const int r = r0 + e / kTile, c = e % kTile;

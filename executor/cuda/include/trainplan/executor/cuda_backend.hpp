@@ -63,8 +63,9 @@ struct CudaBackendOptions {
   /// the catalog does not know).
   size_t gemm_workspace_bytes = 0;
   /// linear_gelu_forward / linear_backward_gelu through cuBLASLt's GELU_AUX_BIAS and DGELU
-  /// epilogues (tanh GELU) where the shapes allow (columns a multiple of 8); off: the product,
-  /// then the GELU kernel.
+  /// epilogues (tanh GELU) where the shapes allow (columns a multiple of 8), and
+  /// linear_residual_forward with the residual as C (beta = 1); off: the product, then the
+  /// GELU / add kernel.
   bool gemm_epilogues = true;
 };
 
