@@ -108,6 +108,7 @@ BENCHMARK(BM_ExecutorCuda_Linear)
     ->Args({8192, 3072, 768})   // GPT-2 124M fc
     ->Args({8192, 768, 3072})   // GPT-2 124M proj
     ->Args({8192, 50257, 768})  // GPT-2 LM head
+    ->Args({8192, 50304, 768})  // GPT-2 LM head, vocabulary padded to a multiple of 128 (GptModel on a GPU)
     ->Args({8192, 4096, 1024})  // GPT-2 355M fc
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
@@ -115,7 +116,9 @@ BENCHMARK(BM_ExecutorCuda_Linear)
 // Forward + backward of causal attention, batch 8 x 1024 tokens, 12 heads of 64 (GPT-2 124M).
 void BM_ExecutorCuda_Attention(benchmark::State& state) {
   CudaBackendOptions o;
-  o.attention = state.range(0) == 0 ? CudaAttention::fused : CudaAttention::unfused;
+  // 0: fused (CUDA cores), 1: unfused (cuBLAS, T x T), 2: tensor_core (wmma flash kernel).
+  constexpr CudaAttention kModes[] = {CudaAttention::fused, CudaAttention::unfused, CudaAttention::tensor_core};
+  o.attention = kModes[state.range(0)];
   auto be = make_cuda_backend(o);
   Stream& s = be->default_stream();
   const DType t = half_of(*be);
@@ -136,7 +139,13 @@ void BM_ExecutorCuda_Attention(benchmark::State& state) {
   state.counters["TFLOPs"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(cuda_attention_name(o.attention)));
 }
-BENCHMARK(BM_ExecutorCuda_Attention)->ArgNames({"unfused"})->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExecutorCuda_Attention)
+    ->ArgNames({"kernel"})
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // LayerNorm forward over 8192 x C rows in the 16-bit type: bytes read + written per second.
 void BM_ExecutorCuda_LayerNorm(benchmark::State& state) {

@@ -347,9 +347,8 @@ void Backend::rmsnorm_backward(Stream& s, const Tensor& dinp, const Tensor& dwei
 
 // ---- linear ------------------------------------------------------------------------------------
 
-void Backend::linear_forward(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
-                             const Tensor& bias) {
-  Args a(*this, "linear_forward");
+namespace {
+void check_linear_forward(Args& a, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias) {
   a.floating(inp, "inp");
   a.floating(weight, "weight");
   if (weight.ndim() != 2) a.fail(fmt::format("weight must be (OC, IC), got {}", shape_string(weight.shape())));
@@ -358,12 +357,9 @@ void Backend::linear_forward(Stream& s, const Tensor& out, const Tensor& inp, co
   a.matrix(out, "out", n, oc, "(N rows of inp x OC rows of weight)");
   if (bias.defined()) a.floating_numel(bias, "bias", oc, "(OC)");
   for (const auto* in : {&inp, &weight, &bias}) a.disjoint(out, "out", *in, "an input");
-  if (out.numel() > 0) linear_forward_impl(s, out, inp, weight, bias);
 }
-
-void Backend::linear_backward(Stream& s, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                              const Tensor& dout, const Tensor& inp, const Tensor& weight) {
-  Args a(*this, "linear_backward");
+void check_linear_backward(Args& a, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                           const Tensor& dout, const Tensor& inp, const Tensor& weight) {
   a.floating(inp, "inp");
   a.floating(weight, "weight");
   if (weight.ndim() != 2) a.fail(fmt::format("weight must be (OC, IC), got {}", shape_string(weight.shape())));
@@ -379,7 +375,74 @@ void Backend::linear_backward(Stream& s, const Tensor& dinp, const Tensor& dweig
     a.disjoint(dbias, "dbias", *in, "an input");
   }
   a.disjoint(dinp, "dinp", dweight, "dweight");
+}
+}  // namespace
+
+void Backend::linear_forward(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                             const Tensor& bias) {
+  Args a(*this, "linear_forward");
+  check_linear_forward(a, out, inp, weight, bias);
+  if (out.numel() > 0) linear_forward_impl(s, out, inp, weight, bias);
+}
+
+void Backend::linear_backward(Stream& s, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                              const Tensor& dout, const Tensor& inp, const Tensor& weight) {
+  Args a(*this, "linear_backward");
+  check_linear_backward(a, dinp, dweight, dbias, dout, inp, weight);
   linear_backward_impl(s, dinp, dweight, dbias, dout, inp, weight);
+}
+
+void Backend::linear_residual_forward(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                      const Tensor& bias, const Tensor& residual) {
+  Args a(*this, "linear_residual_forward");
+  check_linear_forward(a, out, inp, weight, bias);
+  a.matrix(residual, "residual", out.rows(), out.cols(), "(as out)");
+  a.exact_or_disjoint(out, "out", residual, "residual");
+  if (out.numel() > 0) linear_residual_forward_impl(s, out, inp, weight, bias, residual);
+}
+
+void Backend::linear_gelu_forward(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                  const Tensor& weight, const Tensor& bias) {
+  Args a(*this, "linear_gelu_forward");
+  check_linear_forward(a, pre, inp, weight, bias);
+  a.matrix(out, "out", pre.rows(), pre.cols(), "(as pre)");
+  for (const auto* in : {&pre, &inp, &weight, &bias}) a.disjoint(out, "out", *in, "an input or pre");
+  if (out.numel() > 0) linear_gelu_forward_impl(s, out, pre, inp, weight, bias);
+}
+
+void Backend::linear_backward_gelu(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                   const Tensor& dout, const Tensor& act, const Tensor& weight, const Tensor& pre) {
+  Args a(*this, "linear_backward_gelu");
+  if (!dpre.defined()) a.fail("dpre must be a tensor (the gradient of the GELU's input)");
+  check_linear_backward(a, dpre, dweight, dbias, dout, act, weight);
+  a.matrix(pre, "pre", act.rows(), act.cols(), "(as act)");
+  for (const auto* out : {&dpre, &dweight, &dbias}) a.disjoint(*out, "an output", pre, "pre");
+  linear_backward_gelu_impl(s, dpre, dweight, dbias, dout, act, weight, pre);
+}
+
+void Backend::linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                           const Tensor& bias, const Tensor& residual) {
+  if (out.same_data(residual)) {  // in place: the product goes to a temporary first
+    const Tensor product = empty(out.dtype(), out.shape());
+    linear_forward_impl(s, product, inp, weight, bias);
+    add_impl(s, out, product, residual);
+    return;
+  }
+  linear_forward_impl(s, out, inp, weight, bias);
+  add_impl(s, out, out, residual);
+}
+
+void Backend::linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                       const Tensor& weight, const Tensor& bias) {
+  linear_forward_impl(s, pre, inp, weight, bias);
+  gelu_forward_impl(s, out, pre);
+}
+
+void Backend::linear_backward_gelu_impl(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                        const Tensor& dout, const Tensor& act, const Tensor& weight,
+                                        const Tensor& pre) {
+  linear_backward_impl(s, dpre, dweight, dbias, dout, act, weight);
+  if (dpre.numel() > 0) gelu_backward_impl(s, dpre, pre, dpre);  // in place: dpre holds dout W
 }
 
 // ---- activations -------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // GPT-style decoder on the backend interface (see gpt.hpp).
 #include "trainplan/executor/gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -85,6 +86,27 @@ void GptConfig::validate() const {
     throw Error(fmt::format("gpt config: norm_eps ({}) must be >= 0 and init_stddev ({}) > 0", norm_eps, init_stddev));
   if (activation == models::Activation::relu || activation == models::Activation::geglu)
     throw Error(fmt::format("gpt config: the decoder supports gelu and swiglu, not {}", models::activation_name(activation)));
+  if (vocab_multiple < 0)
+    throw Error(fmt::format("gpt config: vocab_multiple must be >= 0 (0: automatic), got {}", vocab_multiple))
+        .at("", "/vocab_multiple");
+}
+
+int64_t padded_rows(int64_t rows, int64_t multiple) {
+  TP_ASSERT(rows >= 0 && multiple >= 1);
+  return (rows + multiple - 1) / multiple * multiple;
+}
+
+int64_t gpt_vocab_rows(const GptConfig& config, const Backend& backend) {
+  const int64_t multiple =
+      config.vocab_multiple > 0 ? config.vocab_multiple : (backend.runs_when_queued() ? 1 : kDeviceVocabMultiple);
+  return padded_rows(config.vocab, multiple);
+}
+
+std::vector<double> padded_logit_bias(int64_t vocab, int64_t rows) {
+  TP_ASSERT(0 <= vocab && vocab <= rows);
+  std::vector<double> bias(static_cast<size_t>(rows), 0.0);
+  std::fill(bias.begin() + vocab, bias.end(), kPaddedLogit);
+  return bias;
 }
 
 // ---- model -------------------------------------------------------------------------------------
@@ -126,10 +148,12 @@ struct GptModel::Impl {
   Tensor tokens, targets, positions;  // N i32 each
   // Gradient scratch shared by all blocks.
   Tensor dres, dtmp, dnorm, dqkv, datt, dfc, dact, dlogits;
+  int64_t vocab_rows;  // rows of wte / lm_head and columns of the logits
+  Tensor logit_bias;   // (vocab_rows): 0, then kPaddedLogit on padded columns; undefined without padding
   bool have_forward = false;
 
-  Impl(Backend& backend, const GptConfig& config, int64_t b, DType dt, std::vector<ParamSpec> specs)
-      : be(backend), cfg(config), batch(b), dtype(dt), store(backend, dt, std::move(specs)) {}
+  Impl(Backend& backend, const GptConfig& config, int64_t b, DType dt, int64_t rows, std::vector<ParamSpec> specs)
+      : be(backend), cfg(config), batch(b), dtype(dt), store(backend, dt, std::move(specs)), vocab_rows(rows) {}
 
   int64_t tokens_n() const { return batch * cfg.seq_len; }
   AttentionShape attention_shape() const {
@@ -159,7 +183,7 @@ struct GptModel::Impl {
 
 namespace {
 
-std::vector<ParamSpec> gpt_param_specs(const GptConfig& c) {
+std::vector<ParamSpec> gpt_param_specs(const GptConfig& c, int64_t vocab_rows) {
   const int64_t C = c.hidden, D = c.head_dim();
   const int64_t qkv = (c.heads + 2 * c.kv_heads) * D;
   const int64_t fc = c.activation == models::Activation::swiglu ? 2 * c.ffn_hidden : c.ffn_hidden;
@@ -172,7 +196,7 @@ std::vector<ParamSpec> gpt_param_specs(const GptConfig& c) {
   auto constant = [&](std::string name, int64_t n, double value) {
     s.push_back({std::move(name), {n}, ParamInit::constant, value, false});
   };
-  weight("wte", {c.vocab, C}, c.init_stddev);
+  weight("wte", {vocab_rows, C}, c.init_stddev);
   if (c.learned_positions) weight("wpe", {c.seq_len, C}, c.init_stddev);
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string b = fmt::format("block{}.", l);
@@ -191,7 +215,7 @@ std::vector<ParamSpec> gpt_param_specs(const GptConfig& c) {
   }
   constant("norm_f.weight", C, 1.0);
   if (norm_bias) constant("norm_f.bias", C, 0.0);
-  if (!c.tied_embeddings) weight("lm_head.weight", {c.vocab, C}, c.init_stddev);
+  if (!c.tied_embeddings) weight("lm_head.weight", {vocab_rows, C}, c.init_stddev);
   return s;
 }
 
@@ -200,9 +224,11 @@ std::vector<ParamSpec> gpt_param_specs(const GptConfig& c) {
 GptModel::GptModel(Backend& backend, const GptConfig& config, int64_t batch, DType dtype, uint64_t seed) {
   config.validate();
   if (batch < 1) throw Error(fmt::format("gpt model: batch must be >= 1, got {}", batch));
-  impl_ = std::make_unique<Impl>(backend, config, batch, dtype, gpt_param_specs(config));
+  const int64_t rows = gpt_vocab_rows(config, backend);
+  impl_ = std::make_unique<Impl>(backend, config, batch, dtype, rows, gpt_param_specs(config, rows));
   Impl& m = *impl_;
   Stream& s = backend.default_stream();
+  // The real rows draw the values of the unpadded table (the same stream of normals, row-major).
   m.store.initialize(s, seed);
 
   auto find = [&](const std::string& name) {
@@ -215,6 +241,11 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int64_t batch, DTy
   m.normf_w = find("norm_f.weight");
   m.normf_b = find("norm_f.bias");
   m.lm_head = config.tied_embeddings ? m.wte : find("lm_head.weight");
+  if (rows > config.vocab) {
+    for (int table : {m.wte, m.lm_head}) backend.fill(s, m.p(table).slice_rows(config.vocab, rows), 0.0);
+    m.logit_bias = backend.empty(dtype, {rows});
+    backend.upload_values(s, m.logit_bias, padded_logit_bias(config.vocab, rows));
+  }
   for (int64_t l = 0; l < config.layers; ++l) {
     const std::string b = fmt::format("block{}.", l);
     BlockParams bp;
@@ -256,7 +287,7 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int64_t batch, DTy
   m.normf = act({N, C});
   m.meanf = act({N});
   m.rstdf = act({N});
-  m.logits = act({N, config.vocab});
+  m.logits = act({N, rows});
   m.losses = act({N});
   m.ce_max = act({N});
   m.ce_sum_exp = act({N});
@@ -273,13 +304,14 @@ GptModel::GptModel(Backend& backend, const GptConfig& config, int64_t batch, DTy
   m.datt = act({N, sh.out_cols()});
   m.dfc = act({N, m.fc_cols()});
   m.dact = act({N, config.ffn_hidden});
-  m.dlogits = act({N, config.vocab});
+  m.dlogits = act({N, rows});
 }
 
 GptModel::~GptModel() = default;
 
 const GptConfig& GptModel::config() const { return impl_->cfg; }
 int64_t GptModel::batch() const { return impl_->batch; }
+int64_t GptModel::vocab_rows() const { return impl_->vocab_rows; }
 ParameterStore& GptModel::parameters() { return impl_->store; }
 const ParameterStore& GptModel::parameters() const { return impl_->store; }
 
@@ -302,19 +334,18 @@ double GptModel::forward(Stream& s, std::span<const int32_t> tokens, std::span<c
     m.norm_forward(s, a.norm1, a.mean1, a.rstd1, x, bp.norm1_w, bp.norm1_b);
     be.linear_forward(s, a.qkv, a.norm1, m.p(bp.qkv_w), m.p(bp.qkv_b));
     be.attention_forward(s, a.att, a.lse, a.qkv, m.attention_shape());
-    be.linear_forward(s, a.mid, a.att, m.p(bp.proj_w), m.p(bp.proj_b));
-    be.add(s, a.mid, a.mid, x);
+    be.linear_residual_forward(s, a.mid, a.att, m.p(bp.proj_w), m.p(bp.proj_b), x);
     m.norm_forward(s, a.norm2, a.mean2, a.rstd2, a.mid, bp.norm2_w, bp.norm2_b);
-    be.linear_forward(s, a.fc, a.norm2, m.p(bp.fc_w), m.p(bp.fc_b));
-    if (c.activation == models::Activation::swiglu)
+    if (c.activation == models::Activation::swiglu) {
+      be.linear_forward(s, a.fc, a.norm2, m.p(bp.fc_w), m.p(bp.fc_b));
       be.swiglu_forward(s, a.act, a.fc);
-    else
-      be.gelu_forward(s, a.act, a.fc);
-    be.linear_forward(s, y, a.act, m.p(bp.fc2_w), m.p(bp.fc2_b));
-    be.add(s, y, y, a.mid);
+    } else {
+      be.linear_gelu_forward(s, a.act, a.fc, a.norm2, m.p(bp.fc_w), m.p(bp.fc_b));
+    }
+    be.linear_residual_forward(s, y, a.act, m.p(bp.fc2_w), m.p(bp.fc2_b), a.mid);
   }
   m.norm_forward(s, m.normf, m.meanf, m.rstdf, m.residual.back(), m.normf_w, m.normf_b);
-  be.linear_forward(s, m.logits, m.normf, m.p(m.lm_head), Tensor());
+  be.linear_forward(s, m.logits, m.normf, m.p(m.lm_head), m.logit_bias);
   be.cross_entropy_forward(s, m.losses, m.ce_max, m.ce_sum_exp, m.logits, m.targets);
   m.have_forward = true;
   return detail::mean_loss(be, s, m.losses);
@@ -334,11 +365,12 @@ void GptModel::backward(Stream& s) {
     const BlockParams& bp = m.blocks[static_cast<size_t>(l)];
     const BlockActs& a = m.acts[static_cast<size_t>(l)];
     const Tensor& x = m.residual[static_cast<size_t>(l)];
-    be.linear_backward(s, m.dact, m.g(bp.fc2_w), m.g(bp.fc2_b), m.dres, a.act, m.p(bp.fc2_w));
-    if (c.activation == models::Activation::swiglu)
+    if (c.activation == models::Activation::swiglu) {
+      be.linear_backward(s, m.dact, m.g(bp.fc2_w), m.g(bp.fc2_b), m.dres, a.act, m.p(bp.fc2_w));
       be.swiglu_backward(s, m.dfc, a.fc, m.dact);
-    else
-      be.gelu_backward(s, m.dfc, a.fc, m.dact);
+    } else {
+      be.linear_backward_gelu(s, m.dfc, m.g(bp.fc2_w), m.g(bp.fc2_b), m.dres, a.act, m.p(bp.fc2_w), a.fc);
+    }
     be.linear_backward(s, m.dnorm, m.g(bp.fc_w), m.g(bp.fc_b), m.dfc, a.norm2, m.p(bp.fc_w));
     m.norm_backward(s, m.dtmp, m.dnorm, a.mid, a.mean2, a.rstd2, bp.norm2_w, bp.norm2_b);
     be.accumulate(s, m.dres, m.dtmp);

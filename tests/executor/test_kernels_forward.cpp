@@ -65,6 +65,17 @@ std::vector<double> naive_attention(const std::vector<double>& qkv, const Attent
   return out;
 }
 
+// f64 inputs of a linear (N, IC) -> (N, OC) of random small shape: inp, weight, bias.
+struct RandomLinear {
+  int64_t n, ic, oc;
+  Tensor inp, weight, bias;
+  RandomLinear(Device& d, Rng& rng) : n(draw(rng, 2, 6)), ic(draw(rng, 2, 9)), oc(draw(rng, 2, 9)) {
+    inp = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
+    weight = d.put(DType::f64, {oc, ic}, random_values(rng, static_cast<size_t>(oc * ic), 1.0));
+    bias = d.put(DType::f64, {oc}, random_values(rng, static_cast<size_t>(oc), 1.0));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("kernels: linear forward equals the naive triple loop bit for bit", "[executor]") {
@@ -171,6 +182,54 @@ TEST_CASE("kernels: gelu, relu and swiglu forward match their formulas", "[execu
     d->gelu_forward(d.stream, in, in);  // in place is allowed for elementwise kernels
     check_close(d.get(in), gelu, tol, "gelu in place");
   }
+}
+
+TEST_CASE("kernels: linear + residual in one call equals linear then add, also in place", "[executor]") {
+  Device d;
+  Rng rng(108);
+  const RandomLinear x(d, rng);
+  const int64_t n = x.n, oc = x.oc;
+  const Tensor &inp = x.inp, &w = x.weight, &bias = x.bias;
+  const std::vector<double> res = random_values(rng, static_cast<size_t>(n * oc), 1.0);
+  Tensor residual = d.put(DType::f64, {n, oc}, res), out = d->empty(DType::f64, {n, oc});
+  Tensor want = d->empty(DType::f64, {n, oc});
+  d->linear_residual_forward(d.stream, out, inp, w, bias, residual);
+  d->linear_forward(d.stream, want, inp, w, bias);
+  d->add(d.stream, want, want, residual);
+  CHECK(d.get(out) == d.get(want));
+  d->linear_residual_forward(d.stream, residual, inp, w, bias, residual);  // x += linear(inp), in place
+  CHECK(d.get(residual) == d.get(want));
+  REQUIRE_ERROR_CONTAINS(d->linear_residual_forward(d.stream, out, inp, w, bias, out.slice_rows(0, 1)),
+                         "residual has shape");
+}
+
+TEST_CASE("kernels: linear + gelu in one call equals linear then gelu, forward and backward", "[executor]") {
+  Device d;
+  Rng rng(107);
+  const RandomLinear x(d, rng);
+  const int64_t n = x.n, ic = x.ic, oc = x.oc;
+  const Tensor &inp = x.inp, &w = x.weight, &bias = x.bias;
+  Tensor pre = d->empty(DType::f64, {n, oc}), out = d->empty(DType::f64, {n, oc});
+  Tensor want_pre = d->empty(DType::f64, {n, oc}), want_out = d->empty(DType::f64, {n, oc});
+  d->linear_gelu_forward(d.stream, out, pre, inp, w, bias);
+  d->linear_forward(d.stream, want_pre, inp, w, bias);
+  d->gelu_forward(d.stream, want_out, want_pre);
+  CHECK(d.get(pre) == d.get(want_pre));
+  CHECK(d.get(out) == d.get(want_out));
+  // The next linear (oc -> ic) backward through the GELU.
+  Tensor w2 = d.put(DType::f64, {ic, oc}, random_values(rng, static_cast<size_t>(ic * oc), 1.0));
+  Tensor dout = d.put(DType::f64, {n, ic}, random_values(rng, static_cast<size_t>(n * ic), 1.0));
+  Tensor dpre = d->empty(DType::f64, {n, oc}), dact = d->empty(DType::f64, {n, oc}), want = d->empty(DType::f64, {n, oc});
+  Tensor dw = d->zeros(d.stream, DType::f64, {ic, oc}), db = d->zeros(d.stream, DType::f64, {ic});
+  Tensor want_dw = d->zeros(d.stream, DType::f64, {ic, oc}), want_db = d->zeros(d.stream, DType::f64, {ic});
+  d->linear_backward_gelu(d.stream, dpre, dw, db, dout, out, w2, pre);
+  d->linear_backward(d.stream, dact, want_dw, want_db, dout, out, w2);
+  d->gelu_backward(d.stream, want, pre, dact);
+  CHECK(d.get(dpre) == d.get(want));
+  CHECK(d.get(dw) == d.get(want_dw));
+  CHECK(d.get(db) == d.get(want_db));
+  REQUIRE_ERROR_CONTAINS(d->linear_gelu_forward(d.stream, out, out, inp, w, bias), "out must not overlap");
+  REQUIRE_ERROR_CONTAINS(d->linear_backward_gelu(d.stream, Tensor(), dw, db, dout, out, w2, pre), "dpre must be a tensor");
 }
 
 TEST_CASE("kernels: attention forward matches the explicit softmax loop", "[executor]") {

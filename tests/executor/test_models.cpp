@@ -184,6 +184,64 @@ TEST_CASE("gpt: GPT training is deterministic and f32 agrees with f64", "[execut
   CHECK(worst < 1e-4);
 }
 
+TEST_CASE("gpt: vocabulary padding helpers round rows up and mask only the padded logits", "[executor]") {
+  CHECK(padded_rows(50257, 128) == 50304);  // GPT-2's vocabulary, as Megatron-LM pads it
+  CHECK(padded_rows(256, 128) == 256);
+  CHECK(padded_rows(1, 128) == 128);
+  CHECK(padded_rows(11, 1) == 11);
+  const std::vector<double> bias = padded_logit_bias(3, 5);
+  CHECK(bias == std::vector<double>{0, 0, 0, kPaddedLogit, kPaddedLogit});
+  CHECK(std::exp(static_cast<float>(kPaddedLogit) - 0.0f) == 0.0f);  // a padded column adds exactly 0
+  GptConfig cfg;
+  cfg.vocab = 200;
+  CHECK(gpt_vocab_rows(cfg, *make_backend("cpu")) == 200);  // the CPU reference is never padded
+  cfg.vocab_multiple = 128;
+  CHECK(gpt_vocab_rows(cfg, *make_backend("cpu")) == 256);
+  cfg.vocab_multiple = -1;
+  REQUIRE_ERROR_CONTAINS(cfg.validate(), "vocab_multiple must be >= 0");
+}
+
+TEST_CASE("gpt: a vocabulary padded to a multiple of 128 trains exactly like the unpadded one", "[executor]") {
+  // Tied (GPT-2) and untied (Llama) heads; vocab 200 -> 256 table rows.
+  for (bool tied : {true, false}) {
+    INFO((tied ? "tied" : "untied") << " head");
+    GptConfig cfg = GptConfig::from_spec(gpt2_like_spec()).shrunk(2, 16, 2, 200, 8);
+    cfg.tied_embeddings = tied;
+    cfg.init_stddev = 0.3;
+    std::unique_ptr<Backend> be = make_backend("cpu");
+    Stream& s = be->default_stream();
+    Rng rng(304);
+    const std::vector<int32_t> tokens = random_ids(rng, 16, 0, 200), targets = random_ids(rng, 16, 0, 200);
+    GptConfig padded_cfg = cfg;
+    padded_cfg.vocab_multiple = 128;
+    GptModel plain(*be, cfg, 2, DType::f64, 5), padded(*be, padded_cfg, 2, DType::f64, 5);
+    REQUIRE(plain.vocab_rows() == 200);
+    REQUIRE(padded.vocab_rows() == 256);
+    const AdamWConfig adamw{0.05, 0.9, 0.95, 1e-8, 0.1};
+    for (int step = 0; step < 3; ++step) {
+      const double a = plain.train_step(s, tokens, targets, adamw, 1.0);
+      const double b = padded.train_step(s, tokens, targets, adamw, 1.0);
+      CHECK(b == Approx(a).epsilon(1e-12));
+    }
+    // Every parameter (gradients of the last step, values after its update) equals the unpadded
+    // model's on the real rows; the padded rows of the tables are still exactly zero.
+    const ParameterStore &p = plain.parameters(), &q = padded.parameters();
+    REQUIRE(p.size() == q.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      INFO(p.spec(i).name);
+      for (bool grads : {false, true}) {
+        const std::vector<double> want = be->download_values(s, grads ? p.grad(i) : p.param(i));
+        const std::vector<double> got = be->download_values(s, grads ? q.grad(i) : q.param(i));
+        REQUIRE(got.size() >= want.size());
+        double worst = 0;
+        for (size_t k = 0; k < want.size(); ++k) worst = std::max(worst, std::abs(got[k] - want[k]));
+        CHECK(worst <= 1e-12);
+        for (size_t k = want.size(); k < got.size(); ++k) REQUIRE(got[k] == 0.0);
+      }
+    }
+  }
+}
+
 TEST_CASE("gpt: GPT training FLOPs count every matmul weight and the attention products", "[executor]") {
   GptConfig cfg = GptConfig::from_spec(gpt2_like_spec()).shrunk(3, 32, 4, 64, 16);
   std::unique_ptr<Backend> be = make_backend("cpu");

@@ -161,6 +161,72 @@ TEST_CASE("cuda: linear forward and backward (cuBLASLt, bias epilogue, accumulat
   }
 }
 
+namespace {
+// A CUDA backend with cuBLASLt's fused epilogues on or off (CudaBackendOptions::gemm_epilogues).
+std::unique_ptr<Backend> epilogue_backend(bool epilogues) {
+  CudaBackendOptions o;
+  o.gemm_epilogues = epilogues;
+  return make_cuda_backend(o);
+}
+}  // namespace
+
+TEST_CASE("cuda: linear + residual (cuBLASLt C = residual, beta = 1, or unfused) matches the cpu backend", "[cuda]") {
+  struct Case {
+    int64_t n, ic, oc;
+  };
+  for (bool epilogues : {true, false})
+    for (DType t : gpu_dtypes())
+      for (Case k : {Case{64, 128, 96}, Case{37, 53, 29}}) {
+        INFO("epilogues " << epilogues << ", dtype " << dtype_name(t) << ", N " << k.n << " IC " << k.ic << " OC "
+                          << k.oc);
+        Both b(t, epilogue_backend(epilogues));
+        Rng rng(60 + static_cast<uint64_t>(k.n));
+        auto inp = b.random(rng, {k.n, k.ic});
+        auto w = b.random(rng, {k.oc, k.ic}, 0.2), bias = b.random(rng, {k.oc});
+        auto residual = b.random(rng, {k.n, k.oc}), out = b.output(rng, {k.n, k.oc});
+        b.gpu->linear_residual_forward(b.gs(), out.g, inp.g, w.g, bias.g, residual.g);
+        b.cpu->linear_residual_forward(b.cs(), out.c, inp.c, w.c, bias.c, residual.c);
+        b.check("out = linear + residual", out, tolerance(t));
+        b.gpu->linear_residual_forward(b.gs(), residual.g, inp.g, w.g, Tensor(), residual.g);
+        b.cpu->linear_residual_forward(b.cs(), residual.c, inp.c, w.c, Tensor(), residual.c);
+        b.check("residual += linear, in place", residual, tolerance(t));
+      }
+}
+
+TEST_CASE("cuda: linear + GELU (cuBLASLt GELU_AUX_BIAS / DGELU epilogues, or unfused) match the cpu backend",
+          "[cuda]") {
+  struct Case {
+    int64_t n, ic, oc;  // the GELU's linear: ic -> oc; the next linear (backward): oc -> ic
+  };
+  // oc a multiple of 8: both epilogues apply; oc = 29: both fall back to the GELU kernel.
+  for (bool epilogues : {true, false})
+    for (DType t : gpu_dtypes())
+      for (Case k : {Case{64, 96, 128}, Case{37, 53, 40}, Case{30, 24, 29}}) {
+        INFO("epilogues " << epilogues << ", dtype " << dtype_name(t) << ", N " << k.n << " IC " << k.ic << " OC "
+                          << k.oc);
+        Both b(t, epilogue_backend(epilogues));
+        Rng rng(40 + static_cast<uint64_t>(k.n));
+        auto inp = b.random(rng, {k.n, k.ic});
+        auto w = b.random(rng, {k.oc, k.ic}, 0.2), bias = b.random(rng, {k.oc});
+        auto pre = b.output(rng, {k.n, k.oc}), out = b.output(rng, {k.n, k.oc});
+        for (bool with_bias : {false, true}) {
+          const Tensor gb = with_bias ? bias.g : Tensor(), cb = with_bias ? bias.c : Tensor();
+          b.gpu->linear_gelu_forward(b.gs(), out.g, pre.g, inp.g, w.g, gb);
+          b.cpu->linear_gelu_forward(b.cs(), out.c, pre.c, inp.c, w.c, cb);
+          b.check(with_bias ? "pre with bias" : "pre", pre, tolerance(t));
+          b.check(with_bias ? "gelu(pre) with bias" : "gelu(pre)", out, tolerance(t));
+        }
+        auto w2 = b.random(rng, {k.ic, k.oc}, 0.2), dout = b.random(rng, {k.n, k.ic});
+        auto dpre = b.output(rng, {k.n, k.oc});
+        auto dw2 = b.random(rng, {k.ic, k.oc}, 0.5), db2 = b.random(rng, {k.ic}, 0.5, DType::f32);
+        b.gpu->linear_backward_gelu(b.gs(), dpre.g, dw2.g, db2.g, dout.g, out.g, w2.g, pre.g);
+        b.cpu->linear_backward_gelu(b.cs(), dpre.c, dw2.c, db2.c, dout.c, out.c, w2.c, pre.c);
+        b.check("dpre = gelu'(pre) * (dout W)", dpre, tolerance(t));
+        b.check("dweight", dw2, tolerance(t, true));
+        b.check("dbias", db2, kF32Long);
+      }
+}
+
 TEST_CASE("cuda: rotary embedding matches the cpu backend, in place and inverse", "[cuda]") {
   for (DType t : gpu_dtypes()) {
     INFO("dtype " << dtype_name(t));

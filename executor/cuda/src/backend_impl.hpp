@@ -47,7 +47,7 @@ enum class Scratch {
   attention_p,     // unfused: probabilities, element type of qkv
   attention_ds,    // unfused: score gradients, element type of qkv
   gemm,            // cuBLASLt / cuBLAS workspace
-  embedding,       // int32 CSR of the embedding gradient
+  embedding,       // the embedding gradient's sort keys, token order and radix-sort workspace
   count
 };
 
@@ -175,6 +175,13 @@ class CudaBackend final : public Backend {
                            const Tensor& bias) override;
   void linear_backward_impl(Stream& s, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                             const Tensor& dout, const Tensor& inp, const Tensor& weight) override;
+  void linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                    const Tensor& bias, const Tensor& residual) override;
+  void linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                const Tensor& weight, const Tensor& bias) override;
+  void linear_backward_gelu_impl(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                 const Tensor& dout, const Tensor& act, const Tensor& weight,
+                                 const Tensor& pre) override;
   void gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& inp) override;
   void gelu_backward_impl(Stream& s, const Tensor& dinp, const Tensor& inp, const Tensor& dout) override;
   void relu_forward_impl(Stream& s, const Tensor& out, const Tensor& inp) override;
@@ -201,14 +208,25 @@ class CudaBackend final : public Backend {
                        const Tensor& scale, const AdamWConfig& config, int64_t step,
                        const Tensor& model_copy) override;
 
+ public:
+  // Which attention kernel runs (cuda_gemm.cpp): CudaAttention::fused / unfused as asked;
+  // automatic and tensor_core take the tensor-core kernel when it covers the call (its tensors
+  // 16-byte aligned), else (said once on stderr per reason) automatic's workspace rule or the
+  // fused kernel.
+  enum class AttentionPath { tensor_core, fused, unfused };
+  AttentionPath attention_path(const AttentionShape& shape, Dt dtype, std::initializer_list<const Tensor*> tensors) const;
+  /// Why the tensor-core attention does not cover (shape, dtype) on this GPU; "" when it does.
+  std::string tensor_core_attention_gap(const AttentionShape& shape, Dt dtype) const;
+
  private:
   // Matrix products (cuda_gemm.cpp).
   struct GemmCall;
   void lt_matmul(CudaStream& stream, const GemmCall& call);
+  GemmCall linear_call(const Tensor& out, const Tensor& inp, const Tensor& weight, std::string_view kernel) const;
+  GemmCall dinp_call(const Tensor& dinp, const Tensor& dout, const Tensor& weight, std::string_view kernel) const;
   void batched_gemm(CudaStream& stream, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const void* a, Dt ab_type, int64_t lda, int64_t stride_a, const void* b, int64_t ldb,
                     int64_t stride_b, float beta, void* c, Dt c_type, int64_t ldc, int64_t stride_c, int64_t batch);
-  bool use_unfused_attention(const AttentionShape& shape, Dt dtype) const;
   size_t unfused_bytes_per_head(int64_t seq, Dt dtype, bool backward) const;
   void attention_forward_unfused(CudaStream& stream, const Tensor& out, const Tensor& lse, const Tensor& qkv,
                                  const AttentionShape& shape);

@@ -130,7 +130,7 @@ class ComputeCalibration {
     models::ModelSpec spec = models::ModelCatalog::builtin().spec(model_name);
     spec.seq_len = std::min(spec.seq_len, max_seq_len);
     const models::ModelGraph graph = models::build_graph(spec);
-    const plan::AttentionImpl impl = attention_impl(spec.seq_len);
+    const plan::AttentionImpl impl = attention_impl(spec);
     for (const models::Op& op : graph.ops()) {
       const plan::OpCost cost = plan::op_cost(op, micro_batch_, 1, false, precision_, impl);
       if (op.kind == models::OpKind::linear) {
@@ -198,14 +198,13 @@ class ComputeCalibration {
   }
 
  private:
-  // The attention the backend runs at this length (CudaAttention::automatic: unfused while the
-  // backward's T x T workspace of one head fits), for op_cost's FLOPs and bytes.
-  plan::AttentionImpl attention_impl(int64_t T) const {
-    const CudaBackendOptions bo = cuda_backend_options(gpu_);
-    const double per_head = static_cast<double>(T) * static_cast<double>(T) * (8.0 + 2.0 * dtype_size_bytes(dt_));
-    const bool unfused = bo.attention == CudaAttention::unfused ||
-                         (bo.attention == CudaAttention::automatic && per_head <= static_cast<double>(bo.attention_workspace_bytes));
-    return unfused ? plan::AttentionImpl::unfused : plan::AttentionImpl::flash;
+  // The attention the backend runs for the model's shape (cuda_attention_kernel: tensor-core or
+  // CUDA-core flash kernels, or unfused), for op_cost's FLOPs and bytes.
+  plan::AttentionImpl attention_impl(const models::ModelSpec& spec) const {
+    const AttentionShape sh{micro_batch_, spec.seq_len, spec.heads, spec.kv_heads > 0 ? spec.kv_heads : spec.heads,
+                            spec.head_dim(), true};
+    return cuda_attention_kernel(gpu_, sh, dt_) == "unfused" ? plan::AttentionImpl::unfused
+                                                             : plan::AttentionImpl::flash;
   }
 
   double clamp_efficiency(double e, const std::string& what) {

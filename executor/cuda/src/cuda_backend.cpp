@@ -434,46 +434,18 @@ void CudaBackend::embedding_forward_impl(Stream& s, const Tensor& out, const Ten
 
 void CudaBackend::embedding_backward_impl(Stream& s, const Tensor& dtable, const Tensor& dout, const Tensor& ids,
                                           int64_t row_begin) {
-  // Deterministic scatter-add: the ids come to the host, which groups the token rows by table
-  // row (stable, so each row sums its tokens in increasing order); one block per group.
+  // Deterministic scatter-add without a host round trip: the token rows are sorted by table row
+  // on the device (stable), and each run of one row sums its tokens in order.
   Call c(*this, s, "embedding_backward");
   const int64_t n = ids.numel(), rows = dtable.dim(0);
   if (n > std::numeric_limits<int32_t>::max() / 4)
     throw Error(fmt::format("embedding_backward: {} ids are more than the cuda kernel indexes", n));
-  // Pinned layout: ids (n), order (n), seg_start (n + 1), seg_row (n).
-  auto* host = static_cast<int32_t*>(c.stream.pinned(static_cast<size_t>(4 * n + 1) * sizeof(int32_t)));
-  TP_CUDA_CHECK(cudaMemcpyAsync(host, ids.data(), static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                c.h()));
-  TP_CUDA_CHECK(cudaStreamSynchronize(c.h()));
-  std::vector<int32_t> hits;
-  hits.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = static_cast<int64_t>(host[i]) - row_begin;
-    if (r >= 0 && r < rows) hits.push_back(static_cast<int32_t>(i));
-  }
-  std::stable_sort(hits.begin(), hits.end(), [&](int32_t a, int32_t b) { return host[a] < host[b]; });
-  // CSR after the ids, contiguous for one upload: order (hits), seg_start (segments + 1), seg_row.
-  int32_t* order = host + n;
-  std::copy(hits.begin(), hits.end(), order);
-  int32_t* seg_start = order + hits.size();
-  std::vector<int32_t> seg_rows;
-  int64_t segments = 0;
-  for (size_t i = 0; i < hits.size(); ++i)
-    if (i == 0 || host[hits[i]] != host[hits[i - 1]]) {
-      seg_start[segments++] = static_cast<int32_t>(i);
-      seg_rows.push_back(static_cast<int32_t>(host[hits[i]] - row_begin));
-    }
-  seg_start[segments] = static_cast<int32_t>(hits.size());
-  std::copy(seg_rows.begin(), seg_rows.end(), seg_start + segments + 1);
-  if (segments == 0) return;
-  const size_t csr_ints = hits.size() + 2 * static_cast<size_t>(segments) + 1;
-  auto* device = static_cast<int32_t*>(scratch(c.stream, Scratch::embedding, csr_ints * sizeof(int32_t)));
-  TP_CUDA_CHECK(cudaMemcpyAsync(device, order, csr_ints * sizeof(int32_t), cudaMemcpyHostToDevice, c.h()));
-  const int32_t* d_order = device;
-  const int32_t* d_start = device + hits.size();
-  const int32_t* d_row = d_start + segments + 1;
-  cuda::embedding_backward(c.out(dtable, "dtable"), c.in(dout, "dout"), d_order, d_start, d_row, segments,
-                           dout.cols(), c.h());
+  if (rows >= std::numeric_limits<int32_t>::max())
+    throw Error(fmt::format("embedding_backward: a table of {} rows is more than the cuda kernel indexes", rows));
+  const size_t bytes = cuda::embedding_backward_scratch_bytes(n);
+  void* work = scratch(c.stream, Scratch::embedding, bytes);
+  cuda::embedding_backward(c.out(dtable, "dtable"), c.in(dout, "dout"), static_cast<const int32_t*>(ids.data()), n,
+                           rows, row_begin, dout.cols(), work, bytes, c.h());
 }
 
 void CudaBackend::layernorm_forward_impl(Stream& s, const Tensor& out, const Tensor& mean, const Tensor& rstd,
@@ -617,6 +589,7 @@ std::string_view cuda_attention_name(CudaAttention a) {
     case CudaAttention::automatic: return "auto";
     case CudaAttention::fused: return "fused";
     case CudaAttention::unfused: return "unfused";
+    case CudaAttention::tensor_core: return "tensor_core";
   }
   return "?";
 }
@@ -684,6 +657,21 @@ CudaBackendOptions cuda_backend_options(const Backend& backend) {
   CudaBackendOptions o = be->options();
   o.device = be->device();
   return o;
+}
+
+std::string cuda_attention_kernel(const Backend& backend, const AttentionShape& shape, DType dtype) {
+  const cuda::CudaBackend* be = cuda::as_cuda(backend);
+  if (!be) throw Error(fmt::format("backend \"{}\" is not a cuda backend", backend.name()));
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw Error(fmt::format("cuda_attention_kernel: dtype {}; the cuda backend computes in f32, bf16 and f16",
+                            dtype_name(dtype)));
+  const cuda::Dt t = dtype == DType::bf16 ? cuda::Dt::bf16 : dtype == DType::f16 ? cuda::Dt::f16 : cuda::Dt::f32;
+  switch (be->attention_path(shape, t, {})) {  // no tensors: alignment is not part of the answer
+    case cuda::CudaBackend::AttentionPath::tensor_core: return "tensor_core";
+    case cuda::CudaBackend::AttentionPath::fused: return "fused";
+    case cuda::CudaBackend::AttentionPath::unfused: return "unfused";
+  }
+  return "?";
 }
 
 size_t cuda_workspace_bytes(const Backend& backend) {

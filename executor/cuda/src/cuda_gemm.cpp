@@ -1,6 +1,7 @@
-// Matrix products of the CUDA backend: linear forward / backward through cuBLASLt (bias
-// epilogue, heuristic algorithm cached per shape, types and alignment), and attention, either
-// the fused kernel or the unfused path of cuBLAS strided-batched GEMMs around softmax kernels.
+// Matrix products of the CUDA backend: linear forward / backward through cuBLASLt (bias and
+// GELU epilogues, heuristic algorithm cached per shape, types, epilogue and alignment), and
+// attention: the tensor-core or CUDA-core fused kernels, or the unfused path of cuBLAS
+// strided-batched GEMMs around softmax kernels.
 //
 // Row-major tensors are handed to the column-major BLAS as their transposes: a row-major
 // (r, c) matrix with leading dimension ld is the column-major (c, r) matrix with the same ld.
@@ -10,6 +11,8 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -63,17 +66,23 @@ struct CudaBackend::GemmCall {
   int64_t lda = 0;
   const void* b = nullptr;
   int64_t ldb = 0;
-  void* d = nullptr;  // C = D (in place when beta != 0)
+  void* d = nullptr;  // C = D (in place when beta != 0) unless c is set
   int64_t ldd = 0;
+  const void* c = nullptr;  // C when beta != 0 and it is not D: same type and layout as D
   Dt ab = Dt::f32, cd = Dt::f32;
   float alpha = 1, beta = 0;
   const void* bias = nullptr;  // CUBLASLT_EPILOGUE_BIAS, m values of type cd
+  // GELU epilogues; aux is m x n of type cd with leading dimension ldd (a multiple of 8).
+  // forward: D = gelu(alpha A B + bias), aux = alpha A B + bias (GELU_AUX[_BIAS]);
+  // backward: D = gelu'(aux) * (alpha A B) (DGELU; beta must be 0).
+  enum class Gelu { none, forward, backward } gelu = Gelu::none;
+  void* aux = nullptr;
 };
 
 struct CudaBackend::AlgoCache {
   // Key: transposes, shape, leading dimensions, types, epilogue, tf32, alignments.
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool,
-                         uint32_t, uint32_t, uint32_t, uint32_t>;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool,
+                         uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
   std::map<Key, std::pair<bool, cublasLtMatmulAlgo_t>> algos;  // first: found
 };
 
@@ -88,13 +97,24 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
   const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   TP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const cublasLtEpilogue_t epilogue = c.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  TP_ASSERT(c.gelu == GemmCall::Gelu::none || (c.aux != nullptr && c.ldd % 8 == 0));
+  TP_ASSERT(c.gelu != GemmCall::Gelu::backward || (c.beta == 0 && c.bias == nullptr));
+  cublasLtEpilogue_t epilogue = c.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (c.gelu == GemmCall::Gelu::forward) epilogue = c.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  if (c.gelu == GemmCall::Gelu::backward) epilogue = CUBLASLT_EPILOGUE_DGELU;
   TP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   if (c.bias) {
     TP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof(c.bias)));
     const int32_t bias_type = cd;
     TP_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  if (c.gelu != GemmCall::Gelu::none) {  // the aux matrix has D's type (cuBLASLt's default) and layout
+    TP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof(c.aux)));
+    const int64_t aux_ld = c.ldd;
+    TP_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
   using Layout = Handle<cublasLtMatrixLayout_t, decltype(&cublasLtMatrixLayoutDestroy)>;
   Layout la(cublasLtMatrixLayoutDestroy), lb(cublasLtMatrixLayoutDestroy), ld(cublasLtMatrixLayoutDestroy);
@@ -108,9 +128,12 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
   void* workspace = scratch(stream, Scratch::gemm, options_.gemm_workspace_bytes);
   const uint32_t align_a = alignment_of(c.a), align_b = alignment_of(c.b), align_d = alignment_of(c.d);
   const uint32_t align_bias = c.bias ? alignment_of(c.bias) : 256;
+  const uint32_t align_aux = c.aux ? alignment_of(c.aux) : 256;
+  const void* c_ptr = c.c ? c.c : c.d;
+  const uint32_t align_c = alignment_of(c_ptr);
   const AlgoCache::Key key{c.trans_a, c.trans_b, c.m,  c.n,     c.k,     c.lda,   c.ldb,   c.ldd,
-                           static_cast<int>(c.ab), static_cast<int>(c.cd), c.bias != nullptr, tf32,
-                           align_a, align_b, align_d, align_bias};
+                           static_cast<int>(c.ab), static_cast<int>(c.cd), static_cast<int>(epilogue), tf32,
+                           align_a, align_b, std::min(align_c, align_d), align_bias, align_aux};
   auto it = algo_cache_->algos.find(key);
   if (it == algo_cache_->algos.end()) {
     Handle<cublasLtMatmulPreference_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
@@ -123,8 +146,8 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
                                                          sizeof(align_a)));
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                          sizeof(align_b)));
-    TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                         sizeof(align_d)));
+    TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                         sizeof(align_c)));
     TP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                          sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t result{};
@@ -135,6 +158,30 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
     it = algo_cache_->algos.emplace(key, std::make_pair(ok, result.algo)).first;
   }
   if (!it->second.first) {
+    if (c.c && c.c != c.d && c.beta != 0) {  // C into D first: the fallbacks below read C from D
+      TP_ASSERT(c.ldd == c.m);                 // D and C contiguous
+      TP_CUDA_CHECK(cudaMemcpyAsync(c.d, c.c, static_cast<size_t>(c.m * c.n * dt_size(c.cd)), cudaMemcpyDeviceToDevice,
+                                    stream.handle()));
+      GemmCall in_place = c;
+      in_place.c = nullptr;
+      lt_matmul(stream, in_place);
+      return;
+    }
+    if (c.gelu != GemmCall::Gelu::none) {  // no GELU epilogue for this case: product, then the GELU kernel
+      GemmCall plain = c;
+      plain.gelu = GemmCall::Gelu::none;
+      plain.aux = nullptr;
+      const int64_t count = c.m * c.n;
+      if (c.gelu == GemmCall::Gelu::forward) {
+        plain.d = c.aux;  // aux = A B + bias, D = gelu(aux)
+        lt_matmul(stream, plain);
+        cuda::gelu_forward(DevPtr{c.d, c.cd}, CDevPtr{c.aux, c.cd}, count, stream.handle());
+      } else {
+        lt_matmul(stream, plain);  // D = A B, then D = gelu'(aux) * D in place
+        cuda::gelu_backward(DevPtr{c.d, c.cd}, CDevPtr{c.aux, c.cd}, CDevPtr{c.d, c.cd}, count, stream.handle());
+      }
+      return;
+    }
     if (c.bias) {  // the bias epilogue is not available for this case: plain product + bias kernel
       GemmCall plain = c;
       plain.bias = nullptr;
@@ -148,7 +195,7 @@ void CudaBackend::lt_matmul(CudaStream& stream, const GemmCall& c) {
                  c.cd, c.ldd, 0, 1);
     return;
   }
-  TP_CUBLAS_CHECK(cublasLtMatmul(lt_, op.h, &c.alpha, c.a, la.h, c.b, lb.h, &c.beta, c.d, ld.h, c.d, ld.h,
+  TP_CUBLAS_CHECK(cublasLtMatmul(lt_, op.h, &c.alpha, c.a, la.h, c.b, lb.h, &c.beta, c_ptr, ld.h, c.d, ld.h,
                                  &it->second.second, workspace, options_.gemm_workspace_bytes, stream.handle()));
 }
 
@@ -192,11 +239,9 @@ Dt output_type(const Tensor& out, std::string_view arg, Dt inputs, std::string_v
 }
 }  // namespace
 
-void CudaBackend::linear_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
-                                      const Tensor& bias) {
-  constexpr std::string_view kernel = "linear_forward";
-  DeviceGuard guard(device_);
-  CudaStream& cs = stream_of(s);
+// out (N,OC) = inp (N,IC) W^T (W is (OC,IC)).
+CudaBackend::GemmCall CudaBackend::linear_call(const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                               std::string_view kernel) const {
   const int64_t n = inp.rows(), ic = inp.cols(), oc = weight.dim(0);
   const Dt ab = product_type(inp, "inp", weight, "weight", kernel);
   GemmCall c;
@@ -213,6 +258,36 @@ void CudaBackend::linear_forward_impl(Stream& s, const Tensor& out, const Tensor
   c.ldd = oc;
   c.ab = ab;
   c.cd = output_type(out, "out", ab, kernel);
+  return c;
+}
+
+// dinp (N,IC) = dout (N,OC) W (OC,IC): dinp^T (IC,N) = W^T (IC,OC) dout^T (OC,N).
+CudaBackend::GemmCall CudaBackend::dinp_call(const Tensor& dinp, const Tensor& dout, const Tensor& weight,
+                                             std::string_view kernel) const {
+  const int64_t n = dout.rows(), ic = weight.dim(1), oc = weight.dim(0);
+  const Dt ab = product_type(dout, "dout", weight, "weight", kernel);
+  GemmCall c;
+  c.m = ic;
+  c.n = n;
+  c.k = oc;
+  c.a = weight.data();
+  c.lda = ic;
+  c.b = dout.data();
+  c.ldb = oc;
+  c.d = dinp.data();
+  c.ldd = ic;
+  c.ab = ab;
+  c.cd = output_type(dinp, "dinp", ab, kernel);
+  return c;
+}
+
+void CudaBackend::linear_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                      const Tensor& bias) {
+  constexpr std::string_view kernel = "linear_forward";
+  DeviceGuard guard(device_);
+  CudaStream& cs = stream_of(s);
+  const int64_t n = inp.rows(), ic = inp.cols(), oc = weight.dim(0);
+  GemmCall c = linear_call(out, inp, weight, kernel);
   if (ic == 0) {  // an empty sum: out = bias (or 0)
     cuda::fill(dev(out, kernel, "out"), out.numel(), 0.0f, cs.handle());
     if (bias.defined()) add_bias_rows(dev(out, kernel, "out"), cdev(bias, kernel, "bias"), n, oc, cs.handle());
@@ -231,24 +306,10 @@ void CudaBackend::linear_backward_impl(Stream& s, const Tensor& dinp, const Tens
   CudaStream& cs = stream_of(s);
   const int64_t n = inp.rows(), ic = inp.cols(), oc = weight.dim(0);
   if (dinp.defined() && dinp.numel() > 0) {
-    const Dt ab = product_type(dout, "dout", weight, "weight", kernel);
     if (oc == 0) {
       cuda::fill(dev(dinp, kernel, "dinp"), dinp.numel(), 0.0f, cs.handle());
     } else {
-      // dinp (N,IC) = dout (N,OC) W (OC,IC): dinp^T (IC,N) = W^T (IC,OC) dout^T (OC,N).
-      GemmCall c;
-      c.m = ic;
-      c.n = n;
-      c.k = oc;
-      c.a = weight.data();
-      c.lda = ic;
-      c.b = dout.data();
-      c.ldb = oc;
-      c.d = dinp.data();
-      c.ldd = ic;
-      c.ab = ab;
-      c.cd = output_type(dinp, "dinp", ab, kernel);
-      lt_matmul(cs, c);
+      lt_matmul(cs, dinp_call(dinp, dout, weight, kernel));
     }
   }
   if (dweight.defined() && dweight.numel() > 0 && n > 0) {
@@ -279,6 +340,59 @@ void CudaBackend::linear_backward_impl(Stream& s, const Tensor& dinp, const Tens
   }
 }
 
+// The residual as cuBLASLt's C with beta = 1 (CudaBackendOptions::gemm_epilogues): out = inp W^T
+// + bias + residual in one product, when out, residual and the bias share a dtype.
+void CudaBackend::linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                               const Tensor& bias, const Tensor& residual) {
+  if (!options_.gemm_epilogues || inp.cols() == 0 || residual.dtype() != out.dtype() ||
+      (bias.defined() && bias.dtype() != out.dtype())) {
+    Backend::linear_residual_forward_impl(s, out, inp, weight, bias, residual);
+    return;
+  }
+  DeviceGuard guard(device_);
+  GemmCall c = linear_call(out, inp, weight, "linear_residual_forward");
+  c.bias = bias.defined() ? bias.data() : nullptr;
+  c.c = residual.data();
+  c.beta = 1;
+  lt_matmul(stream_of(s), c);
+}
+
+// The GELU epilogues (CudaBackendOptions::gemm_epilogues): the aux matrix (pre) in the output's
+// dtype with a leading dimension that is a multiple of 8; otherwise the unfused default.
+void CudaBackend::linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                           const Tensor& weight, const Tensor& bias) {
+  const int64_t ic = inp.cols(), oc = weight.dim(0);
+  if (!options_.gemm_epilogues || ic == 0 || oc % 8 != 0 || pre.dtype() != out.dtype() ||
+      (bias.defined() && bias.dtype() != out.dtype())) {
+    Backend::linear_gelu_forward_impl(s, out, pre, inp, weight, bias);
+    return;
+  }
+  DeviceGuard guard(device_);
+  GemmCall c = linear_call(out, inp, weight, "linear_gelu_forward");
+  c.bias = bias.defined() ? bias.data() : nullptr;
+  c.gelu = GemmCall::Gelu::forward;
+  c.aux = pre.data();
+  lt_matmul(stream_of(s), c);
+}
+
+void CudaBackend::linear_backward_gelu_impl(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                            const Tensor& dout, const Tensor& act, const Tensor& weight,
+                                            const Tensor& pre) {
+  const int64_t ic = act.cols(), oc = weight.dim(0);
+  if (!options_.gemm_epilogues || oc == 0 || dpre.numel() == 0 || ic % 8 != 0 || pre.dtype() != dpre.dtype()) {
+    Backend::linear_backward_gelu_impl(s, dpre, dweight, dbias, dout, act, weight, pre);
+    return;
+  }
+  {
+    DeviceGuard guard(device_);
+    GemmCall c = dinp_call(dpre, dout, weight, "linear_backward_gelu");
+    c.gelu = GemmCall::Gelu::backward;
+    c.aux = pre.data();
+    lt_matmul(stream_of(s), c);
+  }
+  linear_backward_impl(s, Tensor(), dweight, dbias, dout, act, weight);  // dW and db as linear_backward
+}
+
 // ---- attention ---------------------------------------------------------------------------------
 
 namespace {
@@ -305,13 +419,41 @@ size_t CudaBackend::unfused_bytes_per_head(int64_t seq, Dt dtype, bool backward)
   return backward ? tt * (2 * sizeof(float) + 2 * element) : tt * (sizeof(float) + element);
 }
 
-bool CudaBackend::use_unfused_attention(const AttentionShape& shape, Dt dtype) const {
-  switch (options_.attention) {
-    case CudaAttention::fused: return false;
-    case CudaAttention::unfused: return true;
-    case CudaAttention::automatic: break;
-  }
-  return unfused_bytes_per_head(shape.seq, dtype, true) <= options_.attention_workspace_bytes;
+std::string CudaBackend::tensor_core_attention_gap(const AttentionShape& shape, Dt dtype) const {
+  if (dtype != Dt::bf16 && dtype != Dt::f16) return "f32 (it takes bf16 or f16)";
+  if (info_.compute_major < 8)
+    return fmt::format("compute capability {} (it needs 8.0)", info_.compute_capability());
+  if (!tensor_core_attention_head_dim(shape.head_dim))
+    return fmt::format("head_dim {} (it is compiled for 16, 32, 64, 80, 96 and 128)", shape.head_dim);
+  const auto need = static_cast<size_t>(tensor_core_attention_shared_bytes(shape.head_dim));
+  if (need > info_.shared_bytes_per_block)
+    return fmt::format("head_dim {} needs {} bytes of shared memory per block, the GPU has {}", shape.head_dim, need,
+                       info_.shared_bytes_per_block);
+  return {};
+}
+
+CudaBackend::AttentionPath CudaBackend::attention_path(const AttentionShape& shape, Dt dtype,
+                                                       std::initializer_list<const Tensor*> tensors) const {
+  if (options_.attention == CudaAttention::fused) return AttentionPath::fused;
+  if (options_.attention == CudaAttention::unfused) return AttentionPath::unfused;
+  std::string gap = tensor_core_attention_gap(shape, dtype);
+  for (const Tensor* t : tensors)
+    if (gap.empty() && reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
+      gap = "a tensor not 16-byte aligned (a view at an odd offset)";
+  if (gap.empty()) return AttentionPath::tensor_core;
+  // Explicit fallback, said once per reason and process: automatic keeps its old rule
+  // (unfused while the T x T workspace of one head fits), tensor_core takes the fused kernel.
+  const bool unfused = options_.attention == CudaAttention::automatic &&
+                       unfused_bytes_per_head(shape.seq, dtype, true) <= options_.attention_workspace_bytes;
+  const AttentionPath path = unfused ? AttentionPath::unfused : AttentionPath::fused;
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  const std::string line = fmt::format("trainplan: cuda attention: the tensor-core kernel does not take {}; running the "
+                                       "{} kernel",
+                                       gap, unfused ? "unfused (cuBLAS)" : "fused (CUDA cores)");
+  std::lock_guard lock(mutex);
+  if (said.insert(line).second) fmt::print(stderr, "{}\n", line);
+  return path;
 }
 
 void CudaBackend::check_fused_attention(const AttentionShape& shape, std::string_view kernel) const {
@@ -329,9 +471,12 @@ void CudaBackend::attention_forward_impl(Stream& s, const Tensor& out, const Ten
   DeviceGuard guard(device_);
   CudaStream& cs = stream_of(s);
   const Dt t = attention_type(qkv, {{&out, "out"}}, kernel);
-  if (use_unfused_attention(shape, t)) {
-    attention_forward_unfused(cs, out, lse, qkv, shape);
-    return;
+  switch (attention_path(shape, t, {&out, &qkv})) {
+    case AttentionPath::unfused: attention_forward_unfused(cs, out, lse, qkv, shape); return;
+    case AttentionPath::tensor_core:
+      attention_forward_tc(t, out.data(), dev(lse, kernel, "lse"), qkv.data(), dims_of(shape), cs.handle());
+      return;
+    case AttentionPath::fused: break;
   }
   check_fused_attention(shape, kernel);
   attention_forward_fused(t, out.data(), dev(lse, kernel, "lse"), qkv.data(), dims_of(shape), cs.handle());
@@ -343,15 +488,17 @@ void CudaBackend::attention_backward_impl(Stream& s, const Tensor& dqkv, const T
   DeviceGuard guard(device_);
   CudaStream& cs = stream_of(s);
   const Dt t = attention_type(qkv, {{&out, "out"}, {&dout, "dout"}, {&dqkv, "dqkv"}}, kernel);
-  if (use_unfused_attention(shape, t)) {
+  const AttentionPath path = attention_path(shape, t, {&dqkv, &dout, &qkv, &out});
+  if (path == AttentionPath::unfused) {
     attention_backward_unfused(cs, dqkv, dout, qkv, out, lse, shape);
     return;
   }
-  check_fused_attention(shape, kernel);
+  if (path == AttentionPath::fused) check_fused_attention(shape, kernel);
   const auto rows = static_cast<size_t>(shape.batch * shape.heads * shape.seq);
   auto* dvec = static_cast<float*>(scratch(cs, Scratch::attention_dvec, rows * sizeof(float)));
-  attention_backward_fused(t, dqkv.data(), dout.data(), qkv.data(), out.data(), cdev(lse, kernel, "lse"), dvec,
-                           dims_of(shape), cs.handle());
+  auto* run = path == AttentionPath::tensor_core ? &attention_backward_tc : &attention_backward_fused;
+  run(t, dqkv.data(), dout.data(), qkv.data(), out.data(), cdev(lse, kernel, "lse"), dvec, dims_of(shape),
+      cs.handle());
 }
 
 // Per batch element b, query offset j in each KV group and chunk of KV heads [kv0, kv0 + cnt):

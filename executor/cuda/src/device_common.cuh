@@ -46,6 +46,29 @@ __device__ __forceinline__ void st(DevPtr p, int64_t i, float v) {
   }
 }
 
+// Column offsets of head h's Q, K, V in a qkv row (query head h reads KV head h / (H / KVH)).
+struct HeadColumns {
+  int64_t q, k, v;
+  __device__ HeadColumns(const AttnDims& d, int64_t h) {
+    const int64_t kvh = h / (d.heads / d.kv_heads);
+    q = h * d.head_dim;
+    k = (d.heads + kvh) * d.head_dim;
+    v = (d.heads + d.kv_heads + kvh) * d.head_dim;
+  }
+};
+
+// lse and dvec (B*H*T each) of rows t0 .. t0 + count - 1 of head (b, h) into shared memory, one
+// row per thread (threads < count); rows past the sequence end read row 0's (masked by callers).
+__device__ __forceinline__ void load_row_stats(float* lse_sh, float* dvec_sh, CDevPtr lse, const float* dvec,
+                                               const AttnDims& d, int64_t b, int64_t h, int64_t t0, int count) {
+  if (static_cast<int>(threadIdx.x) < count) {
+    const int64_t t = t0 + threadIdx.x;
+    const int64_t at = (b * d.heads + h) * d.seq + (t < d.seq ? t : 0);
+    lse_sh[threadIdx.x] = ld(lse, at);
+    dvec_sh[threadIdx.x] = dvec[at];
+  }
+}
+
 // ---- reductions ---------------------------------------------------------------------------------
 template <class T>
 __device__ __forceinline__ T warp_sum(T v) {

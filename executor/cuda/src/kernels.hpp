@@ -69,10 +69,13 @@ void rotary(DevPtr out, CDevPtr inp, int64_t batch, int64_t seq, int64_t heads, 
 /// out (N,C) =/+= table[ids[n] - row_begin] for ids in [row_begin, row_begin + rows).
 void embedding_forward(DevPtr out, const int32_t* ids, CDevPtr table, int64_t n, int64_t c, int64_t rows,
                        int64_t row_begin, bool accumulate, cudaStream_t stream);
-/// dtable[seg_row[s]] += sum of dout[order[i]] for i in [seg_start[s], seg_start[s + 1]), in
-/// increasing i (the host sorted the token rows by table row, stably).
-void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* order, const int32_t* seg_start,
-                        const int32_t* seg_row, int64_t segments, int64_t c, cudaStream_t stream);
+/// dtable (rows, C) += the rows of dout (N, C) whose ids[i] - row_begin fall in [0, rows), each
+/// table row summing its tokens in increasing token order (deterministic) in fp32 before one
+/// add: a stable radix sort of the token rows by table row on the device (no host round trip).
+/// scratch: embedding_backward_scratch_bytes(n) bytes.
+size_t embedding_backward_scratch_bytes(int64_t n);
+void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* ids, int64_t n, int64_t rows, int64_t row_begin,
+                        int64_t c, void* scratch, size_t scratch_bytes, cudaStream_t stream);
 /// *dst = value, queued on the stream (a message header; no host synchronization).
 void write_int64(int64_t* dst, int64_t value, cudaStream_t stream);
 /// out (N,C) += bias (C) broadcast over rows (the linear's bias when no epilogue applies).
@@ -134,6 +137,21 @@ void attention_forward_fused(Dt dtype, void* out, DevPtr lse, const void* qkv, c
 /// dqkv (B*T, (H + 2 KVH) D) =; dvec: B*H*T floats of scratch (rowsum(dout * out)).
 void attention_backward_fused(Dt dtype, void* dqkv, const void* dout, const void* qkv, const void* out,
                               CDevPtr lse, float* dvec, const AttnDims& d, cudaStream_t stream);
+
+/// rowsum(dout * out) per (batch, head, row): dvec (B*H*T floats); dout, out (B*T, H*D).
+void attention_dvec(Dt dtype, float* dvec, const void* dout, const void* out, const AttnDims& d, cudaStream_t stream);
+
+/// Attention on tensor cores (kernels_attention_tc.cu: wmma bf16 / f16 fragments, fp32
+/// accumulation and softmax statistics, FlashAttention-2 tiles of 64): the head dims it is
+/// compiled for, and the dynamic shared memory of its largest kernel. Needs compute capability
+/// 8.0, a bf16 / f16 dtype and 16-byte aligned tensors; the caller checks all of them.
+inline constexpr int64_t kTensorCoreHeadDims[] = {16, 32, 64, 80, 96, 128};
+bool tensor_core_attention_head_dim(int64_t head_dim);
+int64_t tensor_core_attention_shared_bytes(int64_t head_dim);
+/// As attention_forward_fused / attention_backward_fused, on tensor cores.
+void attention_forward_tc(Dt dtype, void* out, DevPtr lse, const void* qkv, const AttnDims& d, cudaStream_t stream);
+void attention_backward_tc(Dt dtype, void* dqkv, const void* dout, const void* qkv, const void* out, CDevPtr lse,
+                           float* dvec, const AttnDims& d, cudaStream_t stream);
 
 /// Pieces of the unfused attention (scores and probabilities by cuBLAS GEMMs of one batch
 /// element and one query head per KV head group: heads h = (kv0 + i) * G + j, i < count).

@@ -23,17 +23,6 @@ constexpr int kBc = 32;                     // keys per tile (one per lane)
 constexpr int kRowsPerWarp = kBr / kWarps;  // 4
 constexpr int kMaxPer = static_cast<int>(kFusedAttentionMaxHeadDim / 32);  // head dims per lane
 
-// Column offsets of head h's Q, K, V in a qkv row.
-struct Heads {
-  int64_t q, k, v;
-  __device__ Heads(const AttnDims& d, int64_t h) {
-    const int64_t kvh = h / (d.heads / d.kv_heads);
-    q = h * d.head_dim;
-    k = (d.heads + kvh) * d.head_dim;
-    v = (d.heads + d.kv_heads + kvh) * d.head_dim;
-  }
-};
-
 // rows x D values of one head from a row-major (.., row_len) tensor into shared [rows][D + 1];
 // rows past the sequence end read as 0.
 template <class T>
@@ -61,7 +50,7 @@ __global__ void __launch_bounds__(kWarps * 32) attn_fwd_kernel(T* out, DevPtr ls
   float* v_sh = k_sh + kBc * Dp;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t b = blockIdx.y / d.heads, h = blockIdx.y % d.heads;
-  const Heads cols(d, h);
+  const HeadColumns cols(d, h);
   const T* base = qkv + b * T_ * row;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kBr;
   load_tile(q_sh, base, t0, kBr, T_, row, cols.q, D);
@@ -149,7 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* v_sh = k_sh + kBc * Dp;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t b = blockIdx.y / d.heads, h = blockIdx.y % d.heads;
-  const Heads cols(d, h);
+  const HeadColumns cols(d, h);
   const T* base = qkv + b * T_ * row;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kBr;
   load_tile(q_sh, base, t0, kBr, T_, row, cols.q, D);
@@ -220,7 +209,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t group = d.heads / d.kv_heads;
   const int64_t b = blockIdx.y / d.kv_heads, kvh = blockIdx.y % d.kv_heads;
-  const Heads kv_cols(d, kvh * group);  // any query head of the group names the same K, V
+  const HeadColumns kv_cols(d, kvh * group);  // any query head of the group names the same K, V
   const T* base = qkv + b * T_ * row;
   const int64_t s0 = static_cast<int64_t>(blockIdx.x) * kBr;
   load_tile(k_sh, base, s0, kBr, T_, row, kv_cols.k, D);
@@ -239,12 +228,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncthreads();
       load_tile(q_sh, base, t0, kBc, T_, row, h * D, D);
       load_tile(do_sh, dout + b * T_ * out_row, t0, kBc, T_, out_row, h * D, D);
-      if (threadIdx.x < kBc) {
-        const int64_t t = t0 + threadIdx.x;
-        const int64_t at = (b * d.heads + h) * T_ + (t < T_ ? t : 0);
-        lse_sh[threadIdx.x] = ld(lse, at);
-        dvec_sh[threadIdx.x] = dvec[at];
-      }
+      load_row_stats(lse_sh, dvec_sh, lse, dvec, d, b, h, t0, kBc);
       __syncthreads();
 #pragma unroll
       for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -343,12 +327,17 @@ void launch_forward(void* out, DevPtr lse, const void* qkv, const AttnDims& d, c
 }
 
 template <class T>
-void launch_backward(void* dqkv, const void* dout, const void* qkv, const void* out, CDevPtr lse, float* dvec,
-                     const AttnDims& d, cudaStream_t s) {
+void launch_dvec(float* dvec, const void* dout, const void* out, const AttnDims& d, cudaStream_t s) {
   const int64_t rows = d.batch * d.heads * d.seq;
   attn_dvec_kernel<T><<<grid_blocks(rows * 32, kThreads), kThreads, 0, s>>>(dvec, static_cast<const T*>(dout),
                                                                              static_cast<const T*>(out), d);
   TP_CUDA_CHECK_LAUNCH("attn_dvec_kernel");
+}
+
+template <class T>
+void launch_backward(void* dqkv, const void* dout, const void* qkv, const void* out, CDevPtr lse, float* dvec,
+                     const AttnDims& d, cudaStream_t s) {
+  launch_dvec<T>(dvec, dout, out, d, s);
   const int64_t bytes = fused_attention_shared_bytes(d.head_dim);
   TP_CUDA_CHECK(cudaFuncSetAttribute(attn_bwd_dq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(bytes)));
@@ -401,6 +390,10 @@ int64_t fused_attention_shared_bytes(int64_t head_dim) {
 
 void attention_forward_fused(Dt dtype, void* out, DevPtr lse, const void* qkv, const AttnDims& d, cudaStream_t s) {
   dispatch(dtype, [&](auto t) { launch_forward<decltype(t)>(out, lse, qkv, d, s); });
+}
+
+void attention_dvec(Dt dtype, float* dvec, const void* dout, const void* out, const AttnDims& d, cudaStream_t s) {
+  dispatch(dtype, [&](auto t) { launch_dvec<decltype(t)>(dvec, dout, out, d, s); });
 }
 
 void attention_backward_fused(Dt dtype, void* dqkv, const void* dout, const void* qkv, const void* out, CDevPtr lse,

@@ -2,7 +2,10 @@
 // embedding lookup and its gradient, bias rows. Grid-stride loops over 64-bit indices.
 #include <cmath>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "device_common.cuh"
+#include "trainplan/core/error.hpp"
 
 namespace trainplan::executor::cuda {
 namespace {
@@ -108,16 +111,43 @@ __global__ void embedding_forward_kernel(DevPtr out, const int32_t* ids, CDevPtr
     }
   }
 }
-// Block (segment s, column chunk y): sums the segment's token rows in order, then adds once.
-__global__ void embedding_backward_kernel(DevPtr dtable, CDevPtr dout, const int32_t* order, const int32_t* seg_start,
-                                          const int32_t* seg_row, int64_t c) {
-  const int64_t s = blockIdx.x;
+// key[i] = the table row of token i (ids[i] - row_begin), or `rows` when outside the table;
+// order[i] = i.
+__global__ void embedding_keys_kernel(int32_t* keys, int32_t* order, const int32_t* ids, int64_t n, int64_t rows,
+                                      int64_t row_begin) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const int64_t r = static_cast<int64_t>(ids[i]) - row_begin;
+    keys[i] = static_cast<int32_t>(r >= 0 && r < rows ? r : rows);
+    order[i] = static_cast<int32_t>(i);
+  }
+}
+// Block (sorted position i, column chunk y): the first position of each table row's run sums
+// the run's token rows in increasing token order (the radix sort is stable), then adds once.
+__global__ void embedding_backward_kernel(DevPtr dtable, CDevPtr dout, const int32_t* keys, const int32_t* order,
+                                          int64_t n, int64_t rows, int64_t c) {
+  const int64_t i = blockIdx.x;
   const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-  if (j >= c) return;
+  const int32_t key = keys[i];
+  if (j >= c || key >= rows || (i > 0 && keys[i - 1] == key)) return;
   float sum = 0.0f;
-  for (int32_t i = seg_start[s]; i < seg_start[s + 1]; ++i) sum += ld(dout, static_cast<int64_t>(order[i]) * c + j);
-  const int64_t at = static_cast<int64_t>(seg_row[s]) * c + j;
+  for (int64_t k = i; k < n && keys[k] == key; ++k) sum += ld(dout, static_cast<int64_t>(order[k]) * c + j);
+  const int64_t at = static_cast<int64_t>(key) * c + j;
   st(dtable, at, ld(dtable, at) + sum);
+}
+// Bits of the radix sort's keys: enough for 0 .. rows.
+int key_bits(int64_t rows) {
+  int bits = 1;
+  while (bits < 31 && (int64_t{1} << bits) <= rows) ++bits;
+  return bits;
+}
+// The radix sort's workspace, rounded to 256 bytes: it comes first in the scratch (256-byte
+// aligned), the four int32 arrays after it.
+size_t embedding_sort_bytes(int64_t n) {
+  size_t bytes = 0;
+  TP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                static_cast<int32_t*>(nullptr), static_cast<int>(n)));
+  return (bytes + 255) / 256 * 256;
 }
 __global__ void write_int64_kernel(int64_t* dst, int64_t value) { *dst = value; }
 __global__ void add_bias_rows_kernel(DevPtr out, CDevPtr bias, int64_t n, int64_t c) {
@@ -181,11 +211,23 @@ void embedding_forward(DevPtr out, const int32_t* ids, CDevPtr table, int64_t n,
                                                                                  accumulate);
   TP_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
-void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* order, const int32_t* seg_start,
-                        const int32_t* seg_row, int64_t segments, int64_t c, cudaStream_t s) {
-  if (segments == 0) return;
-  const dim3 grid(static_cast<unsigned>(segments), static_cast<unsigned>((c + kThreads - 1) / kThreads));
-  embedding_backward_kernel<<<grid, kThreads, 0, s>>>(dtable, dout, order, seg_start, seg_row, c);
+size_t embedding_backward_scratch_bytes(int64_t n) {
+  return embedding_sort_bytes(n) + 4 * static_cast<size_t>(n) * sizeof(int32_t);
+}
+void embedding_backward(DevPtr dtable, CDevPtr dout, const int32_t* ids, int64_t n, int64_t rows, int64_t row_begin,
+                        int64_t c, void* scratch, size_t scratch_bytes, cudaStream_t s) {
+  if (n == 0 || c == 0) return;
+  size_t sort_bytes = embedding_sort_bytes(n);
+  TP_ASSERT(scratch_bytes >= sort_bytes + 4 * static_cast<size_t>(n) * sizeof(int32_t));
+  auto* keys = reinterpret_cast<int32_t*>(static_cast<char*>(scratch) + sort_bytes);
+  int32_t* order = keys + n;
+  int32_t* sorted_keys = order + n;
+  int32_t* sorted_order = sorted_keys + n;
+  TP_LAUNCH_1D(embedding_keys_kernel, n, s, keys, order, ids, n, rows, row_begin);
+  TP_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(scratch, sort_bytes, keys, sorted_keys, order, sorted_order,
+                                                static_cast<int>(n), 0, key_bits(rows), s));
+  const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((c + kThreads - 1) / kThreads));
+  embedding_backward_kernel<<<grid, kThreads, 0, s>>>(dtable, dout, sorted_keys, sorted_order, n, rows, c);
   TP_CUDA_CHECK_LAUNCH("embedding_backward_kernel");
 }
 void write_int64(int64_t* dst, int64_t value, cudaStream_t s) {

@@ -212,6 +212,23 @@ class Backend {
   void linear_backward(Stream& stream, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                        const Tensor& dout, const Tensor& inp, const Tensor& weight);
 
+  /// A linear plus a residual in one call: out = inp W^T + bias + residual (N,OC); out may be
+  /// residual (in place). The same result as linear_forward then add; a backend may fuse them
+  /// (CUDA: cuBLASLt with beta = 1 reading the residual as C).
+  void linear_residual_forward(Stream& stream, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                               const Tensor& bias, const Tensor& residual);
+  /// A linear followed by GELU in one call: pre = inp W^T + bias (N,OC), kept for the
+  /// backward; out = gelu(pre) (N,OC). The same result as linear_forward then gelu_forward; a
+  /// backend may fuse them (CUDA: the cuBLASLt GELU_AUX_BIAS epilogue).
+  void linear_gelu_forward(Stream& stream, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                           const Tensor& weight, const Tensor& bias);
+  /// linear_backward of a product whose input was act = gelu(pre), followed by gelu_backward:
+  /// dpre (N,IC) = gelu'(pre) * (dout W); dweight (OC,IC) += dout^T act; dbias (OC, optional) +=
+  /// column sums of dout. A backend may fuse the first product with the GELU derivative (CUDA:
+  /// the cuBLASLt DGELU epilogue).
+  void linear_backward_gelu(Stream& stream, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                            const Tensor& dout, const Tensor& act, const Tensor& weight, const Tensor& pre);
+
   // ---- activations -------------------------------------------------------------------------
   /// GELU, tanh approximation (GPT-2, Megatron):
   /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out, inp: equal numel; out may be inp
@@ -328,6 +345,14 @@ class Backend {
                                    const Tensor& bias) = 0;
   virtual void linear_backward_impl(Stream& s, const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                                     const Tensor& dout, const Tensor& inp, const Tensor& weight) = 0;
+  // Unfused by default: linear_*_impl, then add_impl / gelu_*_impl.
+  virtual void linear_residual_forward_impl(Stream& s, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                                            const Tensor& bias, const Tensor& residual);
+  virtual void linear_gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                        const Tensor& weight, const Tensor& bias);
+  virtual void linear_backward_gelu_impl(Stream& s, const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                         const Tensor& dout, const Tensor& act, const Tensor& weight,
+                                         const Tensor& pre);
   virtual void gelu_forward_impl(Stream& s, const Tensor& out, const Tensor& inp) = 0;
   virtual void gelu_backward_impl(Stream& s, const Tensor& dinp, const Tensor& inp, const Tensor& dout) = 0;
   virtual void relu_forward_impl(Stream& s, const Tensor& out, const Tensor& inp) = 0;

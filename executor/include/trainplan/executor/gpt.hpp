@@ -15,7 +15,8 @@
 //   for (int i = 0; i < 100; ++i)
 //     double loss = model.train_step(stream, b.inputs, b.targets, AdamWConfig{}, 1.0);
 //
-// Parameter names: "wte" (V,C), "wpe" (T,C), "block<i>.norm1.weight" (C) / ".bias",
+// Parameter names: "wte" (V,C) (V = vocab_rows(): padded to a multiple of 128 on device
+// backends, see GptConfig::vocab_multiple), "wpe" (T,C), "block<i>.norm1.weight" (C) / ".bias",
 // "block<i>.attn.qkv.weight" ((H+2KVH)*D, C) rows [Q heads | K heads | V heads] / ".bias",
 // "block<i>.attn.proj.weight" (C, H*D), "block<i>.norm2.*", "block<i>.mlp.fc.weight"
 // (F or 2F, C), "block<i>.mlp.proj.weight" (C, F), "norm_f.*", "lm_head.weight" (V,C) when
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "trainplan/executor/backend.hpp"
 #include "trainplan/executor/parameters.hpp"
@@ -48,6 +50,12 @@ struct GptConfig {
   bool learned_positions = true;  // false: no position embedding (the executor has no RoPE yet)
   double norm_eps = 1e-5;
   double init_stddev = 0.02;
+  /// Rows of the token embedding and LM head tables: vocab rounded up to a multiple of this.
+  /// 0 (default): kDeviceVocabMultiple on device backends (the LM head GEMMs on whole
+  /// tensor-core tiles; GPT-2's 50,257 becomes 50,304), 1 (no padding) on the CPU reference.
+  /// Padded rows start and stay zero, are never looked up, and their logits carry
+  /// kPaddedLogit, so the loss and every gradient equal the unpadded model's.
+  int64_t vocab_multiple = 0;
 
   /// The decoder shape of a catalog spec (families gpt and llama). Throws Error for what the
   /// executor cannot run yet (rotary positions, relu, encoder families), naming spec.file.
@@ -60,6 +68,20 @@ struct GptConfig {
   int64_t head_dim() const { return hidden / heads; }
 };
 
+/// The table row multiple of device backends (GptConfig::vocab_multiple = 0).
+inline constexpr int64_t kDeviceVocabMultiple = 128;
+/// Bias of a padded column of the logits: exp(kPaddedLogit - max) is exactly 0 in fp32 (and
+/// after rounding to bf16 / f16) for any realistic row maximum, so padded columns add nothing
+/// to the softmax and receive a zero gradient.
+inline constexpr double kPaddedLogit = -1e4;
+/// `rows` rounded up to a multiple of `multiple` (>= 1).
+int64_t padded_rows(int64_t rows, int64_t multiple);
+/// The embedding / LM head table rows of `config` on `backend` (see GptConfig::vocab_multiple).
+int64_t gpt_vocab_rows(const GptConfig& config, const Backend& backend);
+/// The LM head's logit bias of a table with `rows` rows for `vocab` tokens: 0 for columns
+/// [0, vocab), kPaddedLogit for [vocab, rows).
+std::vector<double> padded_logit_bias(int64_t vocab, int64_t rows);
+
 class GptModel {
  public:
   /// Allocates parameters (initialized from `seed`), gradients, AdamW state and the
@@ -71,6 +93,8 @@ class GptModel {
 
   const GptConfig& config() const;
   int64_t batch() const;
+  /// Rows of "wte" / "lm_head.weight" (gpt_vocab_rows: vocab, or vocab padded on a device).
+  int64_t vocab_rows() const;
   ParameterStore& parameters();
   const ParameterStore& parameters() const;
 

@@ -4,8 +4,9 @@
 // (host_accessible() == false), streams are CUDA streams, events are CUDA events (elapsed_s
 // is GPU time), copies are cudaMemcpyAsync. Kernels store f32, bf16 or f16 and compute in
 // fp32 (sums of squares in fp64): matrix products through cuBLASLt (bias epilogue), attention
-// either fused (own tiled kernel with online softmax, no T x T matrix in memory) or unfused
-// (cuBLAS batched GEMMs + softmax kernel, a T x T workspace per head), own kernels for norms,
+// on tensor cores (own FlashAttention-2-style wmma kernel, bf16 / f16), fused (own tiled kernel
+// on CUDA cores with online softmax, no T x T matrix in memory) or unfused (cuBLAS batched
+// GEMMs + softmax kernel, a T x T workspace per head), own kernels for norms,
 // cross-entropy, activations, embedding, rotary and AdamW. bf16 needs compute capability 8.0
 // (T4 computes in f16 and f32). Tensors of one call may mix dtypes where the kernel reads them
 // elementwise (bf16 activations with f32 norm statistics, f32 master weights with bf16
@@ -36,11 +37,15 @@ namespace trainplan::executor {
 
 /// How attention_forward / attention_backward run.
 enum class CudaAttention {
-  automatic,  // unfused when the T x T workspace of one head fits attention_workspace_bytes, else fused
-  fused,      // own flash-style kernel (CUDA cores, fp32 math); head_dim <= 256
-  unfused,    // cuBLAS batched GEMMs (tensor cores) + softmax kernels, T x T workspace per head
+  automatic,    // tensor_core where it applies; else unfused when the T x T workspace of one head
+                // fits attention_workspace_bytes, else fused
+  fused,        // own flash-style kernel (CUDA cores, fp32 math); head_dim <= 256
+  unfused,      // cuBLAS batched GEMMs (tensor cores) + softmax kernels, T x T workspace per head
+  tensor_core,  // own flash-style kernel on tensor cores (wmma, fp32 accumulation): bf16 / f16,
+                // head_dim 16, 32, 64, 80, 96 or 128, compute capability >= 8.0; other calls run
+                // the fused kernel (said once on stderr per reason)
 };
-/// "auto", "fused", "unfused".
+/// "auto", "fused", "unfused", "tensor_core".
 std::string_view cuda_attention_name(CudaAttention a);
 
 struct CudaBackendOptions {
@@ -57,6 +62,11 @@ struct CudaBackendOptions {
   /// this device's GPU (32 MiB on Hopper, 4 MiB before; the largest in the catalog for a GPU
   /// the catalog does not know).
   size_t gemm_workspace_bytes = 0;
+  /// linear_gelu_forward / linear_backward_gelu through cuBLASLt's GELU_AUX_BIAS and DGELU
+  /// epilogues (tanh GELU) where the shapes allow (columns a multiple of 8), and
+  /// linear_residual_forward with the residual as C (beta = 1); off: the product, then the
+  /// GELU / add kernel.
+  bool gemm_epilogues = true;
 };
 
 /// A CUDA backend on one GPU. Throws Error when the device does not exist or CUDA fails.
@@ -87,6 +97,9 @@ CudaDeviceInfo cuda_device_info(int device);
 int cuda_backend_device(const Backend& backend);
 /// The options a CUDA backend was created with (device resolved); Error for other backends.
 CudaBackendOptions cuda_backend_options(const Backend& backend);
+/// The attention kernel a CUDA backend runs for (shape, dtype) on 16-byte aligned tensors:
+/// "tensor_core", "fused" or "unfused" (Error for other backends and dtypes it does not compute in).
+std::string cuda_attention_kernel(const Backend& backend, const AttentionShape& shape, DType dtype);
 /// Bytes of scratch memory (workspaces of kernels, cuBLASLt, attention) the backend holds in
 /// addition to its tensors (which Backend::allocated_bytes counts); 0 for other backends.
 size_t cuda_workspace_bytes(const Backend& backend);
