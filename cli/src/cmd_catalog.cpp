@@ -180,9 +180,14 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
               inst.description.c_str());
   std::printf("  defined in %s\n\n", inst.file.c_str());
 
-  std::printf("GPU: %d x %s (%s, compute capability %s), %s %s at %s, %.0f W\n", inst.gpu_count, gpu.name.c_str(),
-              gpu.arch.c_str(), gpu.compute_capability.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
-              gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str(), gpu.tdp_w);
+  if (gpu.executable())
+    std::printf("GPU: %d x %s (%s, compute capability %s), %s %s at %s, %.0f W\n", inst.gpu_count, gpu.name.c_str(),
+                gpu.arch.c_str(), gpu.compute_capability.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
+                gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str(), gpu.tdp_w);
+  else
+    std::printf("accelerator: %d x %s (%s, runtime %s: planned and simulated, not executed), %s %s at %s\n", inst.gpu_count,
+                gpu.name.c_str(), gpu.arch.c_str(), gpu.runtime.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
+                gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str());
   std::string peaks;
   for (const auto& [p, flops] : gpu.peak_flops)
     peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", precision_name(p), units::format_flops_rate(flops));
@@ -192,7 +197,10 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
     mamf += fmt::format("{}{} {} ({:.1f}% of peak)", mamf.empty() ? "" : ", ", precision_name(p),
                         units::format_flops_rate(flops), 100.0 * *gpu.mamf_fraction(p));
   if (!mamf.empty()) std::printf("  measured max matmul (MAMF): %s\n", mamf.c_str());
-  std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
+  if (gpu.executable())
+    std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
+  else
+    std::printf("  %d NeuronCores per chip\n", gpu.sm_count);
   std::printf("  16-bit training precision: %s%s\n", std::string(precision_name(gpu.preferred_half_precision())).c_str(),
               gpu.supports(Precision::bf16) ? "" : " (no bf16 on this GPU)");
   for (const auto& n : gpu.notes) std::printf("  note: %s\n", n.c_str());
@@ -207,6 +215,9 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   if (t.kind == hw::IntraNodeKind::nvswitch)
     std::printf("  NVSwitch: %s per GPU per direction, latency %s per GPU-switch hop\n",
                 gb_per_s(t.nvswitch_bandwidth_bytes_per_s).c_str(), units::format_duration(t.nvlink_latency_s).c_str());
+  if (t.nvlink_domain_instances > 1)
+    std::printf("  NVLink domain: %d instances (%d GPUs, an UltraServer) share one NVLink switch domain; across domains EFA\n",
+                t.nvlink_domain_instances, t.nvlink_domain_instances * inst.gpu_count);
   std::printf("  PCIe Gen%d: %s per GPU per direction", t.pcie_generation, gb_per_s(t.pcie_bandwidth_bytes_per_s).c_str());
   if (t.gpus_per_pcie_switch > 0)
     std::printf(", %d GPUs per PCIe switch (uplink %s)", t.gpus_per_pcie_switch,

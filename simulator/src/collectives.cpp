@@ -371,6 +371,7 @@ NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cp
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch) {
   // NCCL's per-link NVLink bandwidth (topo.h SMxx_NVLINK_BW) over the link's signalling rate
   // per direction (NVLink 2, 3, 4: 25 GB/s per link; GA10x NVLink 3: 14.0625; NVLink 5: 50).
+  if (compute_capability.empty()) return 1.0;  // not an NVIDIA GPU (Trainium's NeuronLink): no NCCL kernel share
   const double cc = std::atof(compute_capability.c_str());
   if (cc >= 9.0 && nvswitch) return 1.0;  // NVLS: reduction in the switch
   if (cc >= 10.0) return 40.1 / 50.0;
