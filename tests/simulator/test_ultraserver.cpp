@@ -42,9 +42,12 @@ TEST_CASE("simulator: a pipeline send between instances of one UltraServer takes
   hw::Cluster c = hw::Cluster::build(p6e, 19, cat);  // UltraServer #0 (GPUs 0-71) and one instance of #1
   const double bytes = 1024.0 * 1024 * 1024;
   const double nvlink = p6e.topology.nvswitch_bandwidth_bytes_per_s;  // 900 GB/s per direction
-  const double nic = p6e.network.nic_bandwidth_bytes_per_s();          // 400 Gbps EFAv4 per GPU
+  // One GPU's 400 Gbps EFAv4 NIC behind its PCIe link: the route's bottleneck.
+  const double nic = c.route(68, 72).bottleneck_bandwidth_bytes_per_s;
   // Closed form S/B + latency, B the route's bottleneck: the NVLink rate across instances 0 and
-  // 17 (like inside one), one NIC's rate to the next UltraServer.
+  // 17 (like inside one), one NIC's path to the next UltraServer.
+  REQUIRE(c.route(0, 68).bottleneck_bandwidth_bytes_per_s == Approx(nvlink));
+  REQUIRE(nic < nvlink / 10);
   const double in_domain = send_time(c, 0, 68, bytes);
   CHECK(in_domain == Approx(bytes / nvlink + c.route(0, 68).latency_s).epsilon(0.02));
   CHECK(send_time(c, 0, 1, bytes) == Approx(in_domain).epsilon(1e-9));
