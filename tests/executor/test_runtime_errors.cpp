@@ -88,9 +88,9 @@ TEST_CASE("executor: context parallelism is refused, naming the plan field (the 
 TEST_CASE("executor: a Trainium plan is refused, naming the instance type (planned and simulated only)", "[executor][runtime]") {
   plan::Plan p;
   p.model = tiny_model("tiny-gpt");
-  p.instance_type = "trn1.32xlarge";
-  p.dp = 2;
-  p.global_batch = 4;
+  p.instance_type = "trn1.32xlarge";  // 16 Trainium chips
+  p.dp = 16;
+  p.global_batch = 16;
   p.micro_batch = 1;
   plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
   plan::validate(p, ctx, "plan.json");
