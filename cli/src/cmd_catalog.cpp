@@ -52,7 +52,8 @@ std::string lanes_per_gpu(const hw::IntraNodeTopology& t) {
   return least == most ? std::to_string(most) : fmt::format("{}-{}", least, most);
 }
 
-std::string interconnect(const hw::InstanceType& inst) {
+// `neuron`: Trainium's NeuronLink, which the catalog models as one switch per instance.
+std::string interconnect(const hw::InstanceType& inst, bool neuron) {
   const auto& t = inst.topology;
   std::string s;
   switch (t.kind) {
@@ -61,7 +62,9 @@ std::string interconnect(const hw::InstanceType& inst) {
     case hw::IntraNodeKind::nvlink_mesh:
       s = fmt::format("NVLink mesh {} x {:.0f} GB/s", lanes_per_gpu(t), t.nvlink_lane_bandwidth_bytes_per_s / 1e9);
       break;
-    case hw::IntraNodeKind::nvswitch: s = fmt::format("NVSwitch {}", gb_per_s(t.nvswitch_bandwidth_bytes_per_s)); break;
+    case hw::IntraNodeKind::nvswitch:
+      s = fmt::format("{} {}", neuron ? "NeuronLink" : "NVSwitch", gb_per_s(t.nvswitch_bandwidth_bytes_per_s));
+      break;
   }
   if (t.sockets > 1) s += fmt::format(", {} sockets", t.sockets);
   return s;
@@ -101,7 +104,7 @@ void print_list(const hw::Catalog& cat) {
     const auto& p = inst.prices;
     std::string ec2 = p.ec2_on_demand ? usd(p.ec2_on_demand, false) : inst.aws ? "n/a" : "-";
     std::vector<std::string> row{
-        name, fmt::format("{}x {}", inst.gpu_count, inst.gpu), units::format_bytes(gpu.memory_bytes), interconnect(inst),
+        name, fmt::format("{}x {}", inst.gpu_count, inst.gpu), units::format_bytes(gpu.memory_bytes), interconnect(inst, !gpu.executable()),
         network(inst), ec2, usd(p.sagemaker_on_demand, p.sagemaker_estimated), usd(p.spot, p.spot_estimated),
         !inst.aws && p.interruption_bucket.empty() ? "-" : p.interruption_bucket.empty() ? "?" : p.interruption_bucket};
     if (region_column) row.push_back(p.region);
@@ -207,14 +210,16 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   std::printf("host: %d vCPU, %s memory%s%s\n\n", inst.vcpus, units::format_bytes(inst.host_memory_bytes).c_str(),
               inst.cpu.empty() ? "" : ", ", inst.cpu.c_str());
 
-  std::printf("topology: %s\n", interconnect(inst).c_str());
+  std::printf("topology: %s\n", interconnect(inst, !gpu.executable()).c_str());
   if (t.kind == hw::IntraNodeKind::nvlink_mesh)
     std::printf("  NVLink: %s per lane per direction, %s lanes per GPU, latency %s per hop\n",
                 gb_per_s(t.nvlink_lane_bandwidth_bytes_per_s).c_str(), lanes_per_gpu(t).c_str(),
                 units::format_duration(t.nvlink_latency_s).c_str());
   if (t.kind == hw::IntraNodeKind::nvswitch)
-    std::printf("  NVSwitch: %s per GPU per direction, latency %s per GPU-switch hop\n",
-                gb_per_s(t.nvswitch_bandwidth_bytes_per_s).c_str(), units::format_duration(t.nvlink_latency_s).c_str());
+    std::printf("  %s: %s per %s per direction, latency %s per %s-switch hop\n",
+                gpu.executable() ? "NVSwitch" : "NeuronLink (modelled as one switch, estimated rate)",
+                gb_per_s(t.nvswitch_bandwidth_bytes_per_s).c_str(), gpu.executable() ? "GPU" : "chip",
+                units::format_duration(t.nvlink_latency_s).c_str(), gpu.executable() ? "GPU" : "chip");
   if (t.nvlink_domain_instances > 1)
     std::printf("  NVLink domain: %d instances (%d GPUs, an UltraServer) share one NVLink switch domain; across domains EFA\n",
                 t.nvlink_domain_instances, t.nvlink_domain_instances * inst.gpu_count);
