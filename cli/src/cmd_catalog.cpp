@@ -52,7 +52,8 @@ std::string lanes_per_gpu(const hw::IntraNodeTopology& t) {
   return least == most ? std::to_string(most) : fmt::format("{}-{}", least, most);
 }
 
-std::string interconnect(const hw::InstanceType& inst) {
+// `neuron`: Trainium's NeuronLink, which the catalog models as one switch per instance.
+std::string interconnect(const hw::InstanceType& inst, bool neuron) {
   const auto& t = inst.topology;
   std::string s;
   switch (t.kind) {
@@ -61,7 +62,9 @@ std::string interconnect(const hw::InstanceType& inst) {
     case hw::IntraNodeKind::nvlink_mesh:
       s = fmt::format("NVLink mesh {} x {:.0f} GB/s", lanes_per_gpu(t), t.nvlink_lane_bandwidth_bytes_per_s / 1e9);
       break;
-    case hw::IntraNodeKind::nvswitch: s = fmt::format("NVSwitch {}", gb_per_s(t.nvswitch_bandwidth_bytes_per_s)); break;
+    case hw::IntraNodeKind::nvswitch:
+      s = fmt::format("{} {}", neuron ? "NeuronLink" : "NVSwitch", gb_per_s(t.nvswitch_bandwidth_bytes_per_s));
+      break;
   }
   if (t.sockets > 1) s += fmt::format(", {} sockets", t.sockets);
   return s;
@@ -101,7 +104,7 @@ void print_list(const hw::Catalog& cat) {
     const auto& p = inst.prices;
     std::string ec2 = p.ec2_on_demand ? usd(p.ec2_on_demand, false) : inst.aws ? "n/a" : "-";
     std::vector<std::string> row{
-        name, fmt::format("{}x {}", inst.gpu_count, inst.gpu), units::format_bytes(gpu.memory_bytes), interconnect(inst),
+        name, fmt::format("{}x {}", inst.gpu_count, inst.gpu), units::format_bytes(gpu.memory_bytes), interconnect(inst, !gpu.executable()),
         network(inst), ec2, usd(p.sagemaker_on_demand, p.sagemaker_estimated), usd(p.spot, p.spot_estimated),
         !inst.aws && p.interruption_bucket.empty() ? "-" : p.interruption_bucket.empty() ? "?" : p.interruption_bucket};
     if (region_column) row.push_back(p.region);
@@ -180,9 +183,14 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
               inst.description.c_str());
   std::printf("  defined in %s\n\n", inst.file.c_str());
 
-  std::printf("GPU: %d x %s (%s, compute capability %s), %s %s at %s, %.0f W\n", inst.gpu_count, gpu.name.c_str(),
-              gpu.arch.c_str(), gpu.compute_capability.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
-              gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str(), gpu.tdp_w);
+  if (gpu.executable())
+    std::printf("GPU: %d x %s (%s, compute capability %s), %s %s at %s, %.0f W\n", inst.gpu_count, gpu.name.c_str(),
+                gpu.arch.c_str(), gpu.compute_capability.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
+                gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str(), gpu.tdp_w);
+  else
+    std::printf("accelerator: %d x %s (%s, runtime %s: planned and simulated, not executed), %s %s at %s\n", inst.gpu_count,
+                gpu.name.c_str(), gpu.arch.c_str(), gpu.runtime.c_str(), units::format_bytes(gpu.memory_bytes).c_str(),
+                gpu.memory_type.c_str(), gb_per_s(gpu.memory_bandwidth_bytes_per_s).c_str());
   std::string peaks;
   for (const auto& [p, flops] : gpu.peak_flops)
     peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", precision_name(p), units::format_flops_rate(flops));
@@ -192,21 +200,29 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
     mamf += fmt::format("{}{} {} ({:.1f}% of peak)", mamf.empty() ? "" : ", ", precision_name(p),
                         units::format_flops_rate(flops), 100.0 * *gpu.mamf_fraction(p));
   if (!mamf.empty()) std::printf("  measured max matmul (MAMF): %s\n", mamf.c_str());
-  std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
+  if (gpu.executable())
+    std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
+  else
+    std::printf("  %d NeuronCores per chip\n", gpu.sm_count);
   std::printf("  16-bit training precision: %s%s\n", std::string(precision_name(gpu.preferred_half_precision())).c_str(),
               gpu.supports(Precision::bf16) ? "" : " (no bf16 on this GPU)");
   for (const auto& n : gpu.notes) std::printf("  note: %s\n", n.c_str());
   std::printf("host: %d vCPU, %s memory%s%s\n\n", inst.vcpus, units::format_bytes(inst.host_memory_bytes).c_str(),
               inst.cpu.empty() ? "" : ", ", inst.cpu.c_str());
 
-  std::printf("topology: %s\n", interconnect(inst).c_str());
+  std::printf("topology: %s\n", interconnect(inst, !gpu.executable()).c_str());
   if (t.kind == hw::IntraNodeKind::nvlink_mesh)
     std::printf("  NVLink: %s per lane per direction, %s lanes per GPU, latency %s per hop\n",
                 gb_per_s(t.nvlink_lane_bandwidth_bytes_per_s).c_str(), lanes_per_gpu(t).c_str(),
                 units::format_duration(t.nvlink_latency_s).c_str());
   if (t.kind == hw::IntraNodeKind::nvswitch)
-    std::printf("  NVSwitch: %s per GPU per direction, latency %s per GPU-switch hop\n",
-                gb_per_s(t.nvswitch_bandwidth_bytes_per_s).c_str(), units::format_duration(t.nvlink_latency_s).c_str());
+    std::printf("  %s: %s per %s per direction, latency %s per %s-switch hop\n",
+                gpu.executable() ? "NVSwitch" : "NeuronLink (modelled as one switch, estimated rate)",
+                gb_per_s(t.nvswitch_bandwidth_bytes_per_s).c_str(), gpu.executable() ? "GPU" : "chip",
+                units::format_duration(t.nvlink_latency_s).c_str(), gpu.executable() ? "GPU" : "chip");
+  if (t.nvlink_domain_instances > 1)
+    std::printf("  NVLink domain: %d instances (%d GPUs, an UltraServer) share one NVLink switch domain; across domains EFA\n",
+                t.nvlink_domain_instances, t.nvlink_domain_instances * inst.gpu_count);
   std::printf("  PCIe Gen%d: %s per GPU per direction", t.pcie_generation, gb_per_s(t.pcie_bandwidth_bytes_per_s).c_str());
   if (t.gpus_per_pcie_switch > 0)
     std::printf(", %d GPUs per PCIe switch (uplink %s)", t.gpus_per_pcie_switch,

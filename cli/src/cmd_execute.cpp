@@ -171,6 +171,7 @@ void run_job(const ExecuteArgs& a) {
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
   plan::validate(p, ctx, a.plan_file);
   executor::check_executable(p, a.plan_file);
+  executor::check_accelerator_executable(ctx, a.plan_file);
   const models::ModelSpec& spec = ctx.model_spec;
   if ((a.checkpoint_every > 0 || a.resume) && a.checkpoint_dir.empty())
     throw Error("--checkpoint-every and --resume need --checkpoint-dir");

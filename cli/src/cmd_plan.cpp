@@ -50,9 +50,11 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
   const bool jobs = uses_job_model(req);
   const bool sim = res.counts.simulated > 0;
   const bool epochs = req.epochs > 0;
+  const bool block = !jobs && req.purchase == plan::Purchase::capacity_block;
   std::vector<std::string> head = {">#", ">time to train"};
   if (epochs) head.push_back(">time/epoch");  // steps per epoch x step time (no startup, checkpoints or restarts)
   if (jobs) head.insert(head.end(), {"buy", ">expected cost", ">cost p50/p90"});
+  else if (block) head.insert(head.end(), {">capacity block", ">on-demand", ">spot*"});
   else head.insert(head.end(), {">on-demand", ">spot*"});
   head.insert(head.end(), {"instances", ">dp/tp/pp", ">ZeRO", ">mb", "recompute", "sp", "dp algorithm", ">memory/GPU", ">MFU"});
   if (sim) head.insert(head.end(), {">step est", ">step sim"});
@@ -68,6 +70,7 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
       row.push_back(usd_or_no_price(c.objective_cost_usd));
       row.push_back(job && job->cost_usd ? fmt::format("{}/{}", short_usd(job->cost_usd->p50), short_usd(job->cost_usd->p90)) : "-");
     } else {
+      if (block) row.push_back(usd_or_no_price(c.cost_capacity_block_usd));
       row.push_back(usd_or_no_price(c.cost_on_demand_usd));
       row.push_back(usd_or_no_price(c.cost_spot_usd));
     }
@@ -89,6 +92,9 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
   else
     std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, us-east-1.\n",
                 std::string(plan::platform_name(req.platform)).c_str());
+  if (block)
+    std::printf("capacity block: EC2 Capacity Block for ML, reserved and paid up front for the time to train rounded up to\n"
+                "whole days (whole weeks past 14 days, at most 182 days a block) at the published block price per instance-hour.\n");
   if (const std::string note = planner::unpriced_note(req, res.unpriced); !note.empty()) std::printf("%s\n", note.c_str());
 }
 
@@ -101,6 +107,9 @@ void print_best_notes(const planner::SearchResult& res, const planner::SearchReq
                 units::format_duration(best.data_loader_s).c_str(),
                 units::format_duration(best.simulated ? best.simulated->step_time_s : best.step.step_time_s).c_str(),
                 std::string(sim::data_source_name(req.data_source)).c_str());
+  std::vector<std::string> types;
+  for (const auto& c : res.ranked) types.push_back(c.plan.instance_type);
+  if (const std::string note = planner::not_executed_note(catalog, types); !note.empty()) std::printf("\n%s\n", note.c_str());
   plan::Plan p = best.plan;
   const auto warnings = planner::convergence_warnings(p, plan::resolve(p, catalog, "<best>"), req.global_batch);
   if (warnings.empty()) return;

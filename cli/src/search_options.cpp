@@ -34,7 +34,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   add_int(cmd, "--global-batch", a.global_batch, 1, limits::kMaxBatch, "Sequences per optimizer step (default: ~1M tokens)");
   cmd->add_option("--global-batch-range", a.global_batch_range, "Search the global batch too: powers of two in MIN:MAX sequences");
   add_int(cmd, "--seq-len", a.seq_len, 1, limits::kMaxSeqLen, seq_len_help());
-  cmd->add_option("--instances,-i", a.instances, "Comma-separated instance types (default: every AWS type in the catalog)");
+  cmd->add_option("--instances,-i", a.instances, "Comma-separated instance types (default: every AWS GPU type in the catalog; Trainium types (trn1, trn1n, trn2: planned and simulated, not executed) only when named)");
   cmd->add_option("--counts", a.counts, fmt::format("Comma-separated instance counts, each 1..{} (default: 1, 2, 4, ... within the limits)",
                                                     limits::kMaxInstances));
   add_int(cmd, "--max-gpus", a.max_gpus, 1, planner::kMaxSearchGpus, "Largest cluster to consider, in GPUs");
@@ -45,8 +45,9 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--deadline", a.deadline, "Deadline for cost-under-deadline, e.g. 30d or 72h");
   cmd->add_option("--budget", a.budget, "Budget in US dollars for time-under-budget, e.g. 2M or 250k");
   add_choice(cmd, "--platform", a.platform, {"ec2", "sagemaker"}, "Price on EC2 or SageMaker training");
-  add_choice(cmd, "--purchase", a.purchase, {"on-demand", "spot", "both"},
-             "on-demand, spot (whole-job expectation with interruptions) or both");
+  add_choice(cmd, "--purchase", a.purchase, {"on-demand", "spot", "both", "capacity-block"},
+             "on-demand, spot (whole-job expectation with interruptions), both, or capacity-block (EC2 Capacity Block "
+             "for ML: reserved up front in whole days up to 14, whole weeks beyond)");
   cmd->add_flag("--spot", a.spot, "Same as --purchase spot");
   cmd->add_option("--micro-batches", a.micro_batches, "Micro-batch sizes to try (default 1,2,4,8,16,32)");
   cmd->add_option("--zero", a.zero, "ZeRO stages to try (default 0,1,2,3)");

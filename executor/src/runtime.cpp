@@ -205,7 +205,7 @@ struct Runtime::Impl {
 };
 
 Runtime::Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::StepProgram program, RuntimeOptions options)
-    : impl_((check_executable(plan), std::make_unique<Impl>(plan, ctx.graph, std::move(program), std::move(options)))) {
+    : impl_((check_executable(plan), check_accelerator_executable(ctx), std::make_unique<Impl>(plan, ctx.graph, std::move(program), std::move(options)))) {
   Impl& m = *impl_;
   const plan::StepProgram& prog = m.program;
   auto mismatch = [&](const std::string& what, int64_t program_value, int64_t plan_value) {

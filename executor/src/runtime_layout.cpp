@@ -121,6 +121,17 @@ void check_executable(const plan::Plan& plan, const std::string& plan_file) {
               "into dp");
 }
 
+void check_accelerator_executable(const plan::PlanContext& ctx, const std::string& plan_file) {
+  if (ctx.gpu == nullptr || ctx.gpu->executable()) return;
+  throw Error(fmt::format("{} ({} x {}, runtime \"{}\") is planned and simulated, not executed: trainplan has no backend "
+                          "for it",
+                          ctx.instance ? ctx.instance->name : std::string("the plan's instance"), ctx.instance ? ctx.instance->gpu_count : 0,
+                          ctx.gpu->name, ctx.gpu->runtime))
+      .at(plan_file, "/cluster/instance_type")
+      .hint("use `trainplan simulate` for its predicted step time; to execute, plan for an NVIDIA GPU instance (or run the "
+            "model on this machine with a CPU plan); on the instance itself, train with the AWS Neuron SDK");
+}
+
 namespace rt {
 
 // ---- TpSlice --------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ const std::vector<std::string>& instance_source_groups() {
   static const std::vector<std::string> kGroups = {
       "hardware", "topology",      "pcie",      "network",          "efa",
       "gpudirect_rdma", "network_latency", "storage", "ebs",         "ec2_on_demand",
-      "sagemaker", "sagemaker_uplift", "spot",   "spot_discount",    "interruption"};
+      "sagemaker", "sagemaker_uplift", "spot",   "spot_discount",    "interruption", "capacity_block"};
   return kGroups;
 }
 
@@ -71,6 +71,22 @@ Catalog Catalog::from_texts(const std::vector<std::pair<std::string, std::string
   return from_documents(std::move(documents));
 }
 
+const CapacityBlockOffer* Catalog::capacity_block_offer(const std::string& instance_type, const std::string& region) const {
+  for (const auto& o : cb_offers_)
+    if (o.instance_type == instance_type && o.region == region) return &o;
+  return nullptr;
+}
+
+void Catalog::price_capacity_block(InstanceType& inst) const {
+  inst.prices.capacity_block.reset();
+  inst.sources.erase("capacity_block");
+  inst.prices.capacity_block_rules = cb_rules_;
+  if (const CapacityBlockOffer* o = capacity_block_offer(inst.name, inst.prices.region)) {
+    inst.prices.capacity_block = o->usd_per_instance_hour;
+    inst.sources["capacity_block"] = o->source;
+  }
+}
+
 Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> documents) {
   detail::ParsedCatalog parsed = detail::parse_catalog(std::move(documents));
   Catalog c;
@@ -80,6 +96,9 @@ Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> 
   c.sources_ = std::move(parsed.sources);
   c.cpu_instances_ = std::move(parsed.cpu_instances);
   c.cpu_order_ = std::move(parsed.cpu_order);
+  c.cb_rules_ = std::move(parsed.capacity_block_rules);
+  c.cb_offers_ = std::move(parsed.capacity_block_offers);
+  for (auto& [name, inst] : c.instances_) c.price_capacity_block(inst);
   return c;
 }
 
@@ -230,6 +249,7 @@ std::string Catalog::add_partial_instance(const std::string& name, int gpus) {
   t.name = part;
   t.gpu_count = gpus;
   auto& topo = t.topology;
+  topo.nvlink_domain_instances = 1;  // part of one node: the runs it models stay in that node
   if (!topo.nvlink_lanes.empty()) {
     topo.nvlink_lanes.resize(static_cast<size_t>(gpus));
     for (auto& row : topo.nvlink_lanes) row.resize(static_cast<size_t>(gpus));

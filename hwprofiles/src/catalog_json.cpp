@@ -34,6 +34,7 @@ json::Json to_json(const GpuSpec& g) {
   j["name"] = g.name;
   j["arch"] = g.arch;
   j["compute_capability"] = g.compute_capability;
+  if (!g.executable()) j["runtime"] = g.runtime;  // "neuron": planned and simulated, not executed
   j["memory_bytes"] = g.memory_bytes;
   j["memory_type"] = g.memory_type;
   j["memory_bandwidth_bytes_per_s"] = g.memory_bandwidth_bytes_per_s;
@@ -71,6 +72,7 @@ json::Json to_json(const InstanceType& inst) {
     topo["nvlink_lane_bandwidth_bytes_per_s"] = t.nvlink_lane_bandwidth_bytes_per_s;
   }
   if (t.kind == IntraNodeKind::nvswitch) topo["nvswitch_bandwidth_bytes_per_s"] = t.nvswitch_bandwidth_bytes_per_s;
+  if (t.nvlink_domain_instances > 1) topo["nvlink_domain_instances"] = t.nvlink_domain_instances;
   if (t.kind == IntraNodeKind::nvlink_mesh || t.kind == IntraNodeKind::nvswitch) topo["nvlink_latency_s"] = t.nvlink_latency_s;
   topo["pcie_generation"] = t.pcie_generation;
   topo["pcie_bandwidth_bytes_per_s"] = t.pcie_bandwidth_bytes_per_s;
@@ -123,6 +125,7 @@ json::Json prices_json(const Prices& p) {
   pr["spot_estimated"] = p.spot_estimated;
   pr["spot_discount"] = optional_number(p.spot_discount);
   pr["interruption_bucket"] = p.interruption_bucket.empty() ? json::Json(nullptr) : json::Json(p.interruption_bucket);
+  if (p.capacity_block) pr["capacity_block_usd_per_hour"] = *p.capacity_block;
   return pr;
 }
 }  // namespace

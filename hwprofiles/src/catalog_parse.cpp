@@ -162,7 +162,10 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
   g.name = name;
   g.file = r.file();
   g.arch = r.field("arch").as_string();
-  g.compute_capability = r.field("compute_capability").as_string();
+  if (auto rt = r.optional_field("runtime")) g.runtime = rt->as_choice({"cuda", "neuron"});
+  const bool cuda = g.runtime == "cuda";
+  // A Neuron chip has no CUDA compute capability and no cuBLAS workspace.
+  if (cuda || r.has("compute_capability")) g.compute_capability = r.field("compute_capability").as_string();
   g.memory_bytes = positive_quantity(r.field("memory"), Dimension::bytes);
   g.memory_type = r.field("memory_type").as_string();
   g.memory_bandwidth_bytes_per_s = positive_quantity(r.field("memory_bandwidth"), Dimension::bandwidth);
@@ -176,9 +179,12 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
     g.peak_flops[*p] = positive_quantity(value, Dimension::flops_rate);
   }
   if (g.peak_flops.empty()) throw peak.error("must give at least one precision").hint("e.g. {\"fp16\": \"65TFLOPS\"}");
-  g.tdp_w = r.field("tdp_w").as_positive();
+  if (cuda || r.has("tdp_w")) g.tdp_w = r.field("tdp_w").as_positive();  // AWS publishes no Trainium TDP
   g.sm_count = static_cast<int>(r.field("sm_count").as_positive_int());
-  g.cublas_workspace_bytes = positive_quantity(r.field("cublas_workspace"), Dimension::bytes);
+  if (cuda)
+    g.cublas_workspace_bytes = positive_quantity(r.field("cublas_workspace"), Dimension::bytes);
+  else if (r.has("cublas_workspace"))
+    throw r.field("cublas_workspace").error("a Neuron accelerator has no cuBLAS workspace").hint("remove it");
   if (auto mamf = r.optional_field("mamf")) {
     for (auto& [key, value] : mamf->entries()) {
       auto p = parse_precision(key);
@@ -202,7 +208,9 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
     g.sources[group] = value.as_string();
   }
   for (const auto& group : gpu_source_groups())
-    if (!g.sources.count(group) && (group != "mamf" || !g.mamf_flops.empty()))
+    if (!g.sources.count(group) && (group != "mamf" || !g.mamf_flops.empty()) &&
+        (cuda || (group != "cublas_workspace" && (group != "compute_capability" || !g.compute_capability.empty()) &&
+                  (group != "tdp" || g.tdp_w > 0))))
       throw sources.error(fmt::format("no source for \"{}\"", group))
           .hint("every field group needs a source id: " + join(gpu_source_groups(), ", "));
   g.source = g.sources.at("peaks");
@@ -210,6 +218,43 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
     for (auto& n : notes->items()) g.notes.push_back(n.as_string());
   r.finish();
   return g;
+}
+
+// ---- EC2 Capacity Blocks ----------------------------------------------------------------------
+
+// {"rules": {...}, "offers": [{"instance", "region", "usd_per_instance_hour", "source"}]}; one
+// file of the catalog may hold it.
+void parse_capacity_blocks(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
+  if (!out.capacity_block_rules.source.empty() || !out.capacity_block_offers.empty())
+    throw r.error("Capacity Blocks are defined twice").hint("keep one \"capacity_blocks\" table in the catalog");
+  Reader rules = r.field("rules");
+  CapacityBlockRules& cr = out.capacity_block_rules;
+  cr.day_steps_up_to_days = static_cast<int>(rules.field("day_steps_up_to_days").as_positive_int(366));
+  cr.week_steps_up_to_days = static_cast<int>(rules.field("week_steps_up_to_days").as_positive_int(3660));
+  if (cr.week_steps_up_to_days < cr.day_steps_up_to_days)
+    throw rules.field("week_steps_up_to_days").error("is below day_steps_up_to_days").hint("AWS: 14 and 182 days");
+  cr.max_instances_per_block = static_cast<int>(rules.field("max_instances_per_block").as_positive_int(1 << 20));
+  cr.max_start_lead_days = static_cast<int>(rules.field("max_start_lead_days").as_positive_int(3660));
+  add_source_refs(rules.field("source"), refs);
+  cr.source = rules.field("source").as_string();
+  rules.finish();
+  for (auto& item : r.field("offers").items()) {
+    CapacityBlockOffer o;
+    o.instance_type = item.field("instance").as_string();
+    o.region = item.field("region").as_string();
+    o.usd_per_instance_hour = item.field("usd_per_instance_hour").as_positive(limits::kMaxUsdPerHour);
+    add_source_refs(item.field("source"), refs);
+    o.source = item.field("source").as_string();
+    for (const auto& other : out.capacity_block_offers)
+      if (other.instance_type == o.instance_type && other.region == o.region)
+        throw item.error(fmt::format("a second Capacity Block price for {} in {}", o.instance_type, o.region))
+            .hint("one offer per instance type and region");
+    item.finish();
+    out.capacity_block_offers.push_back(std::move(o));
+    out.capacity_block_locations.emplace_back(item.file(), item.pointer() + "/instance");
+  }
+  r.ignore("comment");
+  r.finish();
 }
 
 // ---- instances -----------------------------------------------------------------------------
@@ -244,10 +289,13 @@ IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
     t.reject_if_top("nvlink_lanes", "only for kind \"nvlink_mesh\"");
     t.reject_if_top("nvlink_lane_bandwidth", "only for kind \"nvlink_mesh\"");
   }
-  if (nvswitch)
+  if (nvswitch) {
     topo.nvswitch_bandwidth_bytes_per_s = positive_quantity(t.require("nvswitch_bandwidth"), Dimension::bandwidth);
-  else
+    if (auto d = t.get("nvlink_domain_instances")) topo.nvlink_domain_instances = static_cast<int>(d->as_positive_int(1024));
+  } else {
     t.reject_if_top("nvswitch_bandwidth", "only for kind \"nvswitch\"");
+    t.reject_if_top("nvlink_domain_instances", "only for kind \"nvswitch\" (an NVLink switch domain spanning instances)");
+  }
   if (mesh || nvswitch)
     topo.nvlink_latency_s = t.require("nvlink_latency").as_quantity(Dimension::duration);
   else
@@ -357,6 +405,7 @@ std::map<std::string, bool> groups_with_values(const InstanceType& inst, const P
       {"spot", raw.spot_min.has_value()},
       {"spot_discount", raw.spot_discount.has_value()},
       {"interruption", !raw.interruption_bucket.empty()},
+      {"capacity_block", false},  // from the catalog's Capacity Block offers
   };
 }
 
@@ -585,6 +634,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
         source_file[id] = fp.name;
       }
     }
+    if (auto cb = r.optional_field("capacity_blocks")) parse_capacity_blocks(*cb, refs, out);
     if (auto g = r.optional_field("gpus")) {
       for (auto& [name, value] : g->entries()) {
         if (out.gpus.count(name))
@@ -607,6 +657,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     r.ignore("order");
     r.ignore("sources");
     r.ignore("gpus");
+    r.ignore("capacity_blocks");
     if (auto cpu = r.optional_field("cpu_families")) parse_cpu_families(*cpu, refs, out);
     std::unique_ptr<DefaultsNode> defaults;
     if (auto d = r.optional_field("defaults")) {
@@ -645,6 +696,13 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     if (defaults) defaults->finish();
     r.finish();
   }
+
+  // Every Capacity Block offer names a catalog instance.
+  for (size_t i = 0; i < out.capacity_block_offers.size(); ++i)
+    if (const auto& o = out.capacity_block_offers[i]; !out.instances.count(o.instance_type))
+      throw Error(fmt::format("Capacity Block offer for unknown instance \"{}\"", o.instance_type))
+          .at(out.capacity_block_locations[i].first, out.capacity_block_locations[i].second)
+          .hint(suggestion(o.instance_type, out.instance_order));
 
   // Every referenced source exists and is dated.
   std::vector<std::string> ids;

@@ -25,6 +25,9 @@ struct ParsedCatalog {
   std::map<std::string, Source> sources;
   std::map<std::string, CpuInstanceType> cpu_instances;
   std::vector<std::string> cpu_order;
+  CapacityBlockRules capacity_block_rules;
+  std::vector<CapacityBlockOffer> capacity_block_offers;
+  std::vector<std::pair<std::string, std::string>> capacity_block_locations;  // (file, pointer) per offer
 };
 
 /// Checks (display name, parsed document) files. Errors name the file and the JSON pointer.

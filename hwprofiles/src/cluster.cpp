@@ -24,6 +24,7 @@ std::string_view vertex_kind_name(VertexKind k) {
     case VertexKind::cpu: return "cpu";
     case VertexKind::nic: return "nic";
     case VertexKind::fabric: return "fabric";
+    case VertexKind::nvlink_domain: return "nvlink_domain";
   }
   return "?";
 }
@@ -94,6 +95,10 @@ struct Cluster::Impl {
   InstanceType type;
   GpuSpec gpu;
   int count = 0;
+  // Instances per NVLink switch domain (UltraServer) in this graph; 1 = the domain ends at the
+  // instance. Domain vertices exist whenever the type's nvlink_domain_instances > 1, so that
+  // every node's link block is the same whatever the grouping.
+  int domain = 1;
   NodeLayout layout;
   int links_per_node = 0;
   int fabric = 0;
@@ -103,6 +108,9 @@ struct Cluster::Impl {
   // Route templates (every node is identical): inside node 0, node 0 -> 1 and node 1 -> 0,
   // indexed [a * gpus_per_node + b] by local GPU indices.
   std::vector<Route> intra, up, down;
+  // Node 0 -> 1 and 1 -> 0 when the two are in different NVLink domains (only when domain > 1
+  // and the cluster spans several domains): the EFA routes.
+  std::vector<Route> up_x, down_x;
   // Routes between other nodes, translated from the templates on first use.
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<uint64_t, Route> cache;
@@ -113,9 +121,13 @@ struct Cluster::Impl {
 
   Impl() = default;
   Impl(const Impl& o)
-      : type(o.type), gpu(o.gpu), count(o.count), layout(o.layout), links_per_node(o.links_per_node),
-        fabric(o.fabric), vertices(o.vertices), links(o.links), graph(o.graph), intra(o.intra), up(o.up),
-        down(o.down) {}
+      : type(o.type), gpu(o.gpu), count(o.count), domain(o.domain), layout(o.layout), links_per_node(o.links_per_node),
+        fabric(o.fabric), vertices(o.vertices), links(o.links), graph(o.graph), intra(o.intra),
+        up(o.up), down(o.down), up_x(o.up_x), down_x(o.down_x) {}
+
+  bool has_domains() const { return type.topology.nvlink_domain_instances > 1; }
+  // Vertex of the NVLink domain that node k belongs to (after the fabric vertex).
+  int domain_vertex(int k) const { return fabric + 1 + k / domain; }
 
   int vertex(int node, int local) const { return node * layout.vertices + local; }
 
@@ -198,6 +210,13 @@ struct Cluster::Impl {
     for (int j = 0; j < L.nic_vertices; ++j)
       add_link(vertex(k, L.first_nic + j), fabric, LinkKind::network,
                net.nic_bandwidth_bytes_per_s() * L.devices_per_nic_vertex, 0.5 * net.latency_s);
+    // The node's NVSwitch joins its UltraServer's NVLink switch domain: wide enough for every
+    // GPU's full NVLink bandwidth and without latency of its own, since the NVLink switch
+    // trays are one tier (a GPU reaches any GPU of the domain in the same two NVLink hops as
+    // one of its own instance).
+    if (has_domains())
+      add_link(vertex(k, L.nvswitch), domain_vertex(k), LinkKind::nvswitch, L.gpus * t.nvswitch_bandwidth_bytes_per_s, 0.0,
+               " domain");
   }
 
   // Best route from local GPU a of node na to local GPU b of node nb. Between nodes, a route
@@ -241,6 +260,10 @@ Cluster::Cluster(const Cluster& other) : impl_(std::make_unique<Impl>(*other.imp
 Cluster::~Cluster() = default;
 
 Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catalog) {
+  return build_grouped(type, count, catalog, type.topology.nvlink_domain_instances);
+}
+
+Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain) {
   if (count < 1)
     throw Error(fmt::format("a cluster needs at least 1 instance, got {}", count)).hint("use an instance count of 1 or more");
   if (static_cast<int64_t>(count) * type.gpu_count > limits::kMaxGpus)
@@ -257,11 +280,14 @@ Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catal
   impl->type = type;
   impl->gpu = catalog.gpu(type.gpu);
   impl->count = count;
+  impl->domain = domain;
   impl->layout = make_layout(type);
   const int vn = impl->layout.vertices;
   impl->fabric = count * vn;
   for (int k = 0; k < count; ++k) impl->build_node(k);
   impl->add_vertex(VertexKind::fabric, -1, 0, "fabric");
+  if (impl->has_domains())
+    for (int d = 0; d * domain < count; ++d) impl->add_vertex(VertexKind::nvlink_domain, -1, d, fmt::format("nvl_domain{}", d));
   for (int k = 0; k < count; ++k) {
     impl->link_node(k);
     if (k == 0) impl->links_per_node = static_cast<int>(impl->links.size());
@@ -272,10 +298,17 @@ Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catal
   for (const Link& l : impl->links)
     boost::add_edge(static_cast<size_t>(l.src), static_cast<size_t>(l.dst), detail::EdgeProps{l.id}, impl->graph);
 
+  if (impl->has_domains() && domain > 1 && count > domain) {
+    // Nodes in different NVLink domains: the routes of a 2-node cluster whose nodes are in
+    // domains of their own (same link ids: every node's link block is the same).
+    Cluster apart = build_grouped(type, 2, catalog, 1);
+    impl->up_x = std::move(apart.impl_->up);
+    impl->down_x = std::move(apart.impl_->down);
+  }
   if (count > 2) {
     // Nodes 0 and 1 and their link ids are the same in a 2-node cluster, whose graph is far
     // smaller to search: take the route templates from there.
-    Cluster pair = build(type, 2, catalog);
+    Cluster pair = build_grouped(type, 2, catalog, domain);
     impl->intra = std::move(pair.impl_->intra);
     impl->up = std::move(pair.impl_->up);
     impl->down = std::move(pair.impl_->down);
@@ -327,9 +360,11 @@ const Route& Cluster::route(int gpu_a, int gpu_b) const {
   const int g = gpus_per_node();
   const int na = gpu_a / g, nb = gpu_b / g, a = gpu_a % g, b = gpu_b % g;
   const size_t index = static_cast<size_t>(a * g + b);
+  const int d = impl_->domain;
+  const bool apart = d > 1 && na / d != nb / d;  // different NVLink domains: over EFA
   if (na == 0 && nb == 0) return impl_->intra[index];
-  if (na == 0 && nb == 1) return impl_->up[index];
-  if (na == 1 && nb == 0) return impl_->down[index];
+  if (!apart && na == 0 && nb == 1) return impl_->up[index];
+  if (!apart && na == 1 && nb == 0) return impl_->down[index];
 
   const uint64_t key = (static_cast<uint64_t>(gpu_a) << 32) | static_cast<uint32_t>(gpu_b);
   {
@@ -337,9 +372,11 @@ const Route& Cluster::route(int gpu_a, int gpu_b) const {
     auto it = impl_->cache.find(key);
     if (it != impl_->cache.end()) return it->second;
   }
+  const auto& up = apart ? impl_->up_x : impl_->up;
+  const auto& down = apart ? impl_->down_x : impl_->down;
   Route r = na == nb  ? impl_->translate(impl_->intra[index], 0, na, na)
-            : na < nb ? impl_->translate(impl_->up[index], 0, na, nb)
-                      : impl_->translate(impl_->down[index], 1, na, nb);
+            : na < nb ? impl_->translate(up[index], 0, na, nb)
+                      : impl_->translate(down[index], 1, na, nb);
   std::unique_lock lock(impl_->mutex);
   return impl_->cache.emplace(key, std::move(r)).first->second;  // keeps an entry another thread added first
 }

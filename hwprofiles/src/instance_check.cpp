@@ -56,6 +56,9 @@ void check_topology(const InstanceType& inst) {
   }
   if (t.kind == IntraNodeKind::nvswitch && !(t.nvswitch_bandwidth_bytes_per_s > 0))
     throw bad("/topology/nvswitch_bandwidth", "must be positive", "A100: \"300GBps\", H100: \"450GBps\" per direction");
+  if (t.nvlink_domain_instances < 1 || (t.nvlink_domain_instances > 1 && t.kind != IntraNodeKind::nvswitch))
+    throw bad("/topology/nvlink_domain_instances", "must be 1, or more only for an NVSwitch instance",
+              "an UltraServer's NVLink switch domain joins the NVSwitches of n instances (u-p6e-gb200x72: 18)");
   if (!(t.pcie_bandwidth_bytes_per_s > 0))
     throw bad("/topology/pcie_bandwidth", "must be positive", "PCIe Gen4 x16: about \"24GBps\" per direction");
   if (t.sockets < 1) throw bad("/topology/sockets", "must be at least 1", "count the host's CPU sockets");

@@ -16,6 +16,7 @@ struct PriceUpdate {
   std::optional<double> ec2_on_demand;
   std::optional<double> sagemaker_on_demand;
   std::optional<double> spot;
+  std::optional<double> capacity_block;
   std::string interruption_bucket;
   std::string region;
 };
@@ -54,6 +55,7 @@ void Catalog::apply_price_json(const json::Json& doc, const std::string& name) {
     if (auto v = entry.optional_field("ec2_on_demand")) u.ec2_on_demand = v->as_positive(limits::kMaxUsdPerHour);
     if (auto v = entry.optional_field("sagemaker_on_demand")) u.sagemaker_on_demand = v->as_positive(limits::kMaxUsdPerHour);
     if (auto v = entry.optional_field("spot")) u.spot = v->as_positive(limits::kMaxUsdPerHour);
+    if (auto v = entry.optional_field("capacity_block")) u.capacity_block = v->as_positive(limits::kMaxUsdPerHour);
     if (auto v = entry.optional_field("interruption_bucket")) u.interruption_bucket = v->as_choice(interruption_buckets());
     u.region = entry.field_or("region", region);
     entry.finish();
@@ -78,6 +80,11 @@ void Catalog::apply_price_json(const json::Json& doc, const std::string& name) {
       p.spot_estimated = false;
       p.interruption_bucket.clear();
       for (const char* group : {"ec2_on_demand", "sagemaker", "spot", "interruption"}) inst.sources.erase(group);
+      price_capacity_block(inst);  // the catalog's block price of the new region, if published
+    }
+    if (u.capacity_block) {
+      p.capacity_block = u.capacity_block;
+      inst.sources["capacity_block"] = src.id;
     }
     if (u.ec2_on_demand) {
       p.ec2_on_demand = u.ec2_on_demand;

@@ -34,7 +34,9 @@ std::string_view dp_algorithm_name(DpAlgorithm a) {
   return "?";
 }
 
-std::string_view purchase_name(Purchase p) { return p == Purchase::spot ? "spot" : "on-demand"; }
+std::string_view purchase_name(Purchase p) {
+  return p == Purchase::spot ? "spot" : p == Purchase::capacity_block ? "capacity-block" : "on-demand";
+}
 std::string_view platform_name(Platform p) { return p == Platform::sagemaker ? "sagemaker" : "ec2"; }
 std::string_view attention_impl_name(AttentionImpl a) {
   switch (a) {

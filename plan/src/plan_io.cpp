@@ -128,7 +128,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (auto f = tr->optional_field("tokens")) {
       p.training_tokens = f->is_string() ? f->as_quantity(units::Dimension::count) : f->as_nonnegative(limits::kMaxTokens);
     }
-    if (auto f = tr->optional_field("purchase")) p.purchase = parse_enum(*f, {Purchase::on_demand, Purchase::spot}, purchase_name);
+    if (auto f = tr->optional_field("purchase")) p.purchase = parse_enum(*f, {Purchase::on_demand, Purchase::spot, Purchase::capacity_block}, purchase_name);
     if (auto f = tr->optional_field("platform")) p.platform = parse_enum(*f, {Platform::ec2, Platform::sagemaker}, platform_name);
     tr->finish();
   }

@@ -56,7 +56,7 @@ void check_option_values(const SearchOptions& a) {
   flag_in_range("--max-gpus", a.max_gpus, 1, kMaxSearchGpus);
   flag_in_range("--max-instances", a.max_instances, 0, limits::kMaxInstances);
   flag_choice("--platform", a.platform, {"ec2", "sagemaker"});
-  flag_choice("--purchase", a.purchase, {"on-demand", "spot", "both"});
+  flag_choice("--purchase", a.purchase, {"on-demand", "spot", "both", "capacity-block"});
   flag_in_range("--simulate-top", static_cast<int64_t>(a.simulate_top), 0, limits::kMaxRows);
   flag_in_range("--exact-top", static_cast<int64_t>(a.exact_top), 0, limits::kMaxRows);
   flag_in_range("--spot-runs", static_cast<int64_t>(a.spot_runs), 1, limits::kMaxRuns);
@@ -133,7 +133,9 @@ SearchRequest search_request(const SearchOptions& a) {
   req.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;
   const std::string purchase = a.spot ? "spot" : a.purchase;
   req.both_purchases = purchase == "both";
-  req.purchase = purchase == "spot" ? plan::Purchase::spot : plan::Purchase::on_demand;
+  req.purchase = purchase == "spot"             ? plan::Purchase::spot
+                 : purchase == "capacity-block" ? plan::Purchase::capacity_block
+                                                : plan::Purchase::on_demand;
   if (!a.micro_batches.empty())
     req.micro_batches = list_of<int64_t>(a.micro_batches, "--micro-batches", [](const std::string& s) { return checked::parse_int(s, 1, limits::kMaxBatch); });
   if (!a.zero.empty())

@@ -40,6 +40,9 @@ std::pair<double, std::optional<double>> lower_bound(const SearchRequest& req, c
   if (req.both_purchases) {
     if (od) price = od;
     if (spot) price = price ? std::min(*price, *spot) : *spot;
+  } else if (req.purchase == plan::Purchase::capacity_block) {
+    // The block cost grows with time: at the lower bound of time it is a lower bound.
+    return {time, capacity_block_cost_usd(*ctx.instance, req.platform, c.plan.instance_count, time)};
   } else {
     price = req.purchase == plan::Purchase::spot ? spot : od;
   }
@@ -55,12 +58,15 @@ void settle(const SearchRequest& req, const plan::PlanContext& ctx, Candidate& c
   c.cost_spot_usd.reset();
   if (auto price = on_demand_price(*ctx.instance, req.platform)) c.cost_on_demand_usd = hours * *price * c.plan.instance_count;
   if (auto price = spot_price(*ctx.instance, req.platform)) c.cost_spot_usd = hours * *price * c.plan.instance_count;
+  c.cost_capacity_block_usd = capacity_block_cost_usd(*ctx.instance, req.platform, c.plan.instance_count, c.time_to_train_s);
   auto take = [&](plan::Purchase p, double t, std::optional<double> cost) {
     c.purchase = p;
     c.objective_time_s = t;
     c.objective_cost_usd = cost;
   };
-  if (!needs_job_model(req)) {
+  if (req.purchase == plan::Purchase::capacity_block && !req.both_purchases) {
+    take(plan::Purchase::capacity_block, c.time_to_train_s, c.cost_capacity_block_usd);
+  } else if (!needs_job_model(req)) {
     take(plan::Purchase::on_demand, c.time_to_train_s, c.cost_on_demand_usd);
   } else if (!req.both_purchases) {
     if (c.spot_job) take(plan::Purchase::spot, c.spot_job->expected_time_s, c.spot_job->expected_cost_usd);

@@ -67,6 +67,13 @@ std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform pl
   return *inst.prices.sagemaker_on_demand * (*inst.prices.spot / *inst.prices.ec2_on_demand);
 }
 
+std::optional<double> capacity_block_cost_usd(const hw::InstanceType& inst, plan::Platform platform, int instances,
+                                              double seconds) {
+  if (platform != plan::Platform::ec2 || !inst.prices.capacity_block || !(seconds > 0)) return std::nullopt;
+  hw::CapacityBlockOffer offer{inst.name, inst.prices.region, *inst.prices.capacity_block, ""};
+  return hw::capacity_block_cost(offer, inst.prices.capacity_block_rules, instances, seconds / 3600.0).usd;
+}
+
 bool ranks_by_cost(Objective objective) { return objective != Objective::time; }
 
 namespace {
@@ -88,12 +95,30 @@ std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedTy
                      unpriced_names(unpriced));
 }
 
+std::string not_executed_note(const hw::Catalog& catalog, const std::vector<std::string>& instance_types) {
+  std::vector<std::string> seen;
+  for (const auto& t : instance_types)
+    if (const auto* inst = catalog.find_instance(t);
+        inst && !catalog.gpu(inst->gpu).executable() && std::find(seen.begin(), seen.end(), t) == seen.end())
+      seen.push_back(t);
+  if (seen.empty()) return "";
+  std::string names;
+  for (const auto& t : seen)
+    names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", t, catalog.gpu(catalog.instance(t).gpu).arch);
+  return fmt::format("note: planned and simulated, not executed: {} run on AWS Neuron, which trainplan has no backend for "
+                     "(`trainplan execute` refuses such a plan)",
+                     names);
+}
+
 std::optional<std::string> missing_price(const SearchRequest& req, const hw::InstanceType& inst) {
   const bool sagemaker = req.platform == plan::Platform::sagemaker;
   const std::string on_demand = sagemaker ? "SageMaker on-demand" : "EC2 on-demand";
   const std::string spot = sagemaker ? "SageMaker managed spot" : "EC2 spot";
   const bool has_od = on_demand_price(inst, req.platform).has_value(), has_spot = spot_price(inst, req.platform).has_value();
   if (req.both_purchases) return has_od || has_spot ? std::nullopt : std::optional(on_demand + " or " + spot);
+  if (req.purchase == plan::Purchase::capacity_block)
+    return req.platform == plan::Platform::ec2 && inst.prices.capacity_block ? std::nullopt
+                                                                             : std::optional(std::string("EC2 Capacity Block"));
   if (req.purchase == plan::Purchase::spot) return has_spot ? std::nullopt : std::optional(spot);
   return has_od ? std::nullopt : std::optional(on_demand);
 }
@@ -270,8 +295,8 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   Space space;
   space.types = req.instance_types;
   if (space.types.empty())
-    for (const auto& name : catalog.instance_names())
-      if (catalog.instance(name).aws) space.types.push_back(name);
+    for (const auto& name : catalog.instance_names())  // by default only what `trainplan execute` can run
+      if (const auto& inst = catalog.instance(name); inst.aws && catalog.gpu(inst.gpu).executable()) space.types.push_back(name);
   for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
   list_unpriced(req, catalog, space);
   const std::vector<int64_t> batches = global_batches(req, default_batch);

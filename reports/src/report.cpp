@@ -381,6 +381,10 @@ void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOption
   r.notes.push_back("calibration of the best plan's GPU type: " +
                     (ao.calibration_label.empty() ? std::string("uncalibrated (catalog peaks and documented efficiency defaults)")
                                                   : ao.calibration_label));
+  if (!ctx.gpu->executable())
+    r.notes.push_back(fmt::format("best plan: {} ({}, runtime {}) is planned and simulated, not executed: trainplan has no "
+                                  "backend for it, so `trainplan execute` refuses the plan",
+                                  best.candidate.plan.instance_type, ctx.gpu->arch, ctx.gpu->runtime));
   if (o.simulate) r.simulated = simulate_best(best.candidate.plan, ctx, best.candidate.step.step_time_s, o, ao, r.notes);
   else r.notes.push_back("one simulated step: switched off (--no-simulate)");
   watch.lap("simulate");

@@ -193,6 +193,10 @@ void best_plan(Doc& d, const Report& r) {
     if (b.spot && b.spot->monte_carlo)
       text += fmt::format("; spot {} p50, {} p90 for the whole job (Monte Carlo)", usd(b.spot->monte_carlo->cost_usd.p50),
                           usd(b.spot->monte_carlo->cost_usd.p90));
+    if (c.cost_capacity_block_usd)
+      text += fmt::format("; EC2 Capacity Block {} (the time to train rounded up to whole days, or weeks past 14 days, "
+                          "reserved and paid up front)",
+                          usd(*c.cost_capacity_block_usd));
   }
   text += fmt::format(". Peak memory {} of {} per GPU.", gib(c.memory.total_bytes()), gib(c.memory.capacity_bytes));
   d.paragraph(text);

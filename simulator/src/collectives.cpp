@@ -169,18 +169,23 @@ constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 int log2_floor(double x) { return x < 1 ? 0 : static_cast<int>(std::floor(std::log2(x))); }
 
 // The link classes a pattern crosses: every link classified (hand-built topologies leave
-// them `other`), and whether the intra-node hops between ring neighbours are PCIe (else NVLink).
+// them `other`), whether the intra-node hops between ring neighbours are PCIe (else NVLink), and
+// whether any use crosses the network (a group spanning the instances of one UltraServer's NVLink
+// domain does not: NCCL's multi-node NVLink treats the domain as one node).
 struct GroupLinks {
   bool classified = true;
   bool pcie_intra = false;
+  bool network = false;
 };
 
 GroupLinks group_links(const CommPattern& p, const std::vector<int>& g, const Topology& topology) {
   GroupLinks out;
   const auto& links = topology.links();
   for (const CommPhase& ph : p.phases)
-    for (const LinkUse& u : ph.uses)
+    for (const LinkUse& u : ph.uses) {
       if (links[static_cast<size_t>(u.link)].cls == LinkClass::other) out.classified = false;
+      if (links[static_cast<size_t>(u.link)].cls == LinkClass::net) out.network = true;
+    }
   for (size_t i = 0; i < g.size(); ++i) {
     const int a = g[i], b = g[(i + 1) % g.size()];
     if (a == b || topology.node_of(a) != topology.node_of(b)) continue;
@@ -205,7 +210,8 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
   if (!links.classified || p.phases.empty()) return;
   const Topology::NcclHost host = topology.nccl_host();
   const int n = static_cast<int>(group.size());
-  const int nodes = static_cast<int>(split_by_node(group, topology).size());
+  // NCCL's node count: NVLink domains (an instance, or an UltraServer's instances).
+  const int nodes = links.network ? static_cast<int>(split_by_node(group, topology).size()) : 1;
   const double ppn = static_cast<double>(n) / nodes;
   const int intra_hw = links.pcie_intra ? kHwPci : kHwNvlink;
   const bool reduce_like = kind == Kind::all_reduce || kind == Kind::barrier;
@@ -371,6 +377,7 @@ NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cp
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch) {
   // NCCL's per-link NVLink bandwidth (topo.h SMxx_NVLINK_BW) over the link's signalling rate
   // per direction (NVLink 2, 3, 4: 25 GB/s per link; GA10x NVLink 3: 14.0625; NVLink 5: 50).
+  if (compute_capability.empty()) return 1.0;  // not an NVIDIA GPU (Trainium's NeuronLink): no NCCL kernel share
   const double cc = std::atof(compute_capability.c_str());
   if (cc >= 9.0 && nvswitch) return 1.0;  // NVLS: reduction in the switch
   if (cc >= 10.0) return 40.1 / 50.0;

@@ -85,6 +85,26 @@ TEST_CASE("executor: context parallelism is refused, naming the plan field (the 
   CHECK_NOTHROW(check_executable(p, "plan.json"));
 }
 
+TEST_CASE("executor: a Trainium plan is refused, naming the instance type (planned and simulated only)", "[executor][runtime]") {
+  plan::Plan p;
+  p.model = tiny_model("tiny-gpt");
+  p.instance_type = "trn1.32xlarge";  // 16 Trainium chips
+  p.dp = 16;
+  p.global_batch = 16;
+  p.micro_batch = 1;
+  plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+  REQUIRE_ERROR_CONTAINS(check_accelerator_executable(ctx, "plan.json"),
+                         "plan.json: /cluster/instance_type: trn1.32xlarge (16 x Trainium, runtime \"neuron\") is planned and "
+                         "simulated, not executed");
+  REQUIRE_ERROR_CONTAINS(check_accelerator_executable(ctx, "plan.json"), "trainplan simulate");
+  REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()), "is planned and simulated, not executed");
+  // The same plan on an NVIDIA instance passes the check.
+  p.instance_type = "g5.12xlarge";
+  plan::PlanContext gpu = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  CHECK_NOTHROW(check_accelerator_executable(gpu, "plan.json"));
+}
+
 TEST_CASE("executor: a plan whose declared memory exceeds the limit does not fit, naming the rank",
           "[executor][runtime]") {
   RunSpec s;

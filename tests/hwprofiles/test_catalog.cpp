@@ -206,6 +206,8 @@ TEST_CASE("hwprofiles: every source id resolves and has a date, memory-only fact
     for (const auto& [group, ref] : cat.gpu(name).sources) check_ref(ref);
   for (const auto& name : cat.cpu_instance_names())
     for (const auto& [group, ref] : cat.cpu_instance(name).sources) check_ref(ref);
+  check_ref(cat.capacity_block_rules().source);
+  for (const auto& offer : cat.capacity_block_offers()) check_ref(offer.source);
   // No dead entries in the sources table.
   for (const auto& [id, source] : cat.sources()) {
     INFO("unused source " << id);

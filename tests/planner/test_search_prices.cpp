@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "test_support.hpp"
 #include "trainplan/core/json.hpp"
@@ -122,4 +123,33 @@ TEST_CASE("search: a cost objective over unpriced instances only is an error nam
   REQUIRE_ERROR_CONTAINS(planner::search(req, hw::Catalog::builtin()), "--prices");
   req.purchase = plan::Purchase::spot;  // its spot price is enough for a spot ranking
   CHECK_FALSE(planner::search(req, hw::Catalog::builtin()).ranked.empty());
+}
+
+TEST_CASE("search: a Capacity Block purchase pays whole reserved days and leaves out types without a block price",
+          "[planner]") {
+  const hw::Catalog& cat = hw::Catalog::builtin();
+  auto req = p5_request(planner::Objective::cost);
+  req.instance_types = {"p5.48xlarge", "p4d.24xlarge"};
+  req.purchase = plan::Purchase::capacity_block;
+  CHECK_FALSE(planner::missing_price(req, cat.instance("p5.48xlarge")));
+  CHECK(planner::missing_price(req, cat.instance("p4d.24xlarge")) == "EC2 Capacity Block");  // none in us-east-1
+  const auto res = planner::search(req, cat);
+  REQUIRE_FALSE(res.ranked.empty());
+  REQUIRE(res.unpriced.size() == 1);
+  CHECK(res.unpriced[0].instance_type == "p4d.24xlarge");
+  CHECK(planner::unpriced_note(req, res.unpriced).find("no EC2 Capacity Block price: p4d.24xlarge") != std::string::npos);
+  const double price = *cat.instance("p5.48xlarge").prices.capacity_block;  // 39.33 USD per instance-hour
+  for (const auto& c : res.ranked) {
+    CHECK(c.purchase == plan::Purchase::capacity_block);
+    CHECK(c.plan.purchase == plan::Purchase::capacity_block);
+    REQUIRE(c.objective_cost_usd);
+    // Closed form: instances x whole days (the run is under 14 days) x 24 h x price.
+    const double hours = c.time_to_train_s / 3600.0;
+    REQUIRE(hours < 14 * 24);
+    CHECK(*c.objective_cost_usd == Approx(c.plan.instance_count * std::ceil(hours / 24) * 24 * price));
+    CHECK(c.cost_capacity_block_usd == c.objective_cost_usd);
+    CHECK(*c.objective_cost_usd >= c.plan.instance_count * hours * price);
+  }
+  req.platform = plan::Platform::sagemaker;  // an EC2 purchase
+  CHECK(planner::missing_price(req, cat.instance("p5.48xlarge")) == "EC2 Capacity Block");
 }

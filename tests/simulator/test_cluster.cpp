@@ -14,15 +14,21 @@ using trainplan::testing::ProgramBuilder;
 
 namespace {
 
-double ring_allreduce_busbw(const hw::Cluster& cluster, int n, double bytes) {
-  ProgramBuilder b(n);
-  std::vector<int> ranks(static_cast<size_t>(n));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  b.collective(b.group(ranks, plan::CommPurpose::dp), plan::CollectiveKind::all_reduce, bytes);
+// Bus bandwidth of one ring all-reduce of `bytes` over GPUs `ranks` of `cluster` (the others idle).
+double ring_allreduce_busbw(const hw::Cluster& cluster, std::vector<int> ranks, double bytes) {
+  ProgramBuilder b(cluster.num_gpus());
+  const int n = static_cast<int>(ranks.size());
+  b.collective(b.group(std::move(ranks), plan::CommPurpose::dp), plan::CollectiveKind::all_reduce, bytes);
   sim::SimOptions opt;
   opt.dp_algorithm = plan::DpAlgorithm::ring;
   auto r = sim::simulate_step(b.program(), cluster, opt);
   return bytes / r.step_time_s * sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, n);
+}
+
+double ring_allreduce_busbw(const hw::Cluster& cluster, int n, double bytes) {
+  std::vector<int> ranks(static_cast<size_t>(n));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return ring_allreduce_busbw(cluster, std::move(ranks), bytes);
 }
 
 }  // namespace
@@ -64,4 +70,26 @@ TEST_CASE("simulator: symmetric and full fidelity agree on a p4d cluster", "[sim
   CHECK(sym.breakdown.exposed_comm_total_s() == Approx(full.breakdown.exposed_comm_total_s()).epsilon(1e-9));
   CHECK(sym.stats.ranks_simulated == h.tp * h.pp);
   CHECK(full.timeline.meta["gpu"] == "A100-SXM4-40GB");
+}
+
+TEST_CASE("simulator: ring all-reduce over 4 UltraServer instances reaches NVLink, across UltraServers EFA", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::InstanceType& p6e = cat.instance("p6e-gb200.36xlarge");
+  const double gib = 1024.0 * 1024 * 1024;
+  hw::Cluster c = hw::Cluster::build(p6e, 19, cat);  // UltraServer #0 (GPUs 0-71) and one instance of #1
+  // tp x pp inside the 72-GPU domain: 16 GPUs on instances 14-17, one ring over NVLink; NVLS on
+  // Blackwell behind NVSwitch moves the full link rate (nccl_nvlink_share = 1).
+  std::vector<int> in_domain(16);
+  std::iota(in_domain.begin(), in_domain.end(), 56);
+  const double nvl = p6e.topology.nvswitch_bandwidth_bytes_per_s * sim::nccl_nvlink_share("10.0", true);
+  const double busbw1 = ring_allreduce_busbw(c, in_domain, gib);
+  CHECK(busbw1 <= nvl * 1.0000001);
+  CHECK(busbw1 > 0.95 * nvl);
+  // Instances 17 and 18 belong to two UltraServers: the ring crosses EFA (4 x 400 Gbps).
+  std::vector<int> across(8);
+  std::iota(across.begin(), across.end(), 68);
+  const double net = p6e.network.bandwidth_bytes_per_s;
+  const double busbw2 = ring_allreduce_busbw(c, across, gib);
+  CHECK(busbw2 <= net * 1.0000001);
+  CHECK(busbw2 > 0.9 * net);
 }

@@ -192,6 +192,11 @@ class Runtime {
 /// which knows no cp_rank).
 void check_executable(const plan::Plan& plan, const std::string& plan_file = "");
 
+/// Throws Error (at `plan_file`, /cluster/instance_type) when the plan's accelerator has no
+/// backend here: AWS Trainium (runtime "neuron", trn1 / trn1n / trn2) is planned and simulated,
+/// never executed. `trainplan execute` and the Runtime constructor call it.
+void check_accelerator_executable(const plan::PlanContext& ctx, const std::string& plan_file = "");
+
 /// The step's memory declared by the program, per rank: static_bytes + the peak of the live
 /// alloc/free bytes in task order.
 std::vector<double> declared_peak_memory(const plan::StepProgram& program);

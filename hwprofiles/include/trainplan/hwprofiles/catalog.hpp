@@ -25,6 +25,7 @@
 
 #include "trainplan/core/json.hpp"
 #include "trainplan/core/precision.hpp"
+#include "trainplan/hwprofiles/capacity_block.hpp"
 
 namespace trainplan::hw {
 
@@ -39,7 +40,8 @@ struct Source {
 
 /// Field groups an instance names a source for (InstanceType::sources keys), in display
 /// order: hardware, topology, pcie, network, efa, gpudirect_rdma, network_latency, storage,
-/// ebs, ec2_on_demand, sagemaker, sagemaker_uplift, spot, spot_discount, interruption.
+/// ebs, ec2_on_demand, sagemaker, sagemaker_uplift, spot, spot_discount, interruption,
+/// capacity_block (filled from the catalog's Capacity Block offers, never named by an instance).
 const std::vector<std::string>& instance_source_groups();
 /// Field groups of a GPU (GpuSpec::sources keys): memory, peaks, tdp, compute_capability,
 /// sm_count, cublas_workspace (all required) and mamf (required when `mamf` is given).
@@ -49,8 +51,12 @@ const std::vector<std::string>& interruption_buckets();
 
 struct GpuSpec {
   std::string name;                 // "A100-SXM4-40GB"
-  std::string arch;                 // "Ampere"
-  std::string compute_capability;   // "8.0" (the executor builds sm_80 for it)
+  std::string arch;                 // "Ampere"; "Blackwell" (10.0) for B200; "Trainium2" for AWS chips
+  std::string compute_capability;   // "8.0" (the executor builds sm_80 for it); empty for a Neuron chip
+  /// Software stack that drives the accelerator: "cuda" (NVIDIA GPUs: planned, simulated and
+  /// executed) or "neuron" (AWS Trainium: planned and simulated only, `trainplan execute`
+  /// refuses it since no backend here runs Neuron code).
+  std::string runtime = "cuda";
   double memory_bytes = 0;          // HBM/GDDR capacity as sold (40 GB = 40e9... see catalog)
   double memory_bandwidth_bytes_per_s = 0;
   /// Dense peak FLOP/s per precision (tensor cores where they exist; fp32 is the CUDA-core
@@ -75,6 +81,8 @@ struct GpuSpec {
   std::string file;                 // catalog file it came from
 
   bool supports(Precision p) const { return peak_flops.count(p) != 0; }
+  /// True when an executor backend here can run on this accelerator (runtime "cuda").
+  bool executable() const { return runtime == "cuda"; }
   /// Peak for `p`; throws Error if unsupported.
   double peak_flops_per_s(Precision p) const;
   /// Measured maximum matmul FLOP/s over the dense peak for `p`; nullopt where not measured.
@@ -116,6 +124,11 @@ struct IntraNodeTopology {
   double inter_socket_latency_s = 0;
   /// PCIe generation of the GPU host link (3, 4, 5), for display.
   int pcie_generation = 0;
+  /// nvswitch only: instances whose GPUs share one NVLink switch domain (an EC2 UltraServer:
+  /// 18 for u-p6e-gb200x72, 4 GPUs each = 72 GPUs). 1 = the NVLink domain ends at the
+  /// instance (every other type). Instances 0..n-1 of a cluster form the first domain, n..2n-1
+  /// the next, and so on.
+  int nvlink_domain_instances = 1;
 };
 
 struct NetworkSpec {
@@ -165,6 +178,11 @@ struct Prices {
   /// AWS Spot Advisor bucket: "<5%", "5-10%", "10-15%", "15-20%", ">20%" (monthly rate).
   std::string interruption_bucket;
   std::string region;
+  /// EC2 Capacity Block for ML reservation price in `region` (USD per instance-hour, paid up
+  /// front for whole days / weeks: capacity_block.hpp), from the catalog's offers or a price
+  /// file; nullopt where none is published. `capacity_block_rules` are the catalog's rules.
+  std::optional<double> capacity_block;
+  CapacityBlockRules capacity_block_rules;
 };
 
 struct InstanceType {
@@ -276,6 +294,13 @@ class Catalog {
   void derate_network(const std::string& name, double factor, const std::string& why);
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
+  /// EC2 Capacity Blocks for ML (catalog key "capacity_blocks"): the reservation rules and the
+  /// published prices per instance type and region (capacity_block.hpp).
+  const CapacityBlockRules& capacity_block_rules() const { return cb_rules_; }
+  const std::vector<CapacityBlockOffer>& capacity_block_offers() const { return cb_offers_; }
+  /// The offer for `instance_type` in `region`, or nullptr (no published block price there).
+  const CapacityBlockOffer* capacity_block_offer(const std::string& instance_type, const std::string& region) const;
+
  private:
   std::map<std::string, GpuSpec> gpus_;
   std::map<std::string, InstanceType> instances_;
@@ -283,6 +308,10 @@ class Catalog {
   std::map<std::string, Source> sources_;
   std::map<std::string, CpuInstanceType> cpu_instances_;
   std::vector<std::string> cpu_order_;
+  CapacityBlockRules cb_rules_;
+  std::vector<CapacityBlockOffer> cb_offers_;
+  // Sets `instance`'s Capacity Block price from the offer of its price region (none: reset).
+  void price_capacity_block(InstanceType& instance) const;
 };
 
 /// The catalog a command should use: the built-in one, or every *.json under `dir` when

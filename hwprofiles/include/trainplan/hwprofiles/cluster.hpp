@@ -19,7 +19,13 @@
 //
 // Ids: vertices and links are numbered node by node (node k's block is the same as node 0's,
 // shifted), each physical link's two directions are consecutive ids (forward = lower device
-// first), and the fabric vertex is the last vertex.
+// first), and the fabric vertex follows the nodes.
+//
+// NVLink domains spanning instances (EC2 UltraServers, InstanceType::topology
+// .nvlink_domain_instances = n > 1, p6e-gb200): after the fabric comes one `nvlink_domain`
+// vertex per n consecutive instances, joined to each of their NVSwitches; GPUs of one domain
+// route over NVLink (the same bandwidth and latency as inside an instance), GPUs of different
+// domains over the NICs and the fabric.
 #pragma once
 
 #include <memory>
@@ -30,7 +36,7 @@
 
 namespace trainplan::hw {
 
-enum class VertexKind { gpu, nvswitch, pcie_switch, cpu, nic, fabric };
+enum class VertexKind { gpu, nvswitch, pcie_switch, cpu, nic, fabric, nvlink_domain };
 enum class LinkKind { nvlink, nvswitch, pcie, inter_socket, nic, network };
 std::string_view vertex_kind_name(VertexKind k);
 std::string_view link_kind_name(LinkKind k);
@@ -38,7 +44,7 @@ std::string_view link_kind_name(LinkKind k);
 struct Vertex {
   int id = 0;
   VertexKind kind = VertexKind::gpu;
-  int node = 0;         // instance index; the fabric has node -1
+  int node = 0;         // instance index; the fabric and NVLink domains have node -1
   int local_index = 0;  // index among vertices of this kind in its node
   std::string name;     // "n0.gpu3", "n1.nic0", "fabric"
   /// NIC vertices: network devices bonded into this vertex. When an instance has more NICs
@@ -105,6 +111,9 @@ class Cluster {
  private:
   struct Impl;
   explicit Cluster(std::unique_ptr<Impl> impl);
+  // build() with `domain` instances per NVLink domain (the route templates of nodes in
+  // different domains come from a 2-node graph built with domain 1).
+  static Cluster build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain);
   std::unique_ptr<Impl> impl_;
 };
 

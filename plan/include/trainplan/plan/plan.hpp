@@ -40,7 +40,9 @@ enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b };
 /// all-gather); Horovod (NCCL ring all-reduce of fusion buffers of at most bucket_size_bytes,
 /// started on its background thread's cycle).
 enum class DpAlgorithm { ring, tree, hierarchical, parameter_server, smddp, horovod };
-enum class Purchase { on_demand, spot };
+/// capacity_block: an EC2 Capacity Block for ML, reserved and paid up front for whole days (up
+/// to 14) or weeks (hwprofiles/capacity_block.hpp); it runs like on-demand (no interruptions).
+enum class Purchase { on_demand, spot, capacity_block };
 enum class Platform { ec2, sagemaker };
 /// How attention runs: `flash` = one fused kernel that never stores the score matrix
 /// (FlashAttention-2/3, cuDNN fused attention, PyTorch SDPA's flash / memory-efficient paths);
@@ -57,7 +59,7 @@ std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarc
 /// Every DpAlgorithm, in declaration order (for parsers and choice lists).
 inline constexpr DpAlgorithm kDpAlgorithms[] = {DpAlgorithm::ring, DpAlgorithm::tree, DpAlgorithm::hierarchical,
                                                 DpAlgorithm::parameter_server, DpAlgorithm::smddp, DpAlgorithm::horovod};
-std::string_view purchase_name(Purchase p);          // "on-demand", "spot"
+std::string_view purchase_name(Purchase p);          // "on-demand", "spot", "capacity-block"
 std::string_view platform_name(Platform p);          // "ec2", "sagemaker"
 std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused", "flash1"
 /// Whether the attention runs as one fused kernel (flash or flash1).

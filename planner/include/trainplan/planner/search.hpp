@@ -219,6 +219,9 @@ struct Candidate {
   double gpus = 0;
   std::optional<double> cost_on_demand_usd;  // time_to_train x on-demand price (request's platform)
   std::optional<double> cost_spot_usd;       // time_to_train x spot price, no interruptions
+  /// EC2 Capacity Block: instances x time_to_train rounded up to whole days (whole weeks past
+  /// 14 days) x the block price, paid up front; nullopt without a published block price.
+  std::optional<double> cost_capacity_block_usd;
   std::optional<JobOutcome> on_demand_job;   // whole job (purchase both)
   std::optional<JobOutcome> spot_job;        // whole job with interruptions (purchase spot or both)
   std::optional<SimulatedStep> simulated;
@@ -325,6 +328,11 @@ int64_t default_global_batch(const models::ModelSpec& spec);
 /// Price per instance-hour for the platform, if known.
 std::optional<double> on_demand_price(const hw::InstanceType& inst, plan::Platform platform);
 std::optional<double> spot_price(const hw::InstanceType& inst, plan::Platform platform);
+/// What `instances` of `inst` reserved as an EC2 Capacity Block for a job of `seconds` cost (the
+/// reservation, rounded up to whole days / weeks); nullopt without a block price or on
+/// SageMaker (Capacity Blocks are an EC2 purchase).
+std::optional<double> capacity_block_cost_usd(const hw::InstanceType& inst, plan::Platform platform, int instances,
+                                              double seconds);
 /// Whether the objective ranks by cost (cost, cost under a deadline, time under a budget).
 bool ranks_by_cost(Objective objective);
 /// The price `inst` lacks for the request's platform and purchase option ("EC2 on-demand",
@@ -334,6 +342,10 @@ std::optional<std::string> missing_price(const SearchRequest& req, const hw::Ins
 /// One note line naming the unpriced types and the missing price, saying whether they were
 /// left out (cost objectives) or ranked without a cost (time); empty when `unpriced` is.
 std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedType>& unpriced);
+/// One note line naming those of `instance_types` whose accelerator trainplan cannot execute
+/// (AWS Trainium: runtime "neuron"): they are planned and simulated only, and `trainplan
+/// execute` refuses their plans. Empty when every type is executable (or unknown).
+std::string not_executed_note(const hw::Catalog& catalog, const std::vector<std::string>& instance_types);
 
 /// Indices of the points on the Pareto frontier of (x, y), both minimised: no other point is
 /// <= in both and < in one. Sorted by x; of equal points only the first (lowest index) is

@@ -150,7 +150,8 @@ NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cp
 /// per-link NVLink bandwidth (topo.h: 20.0 GB/s for sm_70/sm_80, 12.0 sm_86, 20.6 sm_90, 40.1
 /// sm_100) over the link's rate (25 GB/s NVLink 2-4, 14.06 GA10x NVLink 3, 50 NVLink 5).
 /// On Hopper and later behind NVSwitch, NCCL reduces in the switch (NVLS) and reaches the
-/// full link rate: 1.
+/// full link rate: 1. An empty compute capability (an accelerator without CUDA: Trainium's
+/// NeuronLink, modelled as NVSwitch links) also gives 1.
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch);
 
 /// The phases of one collective. `groups` holds one or more copies of the group (GPU ids, each
