@@ -71,7 +71,8 @@ std::string shape_summary(const ModelSpec& s) {
     case Family::mlp: return fmt::format("widths [{}], {}", fmt::join(s.mlp_widths, ", "), models::activation_name(s.activation));
     default: break;
   }
-  std::string out = fmt::format("{} layers, hidden {}, {} heads (head size {}", s.layers, s.hidden, s.heads, s.head_dim());
+  const int64_t head = s.is_mla() ? s.qk_nope_head_dim + s.qk_rope_head_dim : s.head_dim();  // MLA: the q/k head
+  std::string out = fmt::format("{} layers, hidden {}, {} heads (head size {}", s.layers, s.hidden, s.heads, head);
   if (s.kv_heads != s.heads) out += fmt::format(", {} kv heads", s.kv_heads);
   out += fmt::format("), ffn {}", s.ffn_hidden);
   if (s.family == Family::vit)
@@ -96,6 +97,9 @@ std::string shape_summary(const ModelSpec& s) {
     variants.push_back(fmt::format("sliding window {} on {} of {} layers", s.sliding_window, s.num_local_layers(), s.layers));
   if (s.attn_softcap > 0) variants.push_back(fmt::format("attention soft-cap {:g}", s.attn_softcap));
   if (s.logit_softcap > 0) variants.push_back(fmt::format("logit soft-cap {:g}", s.logit_softcap));
+  if (s.is_mla())
+    variants.push_back(fmt::format("multi-head latent attention (q rank {}, kv rank {}, q/k head {} + {} rope, v head {})",
+                                   s.q_lora_rank, s.kv_lora_rank, s.qk_nope_head_dim, s.qk_rope_head_dim, s.v_head_dim));
   if (s.is_moe()) {
     const auto moe_blocks = s.moe_layers.empty() ? s.layers : std::count(s.moe_layers.begin(), s.moe_layers.end(), true);
     std::string moe = fmt::format("mixture of experts on {} of {} layers: {} experts of ffn {}, top {}", moe_blocks,

@@ -31,6 +31,7 @@ json::Json op_json(const Op& op) {
   if (op.window > 0) j["window"] = op.window;
   if (op.qk_norm) j["qk_norm"] = true;
   if (op.softcap > 0) j["softcap"] = op.softcap;
+  if (op.v_head_dim > 0) j["v_head_dim"] = op.v_head_dim;
   if (op.expert) j["expert"] = true;
   if (op.num_experts > 0) {
     j["num_experts"] = op.num_experts;
@@ -91,6 +92,13 @@ json::Json model_json(const ModelGraph& g, std::optional<int> ops_unit) {
     }
     if (s.attn_softcap > 0) shape["attn_softcap"] = s.attn_softcap;
     if (s.logit_softcap > 0) shape["logit_softcap"] = s.logit_softcap;
+    if (s.is_mla()) {
+      shape["q_lora_rank"] = s.q_lora_rank;
+      shape["kv_lora_rank"] = s.kv_lora_rank;
+      shape["qk_nope_head_dim"] = s.qk_nope_head_dim;
+      shape["qk_rope_head_dim"] = s.qk_rope_head_dim;
+      shape["v_head_dim"] = s.v_head_dim;
+    }
     if (s.is_moe()) {
       shape["num_experts"] = s.num_experts;
       shape["experts_per_token"] = s.experts_per_token;

@@ -130,6 +130,30 @@ void validate_moe(const Checker& c) {
            "mark at least one layer true, or remove num_experts for a dense model");
 }
 
+// Multi-head latent attention fields: all or none, the rope part even (rotary pairs).
+void validate_mla(const Checker& c) {
+  const ModelSpec& s = c.spec;
+  const bool any = s.q_lora_rank != 0 || s.kv_lora_rank != 0 || s.qk_nope_head_dim != 0 || s.qk_rope_head_dim != 0 ||
+                   s.v_head_dim != 0;
+  if (!any) return;
+  const std::string hint = "DeepSeek-V3: q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128";
+  if (!s.is_decoder())
+    c.fail("kv_lora_rank", fmt::format("multi-head latent attention needs a decoder (gpt or llama), not {}", family_name(s.family)),
+           "remove the MLA fields, or use family \"llama\"");
+  if (s.q_lora_rank < 0) c.fail("q_lora_rank", fmt::format("q_lora_rank must not be negative, got {}", s.q_lora_rank), hint);
+  if (s.kv_lora_rank < 1)
+    c.fail("kv_lora_rank", fmt::format("multi-head latent attention needs kv_lora_rank > 0, got {}", s.kv_lora_rank), hint);
+  if (s.qk_nope_head_dim < 0) c.positive("qk_nope_head_dim", s.qk_nope_head_dim);
+  c.positive("qk_rope_head_dim", s.qk_rope_head_dim);
+  c.positive("v_head_dim", s.v_head_dim);
+  if (s.position == PositionEmbedding::rotary && s.qk_rope_head_dim % 2 != 0)
+    c.fail("qk_rope_head_dim", fmt::format("the rotary part of a head must be even, got {}", s.qk_rope_head_dim), hint);
+  if (s.kv_heads != s.heads)
+    c.fail("kv_heads", fmt::format("multi-head latent attention has a key and value per head: kv_heads {} != heads {}",
+                                   s.kv_heads, s.heads),
+           "leave kv_heads out with MLA");
+}
+
 // The divisors of n closest to `near` (for hints such as "use 16 or 24 heads").
 std::string nearby_divisors(int64_t n, int64_t near) {
   int64_t below = 0, above = 0;
@@ -186,6 +210,7 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
       c.fail(s.attn_softcap >= 0 ? "logit_softcap" : "attn_softcap", "soft-caps must not be negative",
              "0 for none, e.g. 50 (attention) and 30 (logits) for Gemma 2");
     validate_moe(c);
+    validate_mla(c);
     if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
     if (!(s.dropout_p >= 0 && s.dropout_p < 1))
       c.fail("dropout_p", fmt::format("dropout_p must be in [0, 1), got {}", s.dropout_p), "typically 0.1");
@@ -323,6 +348,13 @@ const FieldDef kFields[] = {
      [](const json::Reader& r, ModelSpec& s) {
        s.moe_layers.assign(static_cast<size_t>(r.as_nonnegative_int(limits::kMaxLayers)), false);
      }},
+    {"q_lora_rank", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.q_lora_rank = r.as_positive_int(limits::kMaxWidth); }},
+    {"kv_lora_rank", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.kv_lora_rank = r.as_positive_int(limits::kMaxWidth); }},
+    {"qk_nope_head_dim", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) { s.qk_nope_head_dim = r.as_nonnegative_int(limits::kMaxWidth); }},
+    {"qk_rope_head_dim", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) { s.qk_rope_head_dim = r.as_positive_int(limits::kMaxWidth); }},
+    {"v_head_dim", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.v_head_dim = r.as_positive_int(limits::kMaxWidth); }},
     {"max_positions", kText, [](const json::Reader& r, ModelSpec& s) { s.max_positions = r.as_positive_int(limits::kMaxSeqLen); }},
     {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(limits::kMaxVocab); }},
     {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(limits::kMaxSeqLen); }},

@@ -103,9 +103,93 @@ class TransformerBuilder {
     return maybe_dropout("embed.dropout", x);
   }
 
+  // Multi-head latent attention (DeepSeek-V2/V3): q_down -> q_norm -> q_up (or q), kv_down ->
+  // kv_norm -> kv_up, attention over [q, kv, kv_down], proj -> dropout. The down projections
+  // are replicated under tp (as Megatron-Core's MLA), the up projections column-split, the
+  // attention by heads, proj by rows. Saved (Korthikanti et al.'s accounting): the block
+  // input once (q_down; kv_down reads the same tensor), each norm and up projection its
+  // input, the attention its softmax, proj its input and Q, K, V.
+  int mla_attention_part(const std::string& p, int x) {
+    const int64_t s = dims_.s, h = dims_.h, a = dims_.a;
+    const int64_t dr = spec_.qk_rope_head_dim, dqk = spec_.qk_nope_head_dim + dr, dv = spec_.v_head_dim;
+    const int64_t rq = spec_.q_lora_rank, rkv = spec_.kv_lora_rank;
+    const double sd = static_cast<double>(s);
+    int q = -1;
+    if (rq > 0) {
+      Op down = make_linear(p + ".attn.q_down", TpSplit::replicated, x, s, h, rq, false);
+      set_saved(down, sh(), 0, false);
+      const int down_id = b_.add(std::move(down));
+      const int n = latent_norm(p + ".attn.q_norm", down_id, rq);
+      Op up = make_linear(p + ".attn.q_up", TpSplit::column, n, s, rq, a * dqk, false);
+      set_saved(up, sd * static_cast<double>(rq), 0, false);
+      q = b_.add(std::move(up));
+    } else {
+      Op qp = make_linear(p + ".attn.q", TpSplit::column, x, s, h, a * dqk, false);
+      set_saved(qp, sh(), 0, false);
+      q = b_.add(std::move(qp));
+    }
+    Op kv_down = make_linear(p + ".attn.kv_down", TpSplit::replicated, x, s, h, rkv + dr, false);
+    set_saved(kv_down, 0, 0, false);  // its input x is saved by q_down (or q)
+    const int kv_down_id = b_.add(std::move(kv_down));
+    const int kv_n = latent_norm(p + ".attn.kv_norm", kv_down_id, rkv);
+    Op kv_up = make_linear(p + ".attn.kv_up", TpSplit::column, kv_n, s, rkv, a * (spec_.qk_nope_head_dim + dv), false);
+    set_saved(kv_up, sd * static_cast<double>(rkv), 0, false);
+    const int kv_up_id = b_.add(std::move(kv_up));
+
+    Op att;
+    att.name = p + ".attn.core";
+    att.kind = OpKind::attention;
+    att.tp_split = TpSplit::heads;
+    att.inputs = {q, kv_up_id, kv_down_id};
+    att.heads = a;
+    att.kv_heads = a;
+    att.head_dim = dqk;
+    att.v_head_dim = dv;
+    att.causal = true;
+    att.rotary = spec_.position == PositionEmbedding::rotary;
+    att.rope_theta = att.rotary ? spec_.rope_theta : 0;
+    att.rotary_dims = att.rotary ? dr : 0;
+    att.dropout_p = dropout() ? spec_.dropout_p : 0;
+    const double scores = static_cast<double>(a) * sd * sd;
+    // QK^T over dqk and AV over dv: 2 s^2 a (dqk + dv) forward, twice that backward.
+    const double mm = 2 * scores * static_cast<double>(dqk + dv);
+    att.flops_fwd = mm + kSoftmaxCost.fwd * scores;
+    att.flops_bwd = 2 * mm + kSoftmaxCost.bwd * scores;
+    if (dropout()) {
+      att.flops_fwd += kDropoutCost.fwd * scores;
+      att.flops_bwd += kDropoutCost.bwd * scores;
+    }
+    const double q_elems = sd * static_cast<double>(a * dqk);
+    const double k_elems = q_elems, v_elems = sd * static_cast<double>(a * dv);
+    if (att.rotary) {  // the rope part of every query head and the one shared rope key
+      const double rotated = sd * static_cast<double>((a + 1) * dr);
+      att.flops_fwd += kRotaryCost.fwd * rotated;
+      att.flops_bwd += kRotaryCost.bwd * rotated;
+    }
+    att.mem_elems_fwd = q_elems + k_elems + 2 * v_elems + scores * (dropout() ? 6 : 4);
+    att.mem_elems_bwd = 2 * att.mem_elems_fwd;
+    att.out_shape = {s, a * dv};
+    set_saved(att, dropout() ? 2 * scores : scores, dropout() ? scores : 0, true, true);
+    const int att_id = b_.add(std::move(att));
+
+    Op proj = make_linear(p + ".attn.proj", TpSplit::row, att_id, s, a * dv, h, spec_.bias);
+    set_saved(proj, v_elems + q_elems + k_elems + v_elems, 0, true);
+    const int proj_id = b_.add(std::move(proj));
+    return maybe_dropout(p + ".attn.dropout", proj_id);
+  }
+
+  // RMSNorm of an MLA latent (the first `width` columns of x; kv_down's rope columns pass
+  // around it): saves its input.
+  int latent_norm(const std::string& name, int x, int64_t width) {
+    Op op = make_norm(name, OpKind::rmsnorm, x, {dims_.s, width}, width, false, spec_.norm_eps);
+    set_saved(op, static_cast<double>(dims_.s) * static_cast<double>(width), 0, false);
+    return b_.add(std::move(op));
+  }
+
   // qkv -> attention -> proj -> dropout; returns the dropout (or proj) op. `layer` is the
   // block's 0-based index (for its sliding window).
   int attention_part(const std::string& p, int x, int64_t layer) {
+    if (spec_.is_mla()) return mla_attention_part(p, x);
     const auto [s, h, a, kv, d, f, V] = dims_;
     (void)f;
     (void)V;

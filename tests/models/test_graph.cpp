@@ -58,6 +58,15 @@ void check_shapes(const ModelGraph& g) {
         break;
       }
       case OpKind::attention:
+        if (op.v_head_dim > 0) {  // MLA: [q, kv, latent]
+          REQUIRE(in.size() == 3);
+          const int64_t nope = op.head_dim - op.rotary_dims;
+          CHECK(in[0] == std::vector<int64_t>{s.seq_len, op.heads * op.head_dim});
+          CHECK(in[1] == std::vector<int64_t>{s.seq_len, op.heads * (nope + op.v_head_dim)});
+          CHECK(in[2] == std::vector<int64_t>{s.seq_len, s.kv_lora_rank + op.rotary_dims});
+          CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, op.heads * op.v_head_dim});
+          break;
+        }
         REQUIRE(in.size() == 1);
         CHECK(in[0] == std::vector<int64_t>{s.seq_len, (op.heads + 2 * op.kv_heads) * op.head_dim});
         CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, op.heads * op.head_dim});
@@ -73,8 +82,17 @@ void check_shapes(const ModelGraph& g) {
         CHECK(in[0] == op.out_shape);
         CHECK(in[1] == op.out_shape);
         break;
-      case OpKind::layernorm:
       case OpKind::rmsnorm:
+        if (op.name.size() > 13 && op.name.substr(op.name.size() - 13) == ".attn.kv_norm") {  // MLA latent
+          REQUIRE(in.size() == 1);
+          CHECK(in[0] == std::vector<int64_t>{s.seq_len, s.kv_lora_rank + s.qk_rope_head_dim});
+          CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, s.kv_lora_rank});
+          break;
+        }
+        REQUIRE(in.size() == 1);
+        CHECK(in[0] == op.out_shape);
+        break;
+      case OpKind::layernorm:
       case OpKind::batchnorm:
       case OpKind::dropout:
         REQUIRE(in.size() == 1);

@@ -1,6 +1,8 @@
 // Mixture-of-experts graphs: closed-form parameters, FLOPs and saved activations of a small
 // MoE spec, the one-expert reduction to a dense MLP, published total and active parameter
-// counts of the catalog's MoE models, and errors of bad expert fields.
+// counts of the catalog's MoE models, multi-head latent attention (closed forms, DeepSeek-V3),
+// the Hugging Face MoE types, and errors of bad expert and MLA fields.
+#include <algorithm>
 #include <cmath>
 
 #include "model_test_support.hpp"
@@ -12,11 +14,11 @@ using trainplan::testing::require_located_error;
 
 namespace {
 
-// A Llama-style decoder (GQA 4 heads of 16, 2 kv heads); `moe` appends expert fields.
-ModelSpec small(const std::string& moe) {
-  const std::string text = R"({"name": "m", "family": "llama", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2,
-                               "ffn_hidden": 176, "vocab": 256, "seq_len": 32)" +
-                           (moe.empty() ? "" : ", " + moe) + "}";
+// A Llama-style decoder (GQA 4 heads of 16, 2 kv heads unless `mha`); `moe` appends fields.
+ModelSpec small(const std::string& moe, bool mha = false) {
+  const std::string text = R"({"name": "m", "family": "llama", "layers": 2, "hidden": 64, "heads": 4, )" +
+                           std::string(mha ? "" : R"("kv_heads": 2, )") +
+                           R"("ffn_hidden": 176, "vocab": 256, "seq_len": 32)" + (moe.empty() ? "" : ", " + moe) + "}";
   return parse_model_file(text, "m.json").at(0);
 }
 
@@ -214,4 +216,157 @@ TEST_CASE("models: bad expert fields are errors naming the field's pointer", "[m
   bert.num_experts = 4;
   bert.experts_per_token = 1;
   require_located_error([&] { (void)build_graph(bert); }, "m.json", "/num_experts", "needs a decoder");
+}
+
+namespace {
+
+// The small decoder with multi-head latent attention: q rank 24, kv rank 16, q/k heads 8 + 4
+// rope, v heads 8 (`q_rank` 0: queries projected directly).
+ModelSpec small_mla(int q_rank) {
+  const std::string q = q_rank > 0 ? R"("q_lora_rank": )" + std::to_string(q_rank) + ", " : "";
+  return small(q + R"("kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8)", true);
+}
+
+}  // namespace
+
+TEST_CASE("models: multi-head latent attention parameters and FLOPs in closed form", "[models][mla]") {
+  constexpr double a = 4, rq = 24, rkv = 16, dn = 8, dr = 4, dv = 8;
+  ModelGraph g = build_graph(small_mla(24));
+  const double attn = h * rq + rq + rq * a * (dn + dr) + h * (rkv + dr) + rkv + rkv * a * (dn + dv) + a * dv * h;
+  const double mlp = 3 * h * f, norms = 2 * h;
+  CHECK(g.total_params() == L * (attn + mlp + norms) + 2 * V * h + h);
+  const Op& core = g.op_named("block1.attn.core");
+  CHECK(core.head_dim == 12);
+  CHECK(core.v_head_dim == 8);
+  CHECK(core.rotary_dims == 4);
+  CHECK(core.inputs == std::vector<int>{g.op_named("block1.attn.q_up").id, g.op_named("block1.attn.kv_up").id,
+                                        g.op_named("block1.attn.kv_down").id});
+  // QK^T over nope + rope, AV over v; softmax 5 per score; rotary 3 per rope element of the
+  // a query heads and the one shared key.
+  CHECK(core.flops_fwd == 2 * a * s * s * (dn + dr + dv) + 5 * a * s * s + 3 * s * (a + 1) * dr);
+  CHECK(core.flops_bwd == 4 * a * s * s * (dn + dr + dv) + 4 * a * s * s + 3 * s * (a + 1) * dr);
+  CHECK(g.op_named("block1.attn.q_up").flops_fwd == 2 * s * rq * a * (dn + dr));
+  CHECK(g.op_named("block1.attn.kv_up").flops_fwd == 2 * s * rkv * a * (dn + dv));
+  CHECK(g.op_named("block1.attn.proj").flops_fwd == 2 * s * a * dv * h);
+  CHECK(g.op_named("block1.attn.q_down").tp_split == TpSplit::replicated);
+  CHECK(g.op_named("block1.attn.kv_up").tp_split == TpSplit::column);
+  // Saved: the block input once, each latent twice (norm and up projection), the softmax,
+  // and proj's input with Q, K, V.
+  CHECK(sum_over(g, "block1.attn.", &Op::saved_elems) ==
+        s * h + 2 * s * rq + 2 * s * rkv + a * s * s + s * a * dv + 2 * s * a * (dn + dr) + s * a * dv);
+  // Without a query rank: one h -> a (dn + dr) projection.
+  ModelGraph direct = build_graph(small_mla(0));
+  CHECK(direct.total_params() == g.total_params() - L * (h * rq + rq + rq * a * (dn + dr)) + L * h * a * (dn + dr));
+  CHECK(direct.op_named("block1.attn.core").inputs.front() == direct.op_named("block1.attn.q").id);
+}
+
+TEST_CASE("models: DeepSeek-V3 (MLA, 3 dense + 58 MoE layers) has 671B parameters, 37B active", "[models][mla][moe]") {
+  ModelGraph g = build_graph(ModelCatalog::builtin().spec("deepseek-v3"));
+  INFO("total " << g.total_params() << ", active " << g.active_params());
+  CHECK(std::fabs(g.total_params() / 671e9 - 1) <= 0.005);
+  CHECK(std::fabs(g.active_params() / 37e9 - 1) <= 0.02);
+  CHECK_NOTHROW(g.op_named("block3.mlp.fc1"));
+  CHECK_NOTHROW(g.op_named("block4.mlp.router"));
+  CHECK(g.op_named("block4.mlp.experts.fc1").weight_shape == std::vector<int64_t>{256, 7168, 4096});
+}
+
+TEST_CASE("models: bad MLA fields are errors naming the field's pointer", "[models][mla]") {
+  require_located_error([] { (void)small(R"("kv_lora_rank": 16, "qk_nope_head_dim": 8, "v_head_dim": 8)"); }, "m.json",
+                        "/qk_rope_head_dim", "must be a positive integer, got 0");
+  require_located_error([] { (void)small(R"("q_lora_rank": 16, "qk_rope_head_dim": 4, "v_head_dim": 8)"); }, "m.json",
+                        "/kv_lora_rank", "needs kv_lora_rank > 0");
+  require_located_error(
+      [] { (void)small(R"("kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 3, "v_head_dim": 8)"); }, "m.json",
+      "/qk_rope_head_dim", "must be even");
+  require_located_error([] { (void)small(R"("kv_lora_rank": 16, "qk_rope_head_dim": 4, "v_head_dim": 8)"); }, "m.json",
+                        "/kv_heads", "a key and value per head");
+}
+
+namespace {
+
+std::string hf(const std::string& dir) { return trainplan::testing::source_path("tests/models/data/hf/" + dir + "/config.json"); }
+
+ModelSpec import_text(const std::string& text) {
+  return import_hf_config_json(json::parse_text(text, "config.json"), "test", "config.json");
+}
+
+// A qwen2_moe config with `extra` keys (4 layers of hidden 64).
+std::string qwen2_moe(const std::string& extra) {
+  return R"({"model_type": "qwen2_moe", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+             "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 64, "num_experts": 4,
+             "num_experts_per_tok": 2, "moe_intermediate_size": 32, "shared_expert_intermediate_size": 64)" +
+         (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+}  // namespace
+
+TEST_CASE("models: HF mixtral, qwen2_moe, qwen3_moe and deepseek_v3 configs give the catalog models and published counts", "[models][moe]") {
+  struct Case {
+    const char* dir;
+    const char* catalog_name;
+    double published_total, published_active, tolerance;
+  };
+  const Case cases[] = {{"mixtral-8x7b-v0.1", "mixtral-8x7b", 46.7e9, 12.9e9, 0.005},
+                        {"qwen1.5-moe-a2.7b", "qwen1.5-moe-a2.7b", 14.3e9, 2.7e9, 0.005},
+                        {"qwen3-30b-a3b", "qwen3-30b-a3b", 30.5e9, 3.3e9, 0.005},
+                        {"deepseek-v3", "deepseek-v3", 671e9, 37e9, 0.005}};
+  for (const auto& c : cases) {
+    INFO(c.dir);
+    ModelSpec imported = import_hf_config(hf(c.dir));
+    const ModelSpec& cat = ModelCatalog::builtin().spec(c.catalog_name);
+    set_seq_len(imported, cat.seq_len, "--seq-len");
+    ModelGraph a = build_graph(imported);
+    ModelGraph b = build_graph(cat);
+    CHECK(a.total_params() == b.total_params());
+    CHECK(a.active_params() == b.active_params());
+    CHECK(a.training_flops_per_sample() == b.training_flops_per_sample());
+    CHECK(a.saved_bytes_per_sample(Precision::bf16) == b.saved_bytes_per_sample(Precision::bf16));
+    CHECK(std::fabs(a.total_params() / c.published_total - 1) <= c.tolerance);
+    CHECK(std::fabs(a.active_params() / c.published_active - 1) <= 0.02);  // rounded labels
+  }
+  ModelSpec mixtral = import_hf_config(hf("mixtral-8x7b-v0.1"));
+  CHECK(mixtral.num_experts == 8);
+  CHECK(mixtral.experts_per_token == 2);
+  CHECK(mixtral.expert_ffn_hidden == 0);  // the experts are intermediate_size wide
+  CHECK(mixtral.num_local_layers() == 0);  // sliding_window null
+  ModelSpec deepseek = import_hf_config(hf("deepseek-v3"));
+  CHECK(deepseek.moe_layers.size() == 61);
+  CHECK_FALSE(deepseek.moe_layers[2]);
+  CHECK(deepseek.moe_layers[3]);
+  CHECK(deepseek.shared_expert_ffn_hidden == 2048);
+  CHECK(deepseek.is_mla());
+  CHECK(deepseek.q_lora_rank == 1536);
+  for (const auto& t : {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3"}) {
+    const auto types = hf_model_types();
+    CHECK(std::find(types.begin(), types.end(), t) != types.end());
+  }
+}
+
+TEST_CASE("models: HF MoE layer rules: decoder_sparse_step, mlp_only_layers, first_k_dense_replace, q_lora_rank null", "[models][moe]") {
+  CHECK(import_text(qwen2_moe("")).moe_layers.empty());  // every layer MoE
+  CHECK(import_text(qwen2_moe(R"("decoder_sparse_step": 2)")).moe_layers == std::vector<bool>{false, true, false, true});
+  CHECK(import_text(qwen2_moe(R"("mlp_only_layers": [0, 3])")).moe_layers == std::vector<bool>{false, true, true, false});
+  // No MoE layer left: a dense model.
+  ModelSpec dense = import_text(qwen2_moe(R"("decoder_sparse_step": 8)"));
+  CHECK_FALSE(dense.is_moe());
+  CHECK(import_text(qwen2_moe("")).qkv_bias);
+  // DeepSeek-V2-Lite style: no query compression.
+  ModelSpec lite = import_text(R"({"model_type": "deepseek_v3", "num_hidden_layers": 4, "hidden_size": 64,
+      "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 64,
+      "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 16, "n_shared_experts": 2,
+      "first_k_dense_replace": 1, "q_lora_rank": null, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
+      "qk_rope_head_dim": 4, "v_head_dim": 8})");
+  CHECK(lite.q_lora_rank == 0);
+  CHECK(lite.shared_expert_ffn_hidden == 32);
+  CHECK(lite.moe_layers == std::vector<bool>{false, true, true, true});
+  CHECK_NOTHROW(build_graph(lite).op_named("block1.attn.q"));
+}
+
+TEST_CASE("models: bad HF MoE keys are errors naming the config key", "[models][moe]") {
+  require_located_error([] { (void)import_text(qwen2_moe(R"("num_experts_per_tok": 5)")); }, "config.json",
+                        "/num_experts_per_tok", "experts_per_token must be between 1 and num_experts 4, got 5");
+  require_located_error([] { (void)import_text(qwen2_moe(R"("mlp_only_layers": [7])")); }, "config.json",
+                        "/mlp_only_layers/0", "layer 7 does not exist");
+  require_located_error([] { (void)import_text(qwen2_moe(R"("num_experts": -1)")); }, "config.json", "/num_experts",
+                        "must be a positive integer");
 }
