@@ -179,6 +179,30 @@ void set_dropout(ModelSpec& s, double p, const json::Reader* v) {
   s.dropout = p > 0;
 }
 
+// The expert and MLA keys: plain integer fields (zero_ok: 0 is a valid value).
+struct IntField {
+  Key key;
+  int64_t ModelSpec::*field;
+  bool zero_ok;
+};
+constexpr IntField kIntFields[] = {
+    {Key::experts, &ModelSpec::num_experts, false},
+    {Key::experts_per_token, &ModelSpec::experts_per_token, false},
+    {Key::expert_ffn_hidden, &ModelSpec::expert_ffn_hidden, false},
+    {Key::shared_expert_ffn_hidden, &ModelSpec::shared_expert_ffn_hidden, true},
+    {Key::q_lora_rank, &ModelSpec::q_lora_rank, false},
+    {Key::kv_lora_rank, &ModelSpec::kv_lora_rank, false},
+    {Key::qk_nope_head_dim, &ModelSpec::qk_nope_head_dim, true},
+    {Key::qk_rope_head_dim, &ModelSpec::qk_rope_head_dim, false},
+    {Key::v_head_dim, &ModelSpec::v_head_dim, false},
+};
+
+const IntField* int_field(Key key) {
+  for (const auto& f : kIntFields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
 void set_key(ModelSpec& s, Key key, const json::Reader& v) {
   switch (key) {
     case Key::layers: s.layers = v.as_positive_int(limits::kMaxLayers); break;
@@ -193,15 +217,11 @@ void set_key(ModelSpec& s, Key key, const json::Reader& v) {
     case Key::dropout_p: set_dropout(s, v.as_nonnegative(), &v); break;
     case Key::head_dim: s.head_size = v.as_positive_int(limits::kMaxWidth); break;
     case Key::rope_theta: s.rope_theta = v.as_positive(); break;
-    case Key::experts: s.num_experts = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::experts_per_token: s.experts_per_token = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::expert_ffn_hidden: s.expert_ffn_hidden = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::shared_expert_ffn_hidden: s.shared_expert_ffn_hidden = v.as_nonnegative_int(limits::kMaxWidth); break;
-    case Key::q_lora_rank: s.q_lora_rank = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::kv_lora_rank: s.kv_lora_rank = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::qk_nope_head_dim: s.qk_nope_head_dim = v.as_nonnegative_int(limits::kMaxWidth); break;
-    case Key::qk_rope_head_dim: s.qk_rope_head_dim = v.as_positive_int(limits::kMaxWidth); break;
-    case Key::v_head_dim: s.v_head_dim = v.as_positive_int(limits::kMaxWidth); break;
+    default: {
+      const IntField* f = int_field(key);
+      TP_ASSERT(f);
+      s.*(f->field) = f->zero_ok ? v.as_nonnegative_int(limits::kMaxWidth) : v.as_positive_int(limits::kMaxWidth);
+    }
   }
 }
 
@@ -212,16 +232,11 @@ void set_default(ModelSpec& s, Key key, double value) {
     case Key::max_positions: s.max_positions = n; break;
     case Key::head_dim: s.head_size = n; break;
     case Key::dropout_p: set_dropout(s, value, nullptr); break;
-    case Key::experts: s.num_experts = n; break;
-    case Key::experts_per_token: s.experts_per_token = n; break;
-    case Key::expert_ffn_hidden: s.expert_ffn_hidden = n; break;
-    case Key::shared_expert_ffn_hidden: s.shared_expert_ffn_hidden = n; break;
-    case Key::q_lora_rank: s.q_lora_rank = n; break;
-    case Key::kv_lora_rank: s.kv_lora_rank = n; break;
-    case Key::qk_nope_head_dim: s.qk_nope_head_dim = n; break;
-    case Key::qk_rope_head_dim: s.qk_rope_head_dim = n; break;
-    case Key::v_head_dim: s.v_head_dim = n; break;
-    default: TP_ASSERT(false && "no default for this key");
+    default: {
+      const IntField* f = int_field(key);
+      TP_ASSERT_MSG(f, "no default for this key");
+      s.*(f->field) = n;
+    }
   }
 }
 
