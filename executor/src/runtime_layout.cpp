@@ -191,6 +191,7 @@ void check_supported(const models::ModelGraph& g) {
       case OpKind::attention:
         if (op.window > 0 && op.window < g.spec().seq_len) throw unsupported(op, "no sliding-window attention kernel yet");
         if (op.qk_norm) throw unsupported(op, "no Q/K norm inside attention yet");
+        if (op.v_head_dim > 0) throw unsupported(op, "no multi-head latent attention (MLA) kernel yet");
         if (op.softcap > 0) throw unsupported(op, "no soft-capped attention scores yet");
         if (op.rotary && op.rotary_dims != op.head_dim) throw unsupported(op, "rotary over part of each head is not implemented");
         break;

@@ -1,5 +1,7 @@
 // Import of Hugging Face config.json files: the dense decoders llama, mistral, qwen2, qwen3,
-// gemma, gemma2, gemma3 (text), phi3, gpt_neox and gpt2, and the bert encoder.
+// gemma, gemma2, gemma3 (text), phi3, gpt_neox and gpt2, the bert encoder, and the
+// mixture-of-experts decoders mixtral, qwen2_moe, qwen3_moe and deepseek_v3 (with multi-head
+// latent attention).
 //
 // Each supported model_type has one table mapping its keys (as the transformers library's
 // configuration_<type>.py names them) to ModelSpec fields, with the library's default where a
@@ -20,7 +22,11 @@
 namespace trainplan::models {
 namespace {
 
-enum class Key { layers, hidden, heads, kv_heads, ffn_hidden, vocab, max_positions, type_vocab, norm_eps, dropout_p, head_dim, rope_theta };
+enum class Key {
+  layers, hidden, heads, kv_heads, ffn_hidden, vocab, max_positions, type_vocab, norm_eps, dropout_p, head_dim, rope_theta,
+  experts, experts_per_token, expert_ffn_hidden, shared_expert_ffn_hidden,
+  q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+};
 
 struct KeyDef {
   Key key;
@@ -67,6 +73,22 @@ std::vector<KeyDef> decoder_keys(double head_dim, std::optional<double> vocab = 
                      {Key::head_dim, "head_dim", "head_dim", false,
                       head_dim > 0 ? std::optional<double>(head_dim) : std::nullopt}},
                     vocab, positions);
+}
+
+// The routed-expert keys: the number of experts (named `experts_key`), top-k and the expert
+// width (`expert_ffn_key`, empty: intermediate_size), with the type's defaults.
+std::vector<KeyDef> expert_keys(std::string_view experts_key, double experts, double top_k,
+                                std::string_view expert_ffn_key = {}, double expert_ffn = 0) {
+  std::vector<KeyDef> keys = {{Key::experts, "num_experts", experts_key, false, experts},
+                              {Key::experts_per_token, "experts_per_token", "num_experts_per_tok", false, top_k}};
+  if (!expert_ffn_key.empty()) keys.push_back({Key::expert_ffn_hidden, "expert_ffn_hidden", expert_ffn_key, false, expert_ffn});
+  return keys;
+}
+
+template <typename... Lists>
+std::vector<KeyDef> concat(std::vector<KeyDef> first, const Lists&... rest) {
+  (first.insert(first.end(), rest.begin(), rest.end()), ...);
+  return first;
 }
 
 const std::vector<ModelType>& model_types() {
@@ -116,6 +138,27 @@ const std::vector<ModelType>& model_types() {
          true,
          hidden_act,
          {"gelu", "gelu_new"}},
+        // Mixture of experts (defaults of MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig,
+        // DeepseekV3Config).
+        {"mixtral", Family::llama, concat(decoder_keys(0), expert_keys("num_local_experts", 8, 2)), false, hidden_act, silu},
+        {"qwen2_moe", Family::llama,
+         concat(decoder_keys(0), expert_keys("num_experts", 60, 4, "moe_intermediate_size", 1408),
+                std::vector<KeyDef>{{Key::shared_expert_ffn_hidden, "shared_expert_ffn_hidden",
+                                     "shared_expert_intermediate_size", false, 5632.0}}),
+         false, hidden_act, silu},
+        {"qwen3_moe", Family::llama, concat(decoder_keys(128), expert_keys("num_experts", 128, 8, "moe_intermediate_size", 768)),
+         false, hidden_act, silu},
+        {"deepseek_v3", Family::llama,
+         concat(shape_keys({{Key::kv_heads, "kv_heads", "num_key_value_heads", false},
+                            {Key::norm_eps, "norm_eps", "rms_norm_eps", false},
+                            {Key::rope_theta, "rope_theta", "rope_theta", false}}),
+                expert_keys("n_routed_experts", 256, 8, "moe_intermediate_size", 2048),
+                std::vector<KeyDef>{{Key::q_lora_rank, "q_lora_rank", "q_lora_rank", false, 1536.0},
+                                    {Key::kv_lora_rank, "kv_lora_rank", "kv_lora_rank", false, 512.0},
+                                    {Key::qk_nope_head_dim, "qk_nope_head_dim", "qk_nope_head_dim", false, 128.0},
+                                    {Key::qk_rope_head_dim, "qk_rope_head_dim", "qk_rope_head_dim", false, 64.0},
+                                    {Key::v_head_dim, "v_head_dim", "v_head_dim", false, 128.0}}),
+         false, hidden_act, silu},
     };
   }();
   return types;
@@ -136,6 +179,30 @@ void set_dropout(ModelSpec& s, double p, const json::Reader* v) {
   s.dropout = p > 0;
 }
 
+// The expert and MLA keys: plain integer fields (zero_ok: 0 is a valid value).
+struct IntField {
+  Key key;
+  int64_t ModelSpec::*field;
+  bool zero_ok;
+};
+constexpr IntField kIntFields[] = {
+    {Key::experts, &ModelSpec::num_experts, false},
+    {Key::experts_per_token, &ModelSpec::experts_per_token, false},
+    {Key::expert_ffn_hidden, &ModelSpec::expert_ffn_hidden, false},
+    {Key::shared_expert_ffn_hidden, &ModelSpec::shared_expert_ffn_hidden, true},
+    {Key::q_lora_rank, &ModelSpec::q_lora_rank, false},
+    {Key::kv_lora_rank, &ModelSpec::kv_lora_rank, false},
+    {Key::qk_nope_head_dim, &ModelSpec::qk_nope_head_dim, true},
+    {Key::qk_rope_head_dim, &ModelSpec::qk_rope_head_dim, false},
+    {Key::v_head_dim, &ModelSpec::v_head_dim, false},
+};
+
+const IntField* int_field(Key key) {
+  for (const auto& f : kIntFields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
 void set_key(ModelSpec& s, Key key, const json::Reader& v) {
   switch (key) {
     case Key::layers: s.layers = v.as_positive_int(limits::kMaxLayers); break;
@@ -150,6 +217,11 @@ void set_key(ModelSpec& s, Key key, const json::Reader& v) {
     case Key::dropout_p: set_dropout(s, v.as_nonnegative(), &v); break;
     case Key::head_dim: s.head_size = v.as_positive_int(limits::kMaxWidth); break;
     case Key::rope_theta: s.rope_theta = v.as_positive(); break;
+    default: {
+      const IntField* f = int_field(key);
+      TP_ASSERT(f);
+      s.*(f->field) = f->zero_ok ? v.as_nonnegative_int(limits::kMaxWidth) : v.as_positive_int(limits::kMaxWidth);
+    }
   }
 }
 
@@ -160,7 +232,11 @@ void set_default(ModelSpec& s, Key key, double value) {
     case Key::max_positions: s.max_positions = n; break;
     case Key::head_dim: s.head_size = n; break;
     case Key::dropout_p: set_dropout(s, value, nullptr); break;
-    default: TP_ASSERT(false && "no default for this key");
+    default: {
+      const IntField* f = int_field(key);
+      TP_ASSERT_MSG(f, "no default for this key");
+      s.*(f->field) = n;
+    }
   }
 }
 
@@ -210,9 +286,9 @@ void apply_sliding_window(const json::Reader& root, const std::string& prefix, s
           .hint("one \"sliding_attention\" or \"full_attention\" per layer");
     size_t i = 0;
     for (const auto& t : types->items()) local[i++] = t.as_choice({"sliding_attention", "full_attention"}) == "sliding_attention";
-  } else if (type == "mistral" || type == "phi3") {
+  } else if (type == "mistral" || type == "phi3" || type == "mixtral") {
     std::fill(local.begin(), local.end(), window > 0);
-  } else if (type == "qwen2" || type == "qwen3") {
+  } else if (type == "qwen2" || type == "qwen3" || type == "qwen2_moe" || type == "qwen3_moe") {
     // Layers from max_window_layers on use the window, when use_sliding_window is set.
     if (root.bool_or("use_sliding_window", false) && window > 0) {
       const int64_t first = root.has("max_window_layers")
@@ -236,6 +312,51 @@ void apply_sliding_window(const json::Reader& root, const std::string& prefix, s
   s.local_layers = std::move(local);
 }
 
+// Which blocks of a MoE type are MoE: Qwen2/3-MoE every decoder_sparse_step-th layer not in
+// mlp_only_layers; DeepSeek-V3 from first_k_dense_replace on, every moe_layer_freq-th. No MoE
+// layer at all: a dense model.
+void apply_moe_layers(const json::Reader& root, const std::string& prefix, std::string_view t, ModelSpec& s,
+                      std::map<std::string, std::string, std::less<>>& pointers) {
+  const auto L = static_cast<size_t>(s.layers);
+  std::vector<bool> moe(L, true);
+  if (t == "qwen2_moe" || t == "qwen3_moe") {
+    const int64_t step = root.has("decoder_sparse_step") ? root.field("decoder_sparse_step").as_positive_int(limits::kMaxLayers) : 1;
+    for (size_t l = 0; l < L; ++l) moe[l] = (static_cast<int64_t>(l) + 1) % step == 0;
+    if (auto only = root.optional_field("mlp_only_layers"); only && !only->is_null())
+      for (const auto& item : only->items()) {
+        const int64_t l = item.as_nonnegative_int(limits::kMaxLayers);
+        if (l >= s.layers)
+          throw item.error(fmt::format("layer {} does not exist in a {}-layer model", l, s.layers))
+              .hint("mlp_only_layers lists 0-based layer indices of dense MLP layers");
+        moe[static_cast<size_t>(l)] = false;
+      }
+    pointers["moe_layers"] = prefix + "/mlp_only_layers";
+  } else if (t == "deepseek_v3") {
+    const int64_t first = root.has("first_k_dense_replace") ? root.field("first_k_dense_replace").as_nonnegative_int(limits::kMaxLayers) : 3;
+    const int64_t freq = root.has("moe_layer_freq") ? root.field("moe_layer_freq").as_positive_int(limits::kMaxLayers) : 1;
+    for (size_t l = 0; l < L; ++l) moe[l] = static_cast<int64_t>(l) >= first && static_cast<int64_t>(l) % freq == 0;
+    pointers["moe_layers"] = prefix + "/first_k_dense_replace";
+  }
+  if (std::count(moe.begin(), moe.end(), true) == 0) {
+    s.num_experts = s.experts_per_token = s.expert_ffn_hidden = s.shared_expert_ffn_hidden = 0;
+    return;
+  }
+  if (std::count(moe.begin(), moe.end(), false) > 0) s.moe_layers = std::move(moe);
+}
+
+// DeepSeek-V3: n_shared_experts shared experts of moe_intermediate_size (one MLP of their sum);
+// q_lora_rank null = queries projected directly (DeepSeek-V2-Lite); no head_dim key.
+void apply_deepseek(const json::Reader& root, const std::string& prefix, ModelSpec& s,
+                    std::map<std::string, std::string, std::less<>>& pointers) {
+  const auto is_null = [&root](const char* key) { return root.value().contains(key) && root.value().at(key).is_null(); };
+  int64_t shared = is_null("n_shared_experts") ? 0 : 1;  // DeepseekV3Config's default 1; null = none
+  if (auto n = root.optional_field("n_shared_experts")) shared = n->as_nonnegative_int(limits::kMaxWidth);
+  s.shared_expert_ffn_hidden = shared * s.expert_ffn_hidden;
+  pointers["shared_expert_ffn_hidden"] = prefix + "/n_shared_experts";
+  if (is_null("q_lora_rank")) s.q_lora_rank = 0;
+  require_bool(root, "attention_bias", false, "trainplan models DeepSeek-V3's attention without biases");
+}
+
 // What is particular to each model type beyond its key table.
 void apply_type(const json::Reader& root, const std::string& prefix, const ModelType& type, ModelSpec& s,
                 std::map<std::string, std::string, std::less<>>& pointers) {
@@ -248,13 +369,15 @@ void apply_type(const json::Reader& root, const std::string& prefix, const Model
     // Qwen3 and Gemma take attention_bias for all four; Mistral and Phi-3 have none.
     if (t == "qwen2") {
       s.qkv_bias = true;
-    } else if (t != "mistral" && t != "phi3") {
+    } else if (t == "qwen2_moe") {
+      s.qkv_bias = true;
+    } else if (t != "mistral" && t != "phi3" && t != "mixtral" && t != "deepseek_v3") {
       s.bias = root.bool_or("attention_bias", false);
       if (root.has("mlp_bias") && root.field("mlp_bias").as_bool() != s.bias)
         throw root.field("mlp_bias").error("mlp_bias differs from attention_bias")
             .hint("trainplan gives all linear layers of a model the same bias setting");
     }
-    s.qk_norm = t == "qwen3" || t == "gemma3_text";
+    s.qk_norm = t == "qwen3" || t == "qwen3_moe" || t == "gemma3_text";
     s.post_norms = t == "gemma2" || t == "gemma3_text";
     if (t == "gemma2") {
       s.attn_softcap = number_or_none(root, "attn_logit_softcapping", 50.0);
@@ -265,7 +388,9 @@ void apply_type(const json::Reader& root, const std::string& prefix, const Model
     }
     if (t == "phi3") s.rotary_fraction = root.number_or("partial_rotary_factor", 1.0);
     pointers["rotary_fraction"] = prefix + "/partial_rotary_factor";
-    apply_sliding_window(root, prefix, t, s, pointers);
+    if (t == "deepseek_v3") apply_deepseek(root, prefix, s, pointers);
+    else apply_sliding_window(root, prefix, t, s, pointers);
+    if (s.num_experts > 0) apply_moe_layers(root, prefix, t, s, pointers);
   } else if (t == "gpt_neox") {
     s.position = PositionEmbedding::rotary;
     s.parallel_residual = root.bool_or("use_parallel_residual", true);

@@ -103,9 +103,93 @@ class TransformerBuilder {
     return maybe_dropout("embed.dropout", x);
   }
 
+  // Multi-head latent attention (DeepSeek-V2/V3): q_down -> q_norm -> q_up (or q), kv_down ->
+  // kv_norm -> kv_up, attention over [q, kv, kv_down], proj -> dropout. The down projections
+  // are replicated under tp (as Megatron-Core's MLA), the up projections column-split, the
+  // attention by heads, proj by rows. Saved (Korthikanti et al.'s accounting): the block
+  // input once (q_down; kv_down reads the same tensor), each norm and up projection its
+  // input, the attention its softmax, proj its input and Q, K, V.
+  int mla_attention_part(const std::string& p, int x) {
+    const int64_t s = dims_.s, h = dims_.h, a = dims_.a;
+    const int64_t dr = spec_.qk_rope_head_dim, dqk = spec_.qk_nope_head_dim + dr, dv = spec_.v_head_dim;
+    const int64_t rq = spec_.q_lora_rank, rkv = spec_.kv_lora_rank;
+    const double sd = static_cast<double>(s);
+    int q = -1;
+    if (rq > 0) {
+      Op down = make_linear(p + ".attn.q_down", TpSplit::replicated, x, s, h, rq, false);
+      set_saved(down, sh(), 0, false);
+      const int down_id = b_.add(std::move(down));
+      const int n = latent_norm(p + ".attn.q_norm", down_id, rq);
+      Op up = make_linear(p + ".attn.q_up", TpSplit::column, n, s, rq, a * dqk, false);
+      set_saved(up, sd * static_cast<double>(rq), 0, false);
+      q = b_.add(std::move(up));
+    } else {
+      Op qp = make_linear(p + ".attn.q", TpSplit::column, x, s, h, a * dqk, false);
+      set_saved(qp, sh(), 0, false);
+      q = b_.add(std::move(qp));
+    }
+    Op kv_down = make_linear(p + ".attn.kv_down", TpSplit::replicated, x, s, h, rkv + dr, false);
+    set_saved(kv_down, 0, 0, false);  // its input x is saved by q_down (or q)
+    const int kv_down_id = b_.add(std::move(kv_down));
+    const int kv_n = latent_norm(p + ".attn.kv_norm", kv_down_id, rkv);
+    Op kv_up = make_linear(p + ".attn.kv_up", TpSplit::column, kv_n, s, rkv, a * (spec_.qk_nope_head_dim + dv), false);
+    set_saved(kv_up, sd * static_cast<double>(rkv), 0, false);
+    const int kv_up_id = b_.add(std::move(kv_up));
+
+    Op att;
+    att.name = p + ".attn.core";
+    att.kind = OpKind::attention;
+    att.tp_split = TpSplit::heads;
+    att.inputs = {q, kv_up_id, kv_down_id};
+    att.heads = a;
+    att.kv_heads = a;
+    att.head_dim = dqk;
+    att.v_head_dim = dv;
+    att.causal = true;
+    att.rotary = spec_.position == PositionEmbedding::rotary;
+    att.rope_theta = att.rotary ? spec_.rope_theta : 0;
+    att.rotary_dims = att.rotary ? dr : 0;
+    att.dropout_p = dropout() ? spec_.dropout_p : 0;
+    const double scores = static_cast<double>(a) * sd * sd;
+    // QK^T over dqk and AV over dv: 2 s^2 a (dqk + dv) forward, twice that backward.
+    const double mm = 2 * scores * static_cast<double>(dqk + dv);
+    att.flops_fwd = mm + kSoftmaxCost.fwd * scores;
+    att.flops_bwd = 2 * mm + kSoftmaxCost.bwd * scores;
+    if (dropout()) {
+      att.flops_fwd += kDropoutCost.fwd * scores;
+      att.flops_bwd += kDropoutCost.bwd * scores;
+    }
+    const double q_elems = sd * static_cast<double>(a * dqk);
+    const double k_elems = q_elems, v_elems = sd * static_cast<double>(a * dv);
+    if (att.rotary) {  // the rope part of every query head and the one shared rope key
+      const double rotated = sd * static_cast<double>((a + 1) * dr);
+      att.flops_fwd += kRotaryCost.fwd * rotated;
+      att.flops_bwd += kRotaryCost.bwd * rotated;
+    }
+    att.mem_elems_fwd = q_elems + k_elems + 2 * v_elems + scores * (dropout() ? 6 : 4);
+    att.mem_elems_bwd = 2 * att.mem_elems_fwd;
+    att.out_shape = {s, a * dv};
+    set_saved(att, dropout() ? 2 * scores : scores, dropout() ? scores : 0, true, true);
+    const int att_id = b_.add(std::move(att));
+
+    Op proj = make_linear(p + ".attn.proj", TpSplit::row, att_id, s, a * dv, h, spec_.bias);
+    set_saved(proj, v_elems + q_elems + k_elems + v_elems, 0, true);
+    const int proj_id = b_.add(std::move(proj));
+    return maybe_dropout(p + ".attn.dropout", proj_id);
+  }
+
+  // RMSNorm of an MLA latent (the first `width` columns of x; kv_down's rope columns pass
+  // around it): saves its input.
+  int latent_norm(const std::string& name, int x, int64_t width) {
+    Op op = make_norm(name, OpKind::rmsnorm, x, {dims_.s, width}, width, false, spec_.norm_eps);
+    set_saved(op, static_cast<double>(dims_.s) * static_cast<double>(width), 0, false);
+    return b_.add(std::move(op));
+  }
+
   // qkv -> attention -> proj -> dropout; returns the dropout (or proj) op. `layer` is the
   // block's 0-based index (for its sliding window).
   int attention_part(const std::string& p, int x, int64_t layer) {
+    if (spec_.is_mla()) return mla_attention_part(p, x);
     const auto [s, h, a, kv, d, f, V] = dims_;
     (void)f;
     (void)V;
@@ -175,20 +259,92 @@ class TransformerBuilder {
     return maybe_dropout(p + ".attn.dropout", proj_id);
   }
 
-  // fc1 -> activation -> fc2 -> dropout; returns the last op.
-  int mlp_part(const std::string& p, int x) {
-    const int64_t s = dims_.s, h = dims_.h, f = dims_.f;
+  // fc1 -> activation -> fc2 -> dropout; returns the last op. A MoE block's MLP is moe_part.
+  int mlp_part(const std::string& p, int x, int64_t layer) {
+    if (spec_.is_moe_block(layer + 1)) return maybe_dropout(p + ".mlp.dropout", moe_part(p, x));
+    return maybe_dropout(p + ".mlp.dropout", ffn(p + ".mlp", x, dims_.s, dims_.f, true, 0));
+  }
+
+  // fc1 -> activation -> fc2 of width f on `rows` rows of x; returns fc2. `save_input`: fc1
+  // saves its input (false when another op already saves the same tensor). With experts > 0
+  // the three ops are the routed experts (Op::expert): weights {E, in, out}, all E counted
+  // in params, each row through one expert (rows = s top_k routed copies).
+  int ffn(const std::string& p, int x, int64_t rows, int64_t f, bool save_input, int64_t experts) {
+    const int64_t h = dims_.h;
     const bool glu = is_gated(spec_.activation);
-    Op fc1 = make_linear(p + ".mlp.fc1", TpSplit::column, x, s, h, glu ? 2 * f : f, spec_.bias);
-    set_saved(fc1, sh(), 0, false);
-    const int fc1_id = b_.add(std::move(fc1));
-    Op act = make_activation(p + ".mlp.act", spec_.activation, TpSplit::column, fc1_id, {s, f});
-    set_saved(act, static_cast<double>(s) * static_cast<double>(glu ? 2 * f : f), 0, true);
-    const int act_id = b_.add(std::move(act));
-    Op fc2 = make_linear(p + ".mlp.fc2", TpSplit::row, act_id, s, f, h, spec_.bias);
-    set_saved(fc2, static_cast<double>(s) * static_cast<double>(f), 0, true);
-    const int fc2_id = b_.add(std::move(fc2));
-    return maybe_dropout(p + ".mlp.dropout", fc2_id);
+    const double r = static_cast<double>(rows);
+    const int64_t up = glu ? 2 * f : f;
+    Op fc1 = make_linear(p + ".fc1", TpSplit::column, x, rows, h, up, spec_.bias);
+    set_saved(fc1, save_input ? r * static_cast<double>(h) : 0, 0, false);
+    const int fc1_id = b_.add(as_expert(std::move(fc1), experts));
+    Op act = make_activation(p + ".act", spec_.activation, TpSplit::column, fc1_id, {rows, f});
+    set_saved(act, r * static_cast<double>(up), 0, true);
+    const int act_id = b_.add(as_expert(std::move(act), experts));
+    Op fc2 = make_linear(p + ".fc2", TpSplit::row, act_id, rows, f, h, spec_.bias);
+    set_saved(fc2, r * static_cast<double>(f), 0, true);
+    return b_.add(as_expert(std::move(fc2), experts));
+  }
+
+  // Marks `op` as a routed-expert op of E = experts (unchanged when experts == 0): a linear's
+  // weight becomes {E, in, out} with E times the parameters and weight traffic.
+  Op as_expert(Op op, int64_t experts) const {
+    if (experts == 0) return op;
+    op.expert = true;
+    op.num_experts = experts;
+    op.top_k = spec_.experts_per_token;
+    if (op.kind == OpKind::linear) {
+      const double e = static_cast<double>(experts), w = static_cast<double>(op.k) * static_cast<double>(op.n);
+      op.params *= e;
+      op.mem_elems_fwd += (e - 1) * w;
+      op.mem_elems_bwd += 2 * (e - 1) * w;
+      op.weight_shape = {experts, op.k, op.n};
+    }
+    return op;
+  }
+
+  // The MoE MLP of a block: router -> moe_dispatch -> routed experts -> moe_combine, plus the
+  // shared expert (when shared_expert_ffn_hidden > 0) on the same input, added to the
+  // combined output. Returns the last op. Saved: the router its input (s h, the tensor the
+  // shared expert's fc1 also reads) and its probabilities (s E); the experts their inputs
+  // on the s k routed rows; the combine the expert outputs (s k h) and the weights (s k).
+  int moe_part(const std::string& p, int x) {
+    const int64_t s = dims_.s, h = dims_.h, E = spec_.num_experts, k = spec_.experts_per_token;
+    const double sk = static_cast<double>(s) * static_cast<double>(k);
+    const int64_t fe = spec_.expert_ffn_hidden > 0 ? spec_.expert_ffn_hidden : dims_.f;
+    Op router = make_linear(p + ".mlp.router", TpSplit::replicated, x, s, h, E, false);
+    router.kind = OpKind::router;
+    router.num_experts = E;
+    router.top_k = k;
+    router.out_shape = {s, k};
+    set_saved(router, sh() + static_cast<double>(s) * static_cast<double>(E), 0, false);
+    const int router_id = b_.add(std::move(router));
+
+    Op dispatch = make_elementwise(p + ".mlp.dispatch", OpKind::moe_dispatch, TpSplit::replicated, {x, router_id},
+                                   {s * k, h}, {0, 0});
+    dispatch.num_experts = E;
+    dispatch.top_k = k;
+    dispatch.mem_elems_fwd = sh() + sk * static_cast<double>(h);  // read x, write the k copies
+    dispatch.mem_elems_bwd = dispatch.mem_elems_fwd;
+    const int dispatch_id = b_.add(std::move(dispatch));
+
+    const int experts_out = ffn(p + ".mlp.experts", dispatch_id, s * k, fe, true, E);
+
+    // Forward a multiply and an add per routed element; backward the scaled gradient and the
+    // gradient of each weight (a dot product over h).
+    Op combine = make_elementwise(p + ".mlp.combine", OpKind::moe_combine, TpSplit::replicated,
+                                  {experts_out, router_id}, {s, h}, {0, 0});
+    combine.num_experts = E;
+    combine.top_k = k;
+    combine.flops_fwd = kMoeCombineCost.fwd * sk * static_cast<double>(h);
+    combine.flops_bwd = kMoeCombineCost.bwd * sk * static_cast<double>(h);
+    combine.mem_elems_fwd = sk * static_cast<double>(h) + sh();
+    combine.mem_elems_bwd = 2 * sk * static_cast<double>(h) + sh();
+    set_saved(combine, sk * static_cast<double>(h) + sk, 0, false);
+    const int combine_id = b_.add(std::move(combine));
+    if (spec_.shared_expert_ffn_hidden == 0) return combine_id;
+
+    const int shared = ffn(p + ".mlp.shared", x, s, spec_.shared_expert_ffn_hidden, false, 0);
+    return b_.add(make_residual(p + ".mlp.shared_add", TpSplit::replicated, combine_id, shared, rows_h()));
   }
 
   // Pre-norm block; with post_norms (Gemma 2/3) the attention and MLP outputs are normed
@@ -205,7 +361,7 @@ class TransformerBuilder {
     } else {
       n2 = norm(p + ".norm2", r1);
     }
-    int mlp = mlp_part(p, n2);
+    int mlp = mlp_part(p, n2, layer);
     if (spec_.post_norms) mlp = norm(p + ".mlp.post_norm", mlp);
     return b_.add(make_residual(p + ".mlp.residual", TpSplit::replicated, r1, mlp, rows_h()));
   }
@@ -214,7 +370,7 @@ class TransformerBuilder {
     int attn = attention_part(p, x, layer);
     int r1 = b_.add(make_residual(p + ".attn.residual", TpSplit::replicated, x, attn, rows_h()));
     int n1 = norm(p + ".norm1", r1);
-    int mlp = mlp_part(p, n1);
+    int mlp = mlp_part(p, n1, layer);
     int r2 = b_.add(make_residual(p + ".mlp.residual", TpSplit::replicated, n1, mlp, rows_h()));
     return norm(p + ".norm2", r2);
   }

@@ -22,15 +22,21 @@ TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[e
                            "the executor runs model families gpt, llama and mlp, not bert");
   }
   SECTION("variants of imported models that have no kernel yet") {
-    // llama-tiny with sliding-window layers, then with a GeGLU MLP: refused by op, not run
-    // as plain attention or gelu.
-    for (int variant = 0; variant < 2; ++variant) {
+    // llama-tiny with sliding-window layers, then with a GeGLU MLP, then with multi-head
+    // latent attention: refused by op, not run as plain attention or gelu.
+    for (int variant = 0; variant < 3; ++variant) {
       models::ModelSpec spec = models::ModelCatalog::builtin().spec("llama-tiny");
       if (variant == 0) {
         spec.sliding_window = 8;
         spec.local_layers = {true, false};
-      } else {
+      } else if (variant == 1) {
         spec.activation = models::Activation::geglu;
+      } else {
+        spec.kv_heads = spec.heads;
+        spec.kv_lora_rank = 16;
+        spec.qk_nope_head_dim = 8;
+        spec.qk_rope_head_dim = 4;
+        spec.v_head_dim = 8;
       }
       plan::Plan p;
       p.model = "llama-tiny";
@@ -39,9 +45,10 @@ TEST_CASE("executor: the runtime refuses models and programs it cannot run", "[e
       p.micro_batch = 2;
       plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), spec, "test");
       plan::validate(p, ctx, "test");
-      const std::string expected = variant == 0
-                                       ? "the executor cannot run op \"block1.attn.core\" (attention): no sliding-window"
-                                       : "the executor cannot run op \"block1.mlp.act\" (activation): no GeGLU kernel";
+      const std::string expected =
+          variant == 0   ? "the executor cannot run op \"block1.attn.core\" (attention): no sliding-window"
+          : variant == 1 ? "the executor cannot run op \"block1.mlp.act\" (activation): no GeGLU kernel"
+                         : "the executor cannot run op \"block1.attn.core\" (attention): no multi-head latent attention";
       REQUIRE_ERROR_CONTAINS(Runtime(p, ctx, plan::lower(p, ctx), test_options()), expected);
     }
   }

@@ -35,8 +35,11 @@ void check_shapes(const ModelGraph& g) {
           CHECK(in[0] == std::vector<int64_t>{op.m, op.k});
         }
         CHECK(op.out_shape == std::vector<int64_t>{op.m, op.n});
-        CHECK(op.weight_shape == std::vector<int64_t>{op.k, op.n});
-        if (op.tied_weight_op >= 0) {
+        if (op.expert) {  // routed experts: one {k, n} weight (+ {n} bias) per expert
+          CHECK(op.weight_shape == std::vector<int64_t>{op.num_experts, op.k, op.n});
+          CHECK(op.params == static_cast<double>(op.num_experts * (op.k * op.n + (op.has_bias ? op.n : 0))));
+          CHECK(op.m == s.seq_len * s.experts_per_token);
+        } else if (op.tied_weight_op >= 0) {
           CHECK(g.op(op.tied_weight_op).weight_shape == std::vector<int64_t>{op.n, op.k});
           CHECK(op.params == (op.has_bias ? static_cast<double>(op.n) : 0.0));
         } else {
@@ -55,6 +58,15 @@ void check_shapes(const ModelGraph& g) {
         break;
       }
       case OpKind::attention:
+        if (op.v_head_dim > 0) {  // MLA: [q, kv, latent]
+          REQUIRE(in.size() == 3);
+          const int64_t nope = op.head_dim - op.rotary_dims;
+          CHECK(in[0] == std::vector<int64_t>{s.seq_len, op.heads * op.head_dim});
+          CHECK(in[1] == std::vector<int64_t>{s.seq_len, op.heads * (nope + op.v_head_dim)});
+          CHECK(in[2] == std::vector<int64_t>{s.seq_len, s.kv_lora_rank + op.rotary_dims});
+          CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, op.heads * op.v_head_dim});
+          break;
+        }
         REQUIRE(in.size() == 1);
         CHECK(in[0] == std::vector<int64_t>{s.seq_len, (op.heads + 2 * op.kv_heads) * op.head_dim});
         CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, op.heads * op.head_dim});
@@ -70,8 +82,17 @@ void check_shapes(const ModelGraph& g) {
         CHECK(in[0] == op.out_shape);
         CHECK(in[1] == op.out_shape);
         break;
-      case OpKind::layernorm:
       case OpKind::rmsnorm:
+        if (op.name.size() > 13 && op.name.substr(op.name.size() - 13) == ".attn.kv_norm") {  // MLA latent
+          REQUIRE(in.size() == 1);
+          CHECK(in[0] == std::vector<int64_t>{s.seq_len, s.kv_lora_rank + s.qk_rope_head_dim});
+          CHECK(op.out_shape == std::vector<int64_t>{s.seq_len, s.kv_lora_rank});
+          break;
+        }
+        REQUIRE(in.size() == 1);
+        CHECK(in[0] == op.out_shape);
+        break;
+      case OpKind::layernorm:
       case OpKind::batchnorm:
       case OpKind::dropout:
         REQUIRE(in.size() == 1);
@@ -96,6 +117,23 @@ void check_shapes(const ModelGraph& g) {
         REQUIRE(in.size() == 1);
         CHECK(op.batch_input == BatchInput::labels);
         CHECK(op.out_shape == std::vector<int64_t>{1});
+        break;
+      case OpKind::router:
+        REQUIRE(in.size() == 1);
+        CHECK(op.weight_shape == std::vector<int64_t>{in[0][1], op.num_experts});
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0], op.top_k});
+        CHECK(op.params == static_cast<double>(in[0][1] * op.num_experts));
+        break;
+      case OpKind::moe_dispatch:
+        REQUIRE(in.size() == 2);
+        CHECK(g.op(op.inputs[1]).kind == OpKind::router);
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0] * op.top_k, in[0][1]});
+        break;
+      case OpKind::moe_combine:
+        REQUIRE(in.size() == 2);
+        CHECK(g.op(op.inputs[0]).expert);
+        CHECK(g.op(op.inputs[1]).kind == OpKind::router);
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0] / op.top_k, in[0][1]});
         break;
     }
   }

@@ -296,8 +296,9 @@ TEST_CASE("models: the sequence length is a default or --seq-len, never above th
 }
 
 TEST_CASE("models: HF errors for the new families name the key and list the supported types", "[models]") {
-  REQUIRE_ERROR_CONTAINS(import_text(R"({"model_type": "mixtral"})"),
-                         "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, gpt_neox, gpt2, bert");
+  REQUIRE_ERROR_CONTAINS(import_text(R"({"model_type": "dbrx"})"),
+                         "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, gpt_neox, gpt2, bert, "
+                         "mixtral, qwen2_moe, qwen3_moe, deepseek_v3");
   require_located_error([] { (void)import_text(R"({"model_type": "gemma3", "vision_config": {}})"); }, "config.json", "/",
                         "missing required key \"text_config\"");
   require_located_error([] { (void)import_text(R"({"model_type": "gemma3", "text_config": {"hidden_size": 64}})"); },

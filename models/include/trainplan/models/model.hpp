@@ -138,6 +138,18 @@ struct ModelSpec {
   int64_t shared_expert_ffn_hidden = 0;  // 0 = no shared expert
   /// moe_layers[l]: block l + 1 is a MoE block; empty = every block (when num_experts > 0).
   std::vector<bool> moe_layers;
+  // Multi-head latent attention (DeepSeek-V2/V3; decoders, kv_lora_rank > 0): the query is
+  // projected h -> q_lora_rank -> RMSNorm -> heads x (qk_nope_head_dim + qk_rope_head_dim)
+  // (q_lora_rank 0: directly h -> heads x ...); keys and values come from one latent,
+  // h -> kv_lora_rank + qk_rope_head_dim, the kv_lora_rank part RMS-normed and projected to
+  // heads x (qk_nope_head_dim + v_head_dim), the qk_rope_head_dim part being a rotary key
+  // shared by all heads. Each head's scores use qk_nope + qk_rope dimensions, its values
+  // v_head_dim; the output projection is heads x v_head_dim -> h. kv_heads = heads.
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
   // vit:
   int64_t image_size = 0;
   int64_t patch_size = 0;
@@ -173,6 +185,7 @@ struct ModelSpec {
   /// Decoders (gpt, llama) use causal attention and next-token loss.
   bool is_decoder() const { return family == Family::gpt || family == Family::llama; }
   bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
   /// Whether block `block` (1-based) is a MoE block.
   bool is_moe_block(int64_t block) const {
     return num_experts > 0 && (moe_layers.empty() || moe_layers.at(static_cast<size_t>(block - 1)));
@@ -188,6 +201,8 @@ struct ModelSpec {
 ///              learned class token (h parameters) is prepended as row 0: out {N + 1, h}.
 ///  layernorm   (x - mean) / sqrt(var + norm_eps) * gamma + beta over the last dim
 ///              (has_bias: beta present); rmsnorm: x / sqrt(mean(x^2) + norm_eps) * gamma.
+///              A norm whose input is wider than its output (MLA's kv_norm on the {s,
+///              kv_lora_rank + rope} latent) normalises the first out_shape[1] columns.
 ///  linear      y = x W (+ b): x {m, k}, W {k, n}, b {n}. With tied_weight_op >= 0 the
 ///              weight is the transpose of that op's {n, k} weight (tied LM head).
 ///  attention   x = fused QKV {s, (heads + 2 kv_heads) head_dim}, columns [Q | K | V], head
@@ -198,7 +213,14 @@ struct ModelSpec {
 ///              softmax(Q K^T / sqrt(d)) with a causal mask when `causal`, dropout_p on the
 ///              probabilities, times V: out {s, heads d}, heads concatenated. Variants
 ///              (counted in FLOPs, not run by the executor yet): rotary_dims < head_dim,
-///              window > 0 (query i sees keys i - window + 1 .. i), qk_norm, softcap.
+///              window > 0 (query i sees keys i - window + 1 .. i), qk_norm, softcap, and
+///              multi-head latent attention (v_head_dim > 0, ModelSpec::is_mla): inputs
+///              [q {s, heads head_dim}, kv {s, heads (head_dim - rotary_dims + v_head_dim)},
+///              latent {s, kv_lora_rank + rotary_dims}]; head i's query is q's columns
+///              [i head_dim, (i+1) head_dim) = [nope | rope], its key [kv's nope columns of
+///              head i | the latent's last rotary_dims columns (shared by all heads)], both
+///              rotated on the rope part; its value kv's v_head_dim columns after them;
+///              out {s, heads v_head_dim}.
 ///  activation  gelu / relu elementwise; swiglu: x {s, 2f} = [gate | up], out silu(gate)*up;
 ///              geglu: the same with gelu (not run by the executor yet).
 ///  residual    inputs[0] + inputs[1].
@@ -337,6 +359,9 @@ struct Op {
   /// attention: dimensions of each head that rotary rotates (the first rotary_dims of the
   /// half-split form; head_dim unless partial rotary). 0 when not rotary.
   int64_t rotary_dims = 0;
+  /// attention: multi-head latent attention when > 0 (the value head size; head_dim is then
+  /// the query/key head size, nope + rope, and rotary_dims the rope part; see OpKind).
+  int64_t v_head_dim = 0;
   /// attention: each query sees only the last `window` keys (sliding window); 0 = all.
   int64_t window = 0;
   /// attention: RMSNorm over each head's Q and K (weights {head_dim} each, counted in params).
@@ -413,6 +438,10 @@ class ModelGraph {
   const Op& op_named(const std::string& name) const;
 
   double total_params() const;
+  /// Parameters one token uses: total_params with each routed-expert op (Op::expert) counted
+  /// at top_k / num_experts of its weights (a MoE's "active parameters"; Mixtral 8x7B: 12.9B
+  /// of 46.7B). Equals total_params for dense models.
+  double active_params() const;
   /// Tokens per sample (seq_len for transformers, 1 for image models and MLPs where a
   /// "token" is a sample).
   double tokens_per_sample() const;
@@ -459,7 +488,8 @@ inline constexpr int64_t kDefaultImportSeqLen = 4096;
 
 /// Imports a Hugging Face config.json: model_type llama, mistral, qwen2, qwen3, gemma,
 /// gemma2, gemma3 / gemma3_text (the text model, from text_config), phi3, gpt_neox, gpt2,
-/// bert (hf_model_types()). The model is named after the config's folder
+/// bert, and the mixture-of-experts types mixtral, qwen2_moe, qwen3_moe, deepseek_v3
+/// (hf_model_types()). The model is named after the config's folder
 /// ("llama-2-7b/config.json" -> "llama-2-7b"), or the file name without ".json". seq_len is
 /// kDefaultImportSeqLen capped at the position limit (seq_len_origin "default"); use
 /// set_seq_len for another. Unknown keys are ignored (HF configs carry many); missing
@@ -506,7 +536,7 @@ ModelSpec resolve_model(const std::string& name_or_path);
 
 /// Training FLOPs per token by the usual decoder estimate 6N + 12 L s h, with the token
 /// embedding counted once (untied models: the head does the matmul, the input table is a
-/// lookup).
+/// lookup) and N the active parameters (a MoE token passes through top_k of the experts).
 double six_n_estimate_per_token(const ModelGraph& graph);
 
 /// Throws Error (naming `--unit`, with the valid range) unless 0 <= unit < units().size().
