@@ -302,6 +302,21 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.sync_batch_norm = req.sync_batch_norm;
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
+      if (req.precision) {
+        // The requested precision where the GPU has it (the plan rules of plan::check).
+        c.base.precision = *req.precision;
+        c.base.fp8 = req.fp8;
+        if (auto problem = plan::check_precision(c.base, *c.ctx)) {
+          if (!req.instance_types.empty())
+            throw Error(*problem).at(req.precision == Precision::fp8 && req.fp8.recipe == plan::Fp8Recipe::mxfp8 &&
+                                             c.ctx->gpu->supports(Precision::fp8)
+                                         ? "--fp8-recipe"
+                                         : "--precision")
+                .hint("leave out --instances to search the types that have it, or choose another precision");
+          break;
+        }
+        c.ctx->precision = *req.precision;
+      }
       c.input = data_input_of(req, c);
       c.base.stages.clear();
       // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule
