@@ -364,8 +364,19 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   }
   map_attention(point, str(m, "arch_notes"), p, vp);
   const std::string prec = to_lower(str(point, "precision"));
-  if (contains(prec, "fp8")) p.precision = Precision::fp8;
-  else if (contains(prec, "bf16")) p.precision = Precision::bf16;
+  if (contains(prec, "fp8")) {
+    p.precision = Precision::fp8;
+    // The recipe is not stated: TE's delayed scaling with a 1024-step history (both tools'
+    // defaults); NeMo's FP8 precision recipe (bf16_with_fp8_mixed) also keeps FP8 parameters
+    // (fp8_param_gather = True).
+    p.fp8 = plan::Fp8Options{};
+    if (contains(str(member(point, "source"), "title"), "NeMo")) {
+      p.fp8.fp8_params = true;
+      vp.assumptions.push_back("FP8 recipe not stated: delayed scaling, amax history 1024, FP8 parameters (NeMo's bf16_with_fp8_mixed)");
+    } else {
+      vp.assumptions.push_back("FP8 recipe not stated: delayed scaling, amax history 1024 (Transformer Engine's default)");
+    }
+  } else if (contains(prec, "bf16")) p.precision = Precision::bf16;
   else if (contains(prec, "fp16")) p.precision = Precision::fp16;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
   vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,

@@ -14,6 +14,15 @@
 namespace trainplan::cli {
 namespace {
 
+// "bf16", or "fp8 (delayed scaling, 1024-step amax history, FP8 parameters)".
+std::string precision_label(const plan::Plan& p) {
+  std::string s(precision_name(*p.precision));
+  if (p.precision != Precision::fp8) return s;
+  s += fmt::format(" ({} scaling", plan::fp8_recipe_name(p.fp8.recipe));
+  if (p.fp8.recipe == plan::Fp8Recipe::delayed) s += fmt::format(", {}-step amax history", p.fp8.amax_history);
+  return s + (p.fp8.fp8_params ? ", FP8 parameters)" : ")");
+}
+
 void run(const std::string& path) {
   plan::Plan p = plan::read_plan_file(path);
   const hw::Catalog& catalog = user_catalog();
@@ -22,7 +31,7 @@ void run(const std::string& path) {
   const auto& spec = ctx.model_spec;
   std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s%s, ZeRO-%d, %s, %s schedule, recomputation: %s%s\n", path.c_str(),
               spec.name.c_str(), p.instance_count, p.instance_type.c_str(), ctx.cluster.num_gpus(), p.dp, p.tp, p.pp,
-              p.cp > 1 ? fmt::format(" x cp {}", p.cp).c_str() : "", p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
+              p.cp > 1 ? fmt::format(" x cp {}", p.cp).c_str() : "", p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, precision_label(p).c_str(),
               std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str(),
               p.sequence_parallel ? ", sequence parallel" : "");
   std::printf("batch: %lld samples = %lld micro-batch(es) of %lld on each of %d data-parallel ranks\n\n",

@@ -65,6 +65,11 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_flag("--sync-bn", a.sync_bn,
                 "Synchronized batch norm (PyTorch SyncBatchNorm) over the data-parallel GPUs: its collectives are planned, "
                 "estimated and simulated (models with batch norm)");
+  add_choice(cmd, "--precision", a.precision, precision_names(),
+             "Training precision of every plan (default: the GPU's 16-bit type, bf16 else fp16); fp8 keeps only instance "
+             "types with FP8 tensor cores (Ada, Hopper, Blackwell)");
+  add_choice(cmd, "--fp8-recipe", a.fp8_recipe, {"delayed", "current", "mxfp8", "blockwise"},
+             "FP8 scaling recipe with --precision fp8 (default delayed; mxfp8 on Blackwell only); see plan/README.md, \"FP8\"");
   cmd->add_flag("--tp-across-nodes", a.tp_across_nodes, "Allow tensor parallelism beyond one NVLink/NVSwitch domain");
   add_choice(cmd, "--data-input", a.data_input, sim::data_source_names(),
              "Where the training data comes from; the data loader (read bandwidth, JPEG decoding on the vCPUs for image "

@@ -32,6 +32,7 @@ const char* const kSyncBnStreamName = "sync-bn";
 struct Bucket {
   std::vector<int> ops;      // reverse op order
   double grad_bytes = 0;     // gradients of `ops` on this rank, training precision
+  double param_bytes = 0;    // their parameters as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   std::vector<int> sp_ops;   // replicated ops with parameters: partial gradients under SP
   double sp_bytes = 0;
   bool tied = false;         // the tied-embedding copy of a pipelined model (its own bucket, last)
@@ -61,6 +62,7 @@ class Lowering {
         pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), world_(plan.world_size()),
         sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
         num_units_(static_cast<int>(graph_.units().size())) {
+    fp8_params_ = prec_ == Precision::fp8 && plan.fp8.fp8_params;
     bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
     TP_ASSERT(m_ >= 1 && cp_ >= 1 && dp_ * tp_ * pp_ * cp_ == world_);
@@ -82,7 +84,8 @@ class Lowering {
     p.granularity = opt_.granularity;
     p.attention = plan_.attention;
     p.op_costs.reserve(graph_.ops().size());
-    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention, cp_));
+    const Fp8Context fp8 = fp8_context(plan_);
+    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention, cp_, &fp8));
     p.streams.assign(kStreamNames, kStreamNames + (cp_ > 1 ? kNumStreams : kCp));
     if (sync_bn_) p.streams.push_back(kSyncBnStreamName);
     p.groups = groups_;
@@ -131,16 +134,17 @@ class Lowering {
   // freed long before).
   void setup_gathers() {
     gather_ops_.resize(templates_.size());
-    gather_params_.resize(templates_.size());
+    gather_bytes_.resize(templates_.size());
     for (size_t u = 0; u < templates_.size(); ++u) {
       gather_ops_[u] = templates_[u].param_ops;
-      gather_params_[u] = templates_[u].params;
+      gather_bytes_[u] = 0;
+      for (int id : templates_[u].param_ops) gather_bytes_[u] += op_params_on_rank(graph_.ops()[static_cast<size_t>(id)], tp_) * param_elem(id);
       for (int id : graph_.units()[u].ops) {
         const int tied = graph_.ops()[static_cast<size_t>(id)].tied_weight_op;
         if (tied < 0 || graph_.ops()[static_cast<size_t>(tied)].unit == static_cast<int>(u)) continue;
         if (std::find(gather_ops_[u].begin(), gather_ops_[u].end(), tied) != gather_ops_[u].end()) continue;
         gather_ops_[u].push_back(tied);
-        gather_params_[u] += op_params_on_rank(graph_.ops()[static_cast<size_t>(tied)], tp_);
+        gather_bytes_[u] += op_params_on_rank(graph_.ops()[static_cast<size_t>(tied)], tp_) * param_elem(tied);
       }
     }
   }
@@ -223,6 +227,7 @@ class Lowering {
       const double p = rank_op_params(op, s);
       bk.ops.push_back(op);
       bk.grad_bytes += p * elem_;
+      bk.param_bytes += p * param_elem(op);
       if (sp_ && graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
         bk.sp_ops.push_back(op);
         bk.sp_bytes += p * elem_;
@@ -351,6 +356,10 @@ class Lowering {
   LowerOptions opt_;
   Precision prec_;
   double elem_;
+  bool fp8_params_ = false;  // FP8 linears' weights are FP8 tensors (Fp8Options::fp8_params)
+  // Bytes per parameter of `op` as ZeRO gathers it: with fp8_params the FP8 linears' weights
+  // are FP8 tensors and Megatron-LM's --fp8-param-gather all-gathers them in FP8 (1 byte).
+  double param_elem(int op) const { return fp8_params_ && runs_in_fp8(graph_.ops()[static_cast<size_t>(op)]) ? 1.0 : elem_; }
   int64_t m_, b_;
   int dp_, tp_, pp_, vp_, cp_, dpcp_, world_;
   bool sp_, zero3_;
@@ -358,7 +367,7 @@ class Lowering {
   int num_units_;
   std::vector<UnitTemplate> templates_;
   std::vector<std::vector<int>> gather_ops_;  // ZeRO-3: ops whose parameters a unit's visit gathers
-  std::vector<double> gather_params_;         // ZeRO-3: their parameters on one rank
+  std::vector<double> gather_bytes_;          // ZeRO-3: their parameters' bytes as gathered (param_elem)
   int keys_ = 1;
   int head_op_ = -1, embedding_op_ = -1;
   double tied_params_ = 0;
@@ -726,7 +735,7 @@ class RankLowering {
   // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward).
   void gather(size_t i, std::vector<int> deps) {
     const Visit& v = visits_[i];
-    const double bytes = L_.gather_params_[static_cast<size_t>(v.unit)] * L_.elem_;
+    const double bytes = L_.gather_bytes_[static_cast<size_t>(v.unit)];
     if (bytes <= 0 || L_.dpcp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
     if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
@@ -762,7 +771,7 @@ class RankLowering {
     const size_t i = visit_ - 1;
     if (mem_ && gather_buffer_[i] >= 0) {
       const Visit& v = visits_[i];
-      release(kCompute, BufferKind::params, L_.gather_params_[static_cast<size_t>(v.unit)] * L_.elem_, gather_buffer_[i], after_compute(),
+      release(kCompute, BufferKind::params, L_.gather_bytes_[static_cast<size_t>(v.unit)], gather_buffer_[i], after_compute(),
               "free params" + mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name);
     }
   }
@@ -878,7 +887,7 @@ class RankLowering {
       const CommPurpose purpose = L_.plan_.dp_algorithm == DpAlgorithm::parameter_server ? CommPurpose::ps : CommPurpose::zero_param;
       for (size_t bi = 0; bi < st_.buckets.size(); ++bi) {
         const Bucket& bk = st_.buckets[bi];
-        dp_reduce(CollectiveKind::all_gather, purpose, TensorRole::params, bk.ops, bk.grad_bytes,
+        dp_reduce(CollectiveKind::all_gather, purpose, TensorRole::params, bk.ops, bk.param_bytes,
                   L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + static_cast<int64_t>(bi), {last_compute_},
                   "all_gather " + std::string(comm_purpose_name(purpose)) + " bucket" + std::to_string(bi));
       }

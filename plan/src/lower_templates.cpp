@@ -58,8 +58,9 @@ class TemplateBuilder {
       : plan_(plan), graph_(ctx.graph), granularity_(granularity),
         prec_(plan.precision_or(ctx.precision)), workspace_(loss_workspace_bytes(plan, ctx)) {
     costs_.reserve(graph_.ops().size());
+    const Fp8Context fp8 = fp8_context(plan);
     for (const auto& op : graph_.ops())
-      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention, plan.cp));
+      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention, plan.cp, &fp8));
   }
 
   UnitTemplate build(int unit) {
@@ -189,7 +190,7 @@ class TemplateBuilder {
           c.name = std::string(collective_tag(c.collective)) + " cp " + op.name + (r.prefetch ? " prefetch" : "");
         } else {
           c.role = role_of(r.coll, op);
-          c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * bytes_per_element(prec_);
+          c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * tp_collective_element_bytes(graph_, r.coll, prec_);
           c.slot = slot++;
           c.name = std::string(collective_tag(c.collective)) + " tp " + op.name;
         }

@@ -21,11 +21,36 @@ std::vector<int> units_of_rank(const Plan& plan, int stage) {
   return units;
 }
 
+// FP8 training's extra weight memory on one rank (plan/README.md, "FP8"). Transformer Engine
+// keeps, from the first micro-batch's forward to the last backward, an FP8 copy of each FP8
+// linear's weight for fprop and a column-wise (transposed) one for dgrad: 2 bytes per weight
+// (+ the block scales of each copy). With fp8_params the weight itself is the FP8 tensor:
+// the 16-bit weight (2 bytes, counted in weights_bytes) is replaced by the FP8 one and its
+// transpose, so nothing is added. Scaling state per FP8 tensor (input, weight, output gradient
+// of each linear): the fp32 scale and inverse scale, and under delayed scaling the amax
+// history (amax_history x 4 bytes). ZeRO-3 shards the copies like the weights (TE scatters
+// them over the FSDP group).
+double fp8_weight_bytes(const Plan& plan, const models::ModelGraph& graph, const std::vector<int>& units, double n) {
+  double fp8_params = 0, linears = 0;
+  for (int u : units)
+    for (int id : graph.units()[static_cast<size_t>(u)].ops) {
+      const models::Op& op = graph.ops()[static_cast<size_t>(id)];
+      if (!runs_in_fp8(op)) continue;
+      fp8_params += op_params_on_rank(op, plan.tp);
+      linears += 1;
+    }
+  const double scales = fp8_scale_bytes_per_element(plan.fp8.recipe);
+  const double copies = plan.fp8.fp8_params ? 2.0 * fp8_params * scales : 2.0 * fp8_params * (1.0 + scales);
+  const double history = plan.fp8.recipe == Fp8Recipe::delayed ? 4.0 * plan.fp8.amax_history : 0.0;
+  const double state = linears * 3.0 * (8.0 + history);
+  return copies / (plan.zero_stage >= 3 ? n : 1.0) + state;
+}
 
 }  // namespace
 
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch, int tp,
-                             bool sequence_parallel, Recompute recompute, Precision precision, AttentionImpl attention, int cp) {
+                             bool sequence_parallel, Recompute recompute, Precision precision, AttentionImpl attention, int cp,
+                             const Fp8Context* fp8) {
   const auto& u = graph.units()[static_cast<size_t>(unit)];
   const double elem = bytes_per_element(precision);
   const double b = static_cast<double>(micro_batch);
@@ -38,7 +63,7 @@ double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t 
   }
   double total = 0.0;
   for (int id : u.ops) {
-    const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], micro_batch, tp, sequence_parallel, precision, attention, cp);
+    const OpCost c = op_cost(graph.ops()[static_cast<size_t>(id)], micro_batch, tp, sequence_parallel, precision, attention, cp, fp8);
     if (recompute == Recompute::selective && c.recomputed_by_selective) continue;
     total += c.saved_bytes;
   }
@@ -103,6 +128,7 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   mb.weights_bytes = params * w / (plan.zero_stage >= 3 ? n : 1.0);
   mb.gradients_bytes = params * g / (plan.zero_stage >= 2 ? n : 1.0);
   mb.optimizer_bytes = params * o / (plan.zero_stage >= 1 ? n : 1.0);
+  if (prec == Precision::fp8) mb.weights_bytes += fp8_weight_bytes(plan, graph, units, n);
 
   // Activations: the closed form (micro-batches in flight x one micro-batch's activations,
   // plus one re-materialized unit under full recomputation) is exact for GPipe and 1F1B

@@ -47,6 +47,16 @@ std::string_view attention_impl_name(AttentionImpl a) {
   return "?";
 }
 
+std::string_view fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::delayed: return "delayed";
+    case Fp8Recipe::current: return "current";
+    case Fp8Recipe::mxfp8: return "mxfp8";
+    case Fp8Recipe::blockwise: return "blockwise";
+  }
+  return "?";
+}
+
 std::string_view task_kind_name(TaskKind k) {
   switch (k) {
     case TaskKind::compute: return "compute";

@@ -26,7 +26,67 @@ double op_divisor(const models::Op& op, int tp, bool sp) {
 
 double op_params_on_rank(const models::Op& op, int tp) { return splits_params(op.tp_split) ? op.params / tp : op.params; }
 
-OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp) {
+bool runs_in_fp8(const models::Op& op) {
+  return op.kind == OpKind::linear && (op.tp_split == TpSplit::column || op.tp_split == TpSplit::row);
+}
+
+double fp8_scale_bytes_per_element(Fp8Recipe recipe) {
+  // MXFP8: one E8M0 (1-byte) scale per 32 consecutive values (TE "MXFP8" recipe page; OCP MX
+  // spec v1.0). Blockwise: one fp32 scale per 1x128 block of activations and gradients
+  // (128x128 for weights; TE "FP8 Blockwise Scaling", DeepSeek-V3 report section 3.3.1).
+  switch (recipe) {
+    case Fp8Recipe::mxfp8: return 1.0 / 32.0;
+    case Fp8Recipe::blockwise: return 4.0 / 128.0;
+    case Fp8Recipe::delayed:
+    case Fp8Recipe::current: return 0;
+  }
+  return 0;
+}
+
+Fp8Context fp8_context(const Plan& plan) { return Fp8Context{plan.fp8, std::max<int64_t>(1, plan.num_micro_batches)}; }
+
+namespace {
+
+// The FP8 changes of a block linear (op_cost.hpp, "FP8"). `c` holds the 16-bit costs.
+void apply_fp8(const models::Op& op, const Fp8Context& fp8, double elem, OpCost& c) {
+  const double m = static_cast<double>(c.gemm_m), n = static_cast<double>(c.gemm_n), k = static_cast<double>(c.gemm_k);
+  const Fp8Recipe recipe = fp8.options.recipe;
+  const double scales = fp8_scale_bytes_per_element(recipe);
+  // Quantizing a 16-bit tensor of e elements: read it (twice with current scaling: the amax
+  // pass, then the cast), write the row-wise and the column-wise FP8 copies with their scales.
+  const double reads = recipe == Fp8Recipe::current ? 2.0 : 1.0;
+  auto quantize = [&](double e) { return reads * e * elem + 2.0 * e * (1.0 + scales); };
+  // Delayed scaling: each tensor's amax history is read and rolled (written) at every update.
+  const double history = recipe == Fp8Recipe::delayed ? 2.0 * 4.0 * fp8.options.amax_history : 0.0;
+  // The weight: once per step (the first micro-batch's cast is cached), from 16-bit weights or,
+  // with FP8 parameters, only the transposed copy from the FP8 weight (read 1, write 1).
+  const double weight = fp8.options.fp8_params ? 2.0 * k * n : quantize(k * n);
+  c.fp8_gemm = true;
+  c.fp8_cast_fwd_bytes = quantize(m * k) + weight / static_cast<double>(fp8.micro_batches) + 2.0 * history;
+  c.fp8_cast_bwd_bytes = quantize(m * n) + history;
+  c.serial_mem_fwd_bytes += c.fp8_cast_fwd_bytes;
+  c.serial_mem_bwd_bytes += c.fp8_cast_bwd_bytes;
+  c.kernels_fwd += recipe == Fp8Recipe::current ? 2 : 1;
+  c.kernels_bwd += recipe == Fp8Recipe::current ? 2 : 1;
+  // The GEMMs read FP8 operands and write 16-bit results: forward X, W in, Y out; backward dgrad
+  // (dY, W^T in, dX out) and wgrad (X^T, dY^T in, dW accumulated: read + write).
+  c.mem_fwd_bytes = (m * k + k * n) + m * n * elem;
+  c.mem_bwd_bytes = (2.0 * m * n + k * n + m * k) + (m * k + 2.0 * k * n) * elem;
+  // TE saves the quantized input for wgrad (the column-wise FP8 copy; linear.py keeps only the
+  // usage the backward needs): the linear's own input is 1 byte per element (+ scales) instead
+  // of `elem`; what else the op counts (attn.proj: Q, K, V) stays in 16 bits.
+  const double own_input = std::min(op.saved_elems, static_cast<double>(op.m) * static_cast<double>(op.k));
+  if (own_input > 0 && c.saved_bytes > 0) {
+    const double full = (op.saved_elems * elem + op.saved_mask_bytes);
+    const double fp8_saved = full - own_input * (elem - 1.0 - scales);
+    c.saved_bytes *= fp8_saved / full;
+  }
+}
+
+}  // namespace
+
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp,
+               const Fp8Context* fp8) {
   TP_ASSERT(cp >= 1);
   OpCost c;
   c.op = op.id;
@@ -118,6 +178,7 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
       c.kernels_bwd = 4 + passes;
     }
   }
+  if (prec == Precision::fp8 && runs_in_fp8(op) && c.gemm_m > 0) apply_fp8(op, fp8 ? *fp8 : Fp8Context{}, elem, c);
   return c;
 }
 

@@ -1,6 +1,7 @@
 // Resolving a plan against the catalogs, and its cross-field rules.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <numeric>
 
 #include "trainplan/core/strings.hpp"
@@ -69,6 +70,33 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec sp
 }
 
 namespace {
+
+// The precision exists on the GPU, and the FP8 recipe too.
+std::optional<Error> precision_problem(const Plan& p, const PlanContext& ctx, const std::string& file) {
+  auto err = [&](const std::string& pointer, const std::string& what, const std::string& hint) {
+    Error e(what);
+    e.at(file, pointer).hint(hint);
+    return std::optional<Error>(e);
+  };
+  Precision prec = p.precision_or(ctx.precision);
+  if (!ctx.gpu->supports(prec))
+    return err("/precision",
+               prec == Precision::fp8 ? fmt::format("{} (compute capability {}) has no FP8 tensor cores", ctx.gpu->name,
+                                                    ctx.gpu->compute_capability)
+                                      : fmt::format("{} does not support {}", ctx.gpu->name, precision_name(prec)),
+               prec == Precision::fp8 ? std::string("FP8 training needs Ada, Hopper or Blackwell (compute capability 8.9 or "
+                                                    "later, e.g. L4, L40S, H100, H200); use bf16 on this GPU")
+               : ctx.gpu->supports(Precision::bf16) ? "use bf16"
+                                                    : "use fp16 (mixed precision with loss scaling)");
+  // MXFP8's block-scaled GEMMs are a Blackwell tensor-core instruction (TE: "native hardware
+  // acceleration on Blackwell GPUs (SM 10.0+)"); the rule reads the catalog's compute capability.
+  if (prec == Precision::fp8 && p.fp8.recipe == Fp8Recipe::mxfp8 && std::atof(ctx.gpu->compute_capability.c_str()) < 10.0)
+    return err("/fp8/recipe",
+               fmt::format("the mxfp8 recipe needs Blackwell (compute capability 10.0+), {} has {}", ctx.gpu->name,
+                           ctx.gpu->compute_capability),
+               "use \"delayed\", \"current\" or \"blockwise\" on this GPU, or a Blackwell instance");
+  return std::nullopt;
+}
 
 std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const std::string& file) {
   auto err = [&](const std::string& pointer, const std::string& what, const std::string& hint) {
@@ -159,10 +187,7 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
     return err("/data_parallel/algorithm",
                fmt::format("{} all-reduces whole gradients and does not combine with ZeRO", dp_algorithm_name(p.dp_algorithm)),
                "use zero_stage 0, or ring / tree / hierarchical with ZeRO");
-  Precision prec = p.precision_or(ctx.precision);
-  if (!ctx.gpu->supports(prec))
-    return err("/precision", fmt::format("{} does not support {}", ctx.gpu->name, precision_name(prec)),
-               ctx.gpu->supports(Precision::bf16) ? "use bf16" : "use fp16 (mixed precision with loss scaling)");
+  if (auto e = precision_problem(p, ctx, file)) return e;
   // Stage assignment: pp*vp contiguous, non-empty ranges covering every unit once, in order.
   const size_t want = static_cast<size_t>(p.pp * p.vp);
   if (p.stages.size() != want)
@@ -190,6 +215,11 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
 
 void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_file) {
   if (auto e = first_problem(plan, ctx, plan_file)) throw *e;
+}
+
+std::optional<std::string> check_precision(const Plan& plan, const PlanContext& ctx) {
+  if (auto e = precision_problem(plan, ctx, "")) return std::string(e->what());
+  return std::nullopt;
 }
 
 std::optional<std::string> check(const Plan& plan, const PlanContext& ctx) {

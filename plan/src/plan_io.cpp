@@ -10,6 +10,10 @@
 namespace trainplan::plan {
 namespace {
 
+// Longest amax history accepted: 2^20 steps (the history is 4 bytes per step and tensor;
+// TE's default is 1024, Megatron-LM's --fp8-amax-history-len default 1).
+constexpr int64_t kMaxAmaxHistory = 1 << 20;
+
 template <typename E>
 E parse_enum(const json::Reader& r, std::span<const E> values, std::string_view (*name)(E)) {
   std::vector<std::string> names;
@@ -108,6 +112,21 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     auto prec = parse_precision(f->as_choice(precision_names()));
     p.precision = *prec;
   }
+  if (auto f = r.optional_field("fp8")) {
+    // Only FP8 plans carry the section: a recipe on a bf16 plan would be silently ignored.
+    if (p.precision != Precision::fp8)
+      throw f->error("an fp8 section in a plan that does not train in fp8")
+          .hint("set \"precision\": \"fp8\" or remove the fp8 section");
+    if (auto g = f->optional_field("recipe")) p.fp8.recipe = parse_enum(*g, std::span<const Fp8Recipe>(kFp8Recipes), fp8_recipe_name);
+    if (auto g = f->optional_field("amax_history")) {
+      if (p.fp8.recipe != Fp8Recipe::delayed)
+        throw g->error(fmt::format("amax_history applies to the delayed recipe, not {}", fp8_recipe_name(p.fp8.recipe)))
+            .hint("remove amax_history (only delayed scaling keeps an amax history)");
+      p.fp8.amax_history = static_cast<int>(g->as_positive_int(kMaxAmaxHistory));
+    }
+    p.fp8.fp8_params = f->bool_or("fp8_params", false);
+    f->finish();
+  }
   if (auto dpr = r.optional_field("data_parallel")) {
     if (auto f = dpr->optional_field("algorithm"))
       p.dp_algorithm = parse_enum(*f, std::span<const DpAlgorithm>(kDpAlgorithms), dp_algorithm_name);
@@ -161,6 +180,11 @@ json::Json to_json(const Plan& p) {
     j["stages"] = stages;
   }
   if (p.precision) j["precision"] = std::string(precision_name(*p.precision));
+  if (p.precision == Precision::fp8) {
+    json::Json fp8 = {{"recipe", std::string(fp8_recipe_name(p.fp8.recipe))}, {"fp8_params", p.fp8.fp8_params}};
+    if (p.fp8.recipe == Fp8Recipe::delayed) fp8["amax_history"] = p.fp8.amax_history;
+    j["fp8"] = fp8;
+  }
   j["data_parallel"] = {{"algorithm", std::string(dp_algorithm_name(p.dp_algorithm))},
                         {"bucket_size_bytes", p.bucket_size_bytes},
                         {"overlap", p.overlap_grad_reduce}};

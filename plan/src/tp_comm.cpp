@@ -1,5 +1,7 @@
 #include "trainplan/plan/tp_comm.hpp"
 
+#include "trainplan/plan/op_cost.hpp"
+
 #include <algorithm>
 
 namespace trainplan::plan {
@@ -52,6 +54,13 @@ std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int un
   fwd.insert(fwd.end(), bwd.begin(), bwd.end());
   for (auto& c : fwd) c.elems_per_sample /= cp;  // a cp rank holds 1/cp of the tokens
   return fwd;
+}
+
+double tp_collective_element_bytes(const models::ModelGraph& graph, const TpCollective& c, Precision precision) {
+  if (precision == Precision::fp8 && c.phase == Phase::forward && c.kind == CollectiveKind::all_gather && c.before_op && c.op >= 0 &&
+      runs_in_fp8(graph.ops()[static_cast<size_t>(c.op)]))
+    return 1.0;
+  return bytes_per_element(precision);
 }
 
 }  // namespace trainplan::plan

@@ -120,6 +120,7 @@ struct UnitCost {
   /// the dK, dV reduce-scatter (the QKV backward waits for it).
   double cp_fwd_s = 0, cp_bwd_s = 0;
   double params = 0;                      // on this tp rank
+  double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
 };
 
 // Group bandwidths per (cluster, layout, purpose) and unit costs per (cluster, layout, micro-
@@ -127,7 +128,10 @@ struct UnitCost {
 class EstimateCache {
  public:
   using NetKey = std::tuple<const hw::Cluster*, int, int, int, int, int>;  // (cluster, dp, tp, pp, cp, purpose)
-  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int>;
+  // ... and under fp8 (else zeros) the recipe, amax history, FP8 parameters and micro-batches
+  // per step (the FP8 weight cast is spread over them).
+  using Fp8Key = std::tuple<int, int, bool, int64_t>;
+  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int, Fp8Key>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
@@ -220,8 +224,9 @@ struct StageTimes {
   double cp_fwd_s = 0, cp_bwd_s = 0;  // exposed cp communication per micro-batch
   double fwd_flops = 0, bwd_flops = 0, recompute_flops = 0;  // per micro-batch, this rank
   double params = 0;                  // on this rank (after tp)
+  double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
-  std::vector<double> unit_params;
+  std::vector<double> unit_param_bytes;
 };
 
 }  // namespace
@@ -235,13 +240,14 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   const double elem = bytes_per_element(prec);
   const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
   std::vector<UnitCost> out(graph.units().size());
+  const plan::Fp8Context fp8 = plan::fp8_context(p);
   for (size_t u = 0; u < out.size(); ++u) {
     UnitCost& c = out[u];
     double bwd_after_attention_s = 0;  // backward of the ops after the attention (the cp prefetch's window)
     double kv_bytes = 0;
     for (int id : graph.units()[u].ops) {
       const plan::OpCost oc = plan::op_cost(graph.ops()[static_cast<size_t>(id)], p.micro_batch, p.tp, p.sequence_parallel,
-                                            prec, p.attention, p.cp);
+                                            prec, p.attention, p.cp, &fp8);
       const double tf = model.op_duration_s(oc, plan::Phase::forward);
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
@@ -259,11 +265,12 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
         c.selective_flops += oc.flops_fwd;
       }
       c.params += oc.params;
+      c.param_bytes += oc.params * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem);
     }
     c.recompute_full_s = c.fwd_s;
     if (p.tp > 1) {
       for (const auto& coll : plan::tp_collectives(graph, static_cast<int>(u), p.sequence_parallel, p.cp)) {
-        const double bytes = coll.elems_per_sample * b * elem;
+        const double bytes = coll.elems_per_sample * b * plan::tp_collective_element_bytes(graph, coll, prec);
         const double t = coll.kind == plan::CollectiveKind::all_reduce ? ring_all_reduce_s(tp_net, bytes) : ring_gather_s(tp_net, bytes);
         (coll.phase == plan::Phase::forward ? c.tp_fwd_s : c.tp_bwd_s) += t;
       }
@@ -290,7 +297,10 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
   // one node never share links with each other, so there the layout does not matter.
   const bool in_node = p.tp * p.cp <= ctx.cluster.gpus_per_node();
   return cache.units({cl, &ctx.graph, in_node ? 0 : p.dp, p.tp, in_node ? 0 : p.pp, p.cp, p.micro_batch, p.sequence_parallel,
-                      static_cast<int>(prec), static_cast<int>(p.attention)},
+                      static_cast<int>(prec), static_cast<int>(p.attention),
+                      prec == Precision::fp8 ? EstimateCache::Fp8Key{static_cast<int>(p.fp8.recipe), p.fp8.amax_history, p.fp8.fp8_params,
+                                                                      p.num_micro_batches}
+                                             : EstimateCache::Fp8Key{}},
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
@@ -321,8 +331,9 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.recompute_flops += c.selective_flops;
         }
         st.unit_fwd_s.push_back(c.fwd_s);
-        st.unit_params.push_back(c.params);
+        st.unit_param_bytes.push_back(c.param_bytes);
         st.params += c.params;
+        st.param_bytes += c.param_bytes;
       }
     }
     st.bwd_s += st.recompute_s;
@@ -536,18 +547,18 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       // parameters after the optimizer step (the other half, exposed).
       const double half = ring_gather_s(dp_net, grad_bytes);
       zero_grad_exposed = exposed_after_backward(half);
-      zero_param_exposed = half;
+      zero_param_exposed = ring_gather_s(dp_net, stages[heavy].param_bytes);
       if (p.zero_stage == 3) {
         // Parameters are gathered per unit in forward and again in backward; with prefetch
         // the gather hides behind the previous unit's compute when that is longer.
         zero_param_exposed = 0;
         const auto& st = stages[heavy];
-        for (size_t u = 0; u < st.unit_params.size(); ++u) {
-          const double g = ring_gather_s(dp_net, st.unit_params[u] * elem);
+        for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
+          const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
           const double f = st.unit_fwd_s[u];
           zero_param_exposed += m * (std::max(0.0, g - f) + std::max(0.0, g - 2.0 * f));
         }
-        zero_param_exposed += ring_gather_s(dp_net, st.unit_params.empty() ? 0 : st.unit_params.front() * elem);
+        zero_param_exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
       }
     }
   }

@@ -340,8 +340,22 @@ void megatron_training_args(const plan::Plan& p, const plan::PlanContext& ctx, s
     args.push_back("--fp16");
   }
   if (prec == Precision::fp8) {
-    args.push_back("--fp8-format hybrid");
-    args.push_back("--fp8-recipe delayed");
+    // The plan's recipe in Megatron-LM's names (arguments.py _add_transformer_engine_args):
+    // current scaling is "tensorwise". Formats as Transformer Engine's recipe defaults: HYBRID
+    // (E4M3 forward, E5M2 gradients) for the per-tensor recipes, E4M3 throughout for the
+    // block-scaled ones (TE recipe docs: MXFP8BlockScaling and Float8BlockScaling default to E4M3).
+    const plan::Fp8Recipe r = p.fp8.recipe;
+    const bool per_tensor = r == plan::Fp8Recipe::delayed || r == plan::Fp8Recipe::current;
+    args.push_back(fmt::format("--fp8-format {}", per_tensor ? "hybrid" : "e4m3"));
+    args.push_back(fmt::format("--fp8-recipe {}", megatron_fp8_recipe(r)));
+    if (r == plan::Fp8Recipe::delayed) {
+      // Megatron-LM's defaults (history 1, most_recent) differ from TE's (1024, max), which the
+      // plan states: both are written.
+      args.push_back(fmt::format("--fp8-amax-history-len {}", p.fp8.amax_history));
+      args.push_back("--fp8-amax-compute-algo max");
+    }
+    // FP8 parameters (TE fp8_model_init) whose distributed-optimizer all-gather moves FP8.
+    if (p.fp8.fp8_params) args.push_back("--fp8-param-gather");
   }
 }
 

@@ -110,6 +110,12 @@ constexpr std::array kRules = {
                "fp32",
                "NVIDIA/Megatron-LM megatron/training/arguments.py (_add_mixed_precision_args, _add_transformer_engine_args, "
                "commit 000c4ac)"},
+    ExportRule{"megatron.fp8-recipe",
+               "FP8 plans carry their recipe: --fp8-recipe delayed|tensorwise|mxfp8|blockwise (current scaling is "
+               "tensorwise), delayed scaling with --fp8-amax-history-len (Megatron's default is 1, TE's 1024) and "
+               "--fp8-amax-compute-algo, FP8 parameters with --fp8-param-gather (TE fp8_model_init, FP8 all-gather)",
+               "NVIDIA/Megatron-LM megatron/training/arguments.py (_add_transformer_engine_args); pretrain_gpt.py "
+               "(fp8_param_gather builds the model under fp8_model_init)"},
     ExportRule{"megatron.attention-backend",
                "--attention-backend is flash, fused, unfused, local or auto; Transformer Engine disables FlashAttention and "
                "FusedAttention below sm80, so a V100 (sm70) has only the unfused backend, which keeps the score matrix",
@@ -199,6 +205,10 @@ int compute_capability(const plan::PlanContext& ctx) {
   } catch (...) {
     return 0;
   }
+}
+
+std::string_view megatron_fp8_recipe(plan::Fp8Recipe recipe) {
+  return recipe == plan::Fp8Recipe::current ? "tensorwise" : plan::fp8_recipe_name(recipe);
 }
 
 }  // namespace trainplan::planner

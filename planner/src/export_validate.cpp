@@ -172,6 +172,8 @@ const std::map<std::string, FlagKind>& megatron_flags() {
       {"--overlap-grad-reduce", {}}, {"--ddp-bucket-size", {K::integer, {}}}, {"--bf16", {}}, {"--fp16", {}},
       {"--grad-reduce-in-bf16", {}}, {"--fp8-format", {K::choice, {"e4m3", "hybrid"}}},
       {"--fp8-recipe", {K::choice, {"tensorwise", "delayed", "mxfp8", "blockwise", "custom"}}},
+      {"--fp8-amax-history-len", {K::integer, {}}}, {"--fp8-amax-compute-algo", {K::choice, {"most_recent", "max"}}},
+      {"--fp8-param-gather", {}},
   };
   return flags;
 }
@@ -272,6 +274,19 @@ void validate_megatron(const plan::Plan& p, const plan::PlanContext& ctx, const 
   c.expect(bf16 == (prec == Precision::bf16 || prec == Precision::fp8) && fp16 == (prec == Precision::fp16) &&
                fp8 == (prec == Precision::fp8),
            "megatron.precision", fmt::format("the plan trains in {}: --bf16 / --fp16 / --fp8-format must say so", precision_name(prec)));
+  if (prec == Precision::fp8) {
+    // Megatron-LM's defaults: --fp8-recipe delayed, --fp8-amax-history-len 1.
+    const bool delayed = p.fp8.recipe == plan::Fp8Recipe::delayed;
+    c.expect(arg_or(m, "--fp8-recipe", "delayed") == megatron_fp8_recipe(p.fp8.recipe) &&
+                 (!delayed || arg_or(m, "--fp8-amax-history-len", "1") == std::to_string(p.fp8.amax_history)) &&
+                 (m.args.count("--fp8-param-gather") > 0) == p.fp8.fp8_params,
+             "megatron.fp8-recipe",
+             fmt::format("the plan's FP8 recipe is {}{}{}: --fp8-recipe {}{}{}", plan::fp8_recipe_name(p.fp8.recipe),
+                         delayed ? fmt::format(" with a {}-step amax history", p.fp8.amax_history) : "",
+                         p.fp8.fp8_params ? " with FP8 parameters" : "", megatron_fp8_recipe(p.fp8.recipe),
+                         delayed ? fmt::format(" --fp8-amax-history-len {}", p.fp8.amax_history) : "",
+                         p.fp8.fp8_params ? " --fp8-param-gather" : ""));
+  }
   if (bf16 && p.dp_cp() > 1)
     c.expect(m.args.count("--grad-reduce-in-bf16") > 0, "megatron.grad-reduce-bf16",
              "bf16 without --grad-reduce-in-bf16 all-reduces fp32 gradients, twice the bytes the plan costs");

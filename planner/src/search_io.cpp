@@ -175,6 +175,12 @@ SearchRequest search_request(const SearchOptions& a) {
     if (std::none_of(graph.ops().begin(), graph.ops().end(), [](const models::Op& op) { return op.kind == models::OpKind::batchnorm; }))
       throw Error(fmt::format("{} has no batch-norm layers to synchronize", a.model)).at("--sync-bn").hint("drop --sync-bn");
   }
+  if (!a.precision.empty()) req.precision = parse_precision(flag_choice("--precision", a.precision, precision_names()));
+  if (!a.fp8_recipe.empty()) {
+    if (req.precision != Precision::fp8)
+      throw Error("an FP8 recipe without FP8 training").at("--fp8-recipe").hint("add --precision fp8, or drop --fp8-recipe");
+    req.fp8.recipe = choice(a.fp8_recipe, std::span<const plan::Fp8Recipe>(plan::kFp8Recipes), plan::fp8_recipe_name, "--fp8-recipe");
+  }
   req.allow_tp_across_nodes = a.tp_across_nodes;
   req.partition = at_flag("--partition", [&] { return parse_partition_mode(a.partition); });
   if (!a.framework.empty()) req.framework = at_flag("--for", [&] { return parse_export_target(a.framework); });

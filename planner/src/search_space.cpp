@@ -289,6 +289,26 @@ void list_unpriced(const SearchRequest& req, const hw::Catalog& catalog, Space& 
   }
 }
 
+// The request's precision (and FP8 recipe) on a context's base plan and context, under the plan
+// rules of plan::check_precision. False when the GPU lacks it: the type is left out, or, when
+// the request names its instance types, an Error at the flag that asked for it.
+bool apply_precision(const SearchRequest& req, plan::Plan& base, plan::PlanContext& ctx) {
+  if (!req.precision) return true;
+  base.precision = *req.precision;
+  base.fp8 = req.fp8;
+  if (auto problem = plan::check_precision(base, ctx)) {
+    if (!req.instance_types.empty()) {
+      const bool recipe = req.precision == Precision::fp8 && req.fp8.recipe == plan::Fp8Recipe::mxfp8 && ctx.gpu->supports(Precision::fp8);
+      throw Error(*problem)
+          .at(recipe ? "--fp8-recipe" : "--precision")
+          .hint("leave out --instances to search the types that have it, or choose another precision");
+    }
+    return false;
+  }
+  ctx.precision = *req.precision;
+  return true;
+}
+
 }  // namespace
 
 Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
@@ -327,6 +347,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.sync_batch_norm = req.sync_batch_norm;
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
+      if (!apply_precision(req, c.base, *c.ctx)) break;
       c.input = data_input_of(req, c);
       c.base.stages.clear();
       // Megatron-LM below sm80 has only Transformer Engine's unfused attention (rule

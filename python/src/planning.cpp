@@ -56,6 +56,8 @@ const Setters<SearchOptions>& search_options_setters() {
       {"bucket_sizes", text_field(&O::bucket_sizes, "bucket_sizes")},
       {"no_sequence_parallel", bool_field(&O::no_sequence_parallel, "no_sequence_parallel")},
       {"sync_bn", bool_field(&O::sync_bn, "sync_bn")},
+      {"precision", text_field(&O::precision, "precision")},
+      {"fp8_recipe", text_field(&O::fp8_recipe, "fp8_recipe")},
       {"tp_across_nodes", bool_field(&O::tp_across_nodes, "tp_across_nodes")},
       {"partition", text_field(&O::partition, "partition")},
       {"framework", text_field(&O::framework, "framework")},
@@ -209,7 +211,7 @@ void bind_planning(py::module_& m) {
 deadline, budget, platform, purchase, spot, global_batch, global_batch_range, seq_len,
 micro_batches, zero, tp, pp, dp, data_input,
 recompute, schedules, virtual_stages (--vp), context_parallel (--cp), dp_algorithms,
-bucket_sizes, no_sequence_parallel, sync_bn, tp_across_nodes, partition, framework (--for),
+bucket_sizes, no_sequence_parallel, sync_bn, precision, fp8_recipe, tp_across_nodes, partition, framework (--for),
 simulate_top, exact_top, spot_runs, seed, off, top, threads). Quantities take str ("300B",
 "30d", "$2M") or numbers; lists take a list or a comma-separated str.
 Returns a dict: "best" (the best plan's JSON with "predicted", what `plan -o` writes),

@@ -93,6 +93,18 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
     throw Error("gemm_efficiency_scale must be in (0, 5], got " + std::to_string(options.gemm_efficiency_scale))
         .hint("a calibration profile's compute/gemm_efficiency_scale is a ratio to the measured GEMM rate (MAMF)");
   gemm_efficiency_ = std::min(1.0, gemm_efficiency_ * options.gemm_efficiency_scale);
+  // FP8 training runs only the block linears in FP8 (plan::OpCost::fp8_gemm); the other tensor-
+  // core work (attention, LM head) runs at the 16-bit peak and that precision's measured GEMM share.
+  if (precision == Precision::fp8) {
+    auto bf16 = gpu.peak_flops.find(Precision::bf16);
+    half_peak_ = bf16 != gpu.peak_flops.end() && bf16->second > 0 ? bf16->second : tensor_peak_;
+    half_gemm_efficiency_ = options.gemm_efficiency > 0 ? options.gemm_efficiency
+                                                        : gpu.mamf_fraction(Precision::bf16).value_or(kMamfUnknown);
+    half_gemm_efficiency_ = std::min(1.0, half_gemm_efficiency_ * options.gemm_efficiency_scale);
+  } else {
+    half_peak_ = tensor_peak_;
+    half_gemm_efficiency_ = gemm_efficiency_;
+  }
   efficiency_scale_ = options.gemm_efficiency_scale;
   hopper_or_later_ = std::atoi(gpu.compute_capability.c_str()) >= 9;
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
@@ -205,15 +217,15 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
   double t = 0;
   if (flops > 0) {
     double peak = peak_flops_per_s(kind);
-    if (attention && precision_ == Precision::fp8) {
-      auto bf16 = gpu_.peak_flops.find(Precision::bf16);
-      if (bf16 != gpu_.peak_flops.end()) peak = bf16->second;
-    }
+    // Under fp8 only the ops plan::op_cost marks fp8_gemm run at the FP8 peak.
+    const bool half_precision_gemm = precision_ == Precision::fp8 && is_matmul_like(kind) && !c.fp8_gemm;
+    if (half_precision_gemm) peak = half_peak_;
     double eff;
     if (attention && !c.fused_attention) {
       // Unfused attention: batched GEMMs with K = head_dim, at the GEMM efficiency of that shape
       // (a calibration entry for "attention" still wins).
       eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k, ph);
+      if (half_precision_gemm && !calibration_) eff *= half_gemm_efficiency_ / gemm_efficiency_;
       if (calibration_) {
         CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
         if (cal.compute_efficiency) eff = *cal.compute_efficiency;
@@ -222,9 +234,11 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
       // A calibration entry for attention is the kernel the user measured and a set
       // attention_efficiency is the user's figure: both are kept as they are.
       const bool calibrated = calibration_ && calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph).compute_efficiency;
-      if (calibrated || attention_efficiency_ > 0 || !(c.attention_keys > 0))
+      if (calibrated || attention_efficiency_ > 0 || !(c.attention_keys > 0)) {
         eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
-      else
+        // A 16-bit GEMM under fp8 (the LM head): the 16-bit measured share, not FP8's.
+        if (half_precision_gemm && !calibrated && attention_efficiency_ == 0) eff *= half_gemm_efficiency_ / gemm_efficiency_;
+      } else
         eff = fused_attention_efficiency(c, backward);
     }
     t = flops / (peak * eff);

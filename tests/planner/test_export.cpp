@@ -229,6 +229,41 @@ TEST_CASE("export: an FP8 plan exports --bf16 with --fp8-format, not fp32 (argum
   CHECK(broken_rules(r, ExportTarget::megatron, no_fp8).count("megatron.precision") == 1);
 }
 
+TEST_CASE("export: Megatron carries the plan's FP8 recipe (arguments.py _add_transformer_engine_args, TE recipe defaults)",
+          "[planner][export][fp8]") {
+  Resolved r = resolved(kLlama7bFp8);
+  struct Case {
+    plan::Fp8Options fp8;
+    std::vector<std::string> present, absent;
+  };
+  const Case cases[] = {
+      {{plan::Fp8Recipe::delayed, 1024, false},
+       {"--fp8-format hybrid\n", "--fp8-recipe delayed\n", "--fp8-amax-history-len 1024\n", "--fp8-amax-compute-algo max\n"},
+       {"--fp8-param-gather"}},
+      {{plan::Fp8Recipe::current, 1024, true},
+       {"--fp8-format hybrid\n", "--fp8-recipe tensorwise\n", "--fp8-param-gather\n"},
+       {"--fp8-amax-history-len"}},
+      {{plan::Fp8Recipe::blockwise, 1024, false}, {"--fp8-format e4m3\n", "--fp8-recipe blockwise\n"}, {"--fp8-amax", "--fp8-param-gather"}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(plan::fp8_recipe_name(c.fp8.recipe));
+    r.plan.fp8 = c.fp8;
+    const std::string text = exported(r, ExportTarget::megatron);
+    for (const auto& s : c.present) CHECK(text.find(s) != std::string::npos);
+    for (const auto& s : c.absent) CHECK(text.find(s) == std::string::npos);
+    CHECK(broken_rules(r, ExportTarget::megatron, text).empty());
+  }
+  // The validator catches an export that loses the recipe, the history or the FP8 parameters.
+  r.plan.fp8 = {plan::Fp8Recipe::current, 1024, true};
+  const std::string text = exported(r, ExportTarget::megatron);
+  CHECK(broken_rules(r, ExportTarget::megatron, replaced(text, "--fp8-recipe tensorwise", "--fp8-recipe delayed"))
+            .count("megatron.fp8-recipe") == 1);
+  CHECK(broken_rules(r, ExportTarget::megatron, replaced(text, "  --fp8-param-gather\n", "")).count("megatron.fp8-recipe") == 1);
+  r.plan.fp8 = {plan::Fp8Recipe::delayed, 16, false};
+  const std::string delayed = exported(r, ExportTarget::megatron);
+  CHECK(broken_rules(r, ExportTarget::megatron, replaced(delayed, "  --fp8-amax-history-len 16\n", "")).count("megatron.fp8-recipe") == 1);
+}
+
 TEST_CASE("export: Megatron on a V100 refuses flash attention and exports the unfused backend (TransformerEngine "
           "dot_product_attention/utils.py, sm80)",
           "[planner][export]") {

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/plan.hpp"
 
 namespace trainplan::plan {
@@ -82,7 +83,7 @@ MemoryBreakdown peak_memory(const Plan& plan, const PlanContext& ctx, const Memo
 /// `cp`: context-parallel degree (the bytes are 1/cp of cp = 1's).
 double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t micro_batch,
                              int tp, bool sequence_parallel, Recompute recompute, Precision precision,
-                             AttentionImpl attention = AttentionImpl::flash, int cp = 1);
+                             AttentionImpl attention = AttentionImpl::flash, int cp = 1, const Fp8Context* fp8 = nullptr);
 
 /// How the activation buffers of one layer unit for one micro-batch rise and fall on one rank
 /// in the lowered program (bytes), relative to what the rest of the rank holds:

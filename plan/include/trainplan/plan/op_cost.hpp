@@ -31,6 +31,19 @@
 // gathered over the cp group: its FLOPs are 1/cp of the full s x s work (the load-balanced
 // causal split gives every rank the same share) with the per-head GEMM M = s/cp query rows
 // against N = s keys. `cp_kv_bytes` is the size of that gathered K, V (and of dK, dV).
+//
+// FP8 (precision fp8, plan/README.md "FP8"): Transformer Engine runs the three GEMMs (fprop,
+// dgrad, wgrad) of the transformer blocks' linears (tp split column or row: QKV, attention
+// output, MLP up/gate and down) in FP8 (`fp8_gemm`); attention, the embedding, the LM head
+// (Megatron-LM keeps the output layer in 16 bits), norms and elementwise ops stay in 16 bits.
+// Each FP8 linear adds memory-bound quantization kernels (serial bytes, `fp8_cast_*_bytes`):
+// forward, its input X (M x K) is read in 16 bits and written in FP8 twice (row-wise for fprop,
+// column-wise/transposed for wgrad); backward, the output gradient dY (M x N) likewise; the
+// weight (K x N) likewise once per step (TE caches it from the first micro-batch; spread over
+// the step's micro-batches here). Current scaling reads each tensor once more for its amax;
+// delayed scaling reads and writes its amax histories (amax_history x 4 bytes per tensor);
+// mxfp8 writes one E8M0 scale byte per 32 values of each copy, blockwise one fp32 scale per
+// 128. The GEMM reads its inputs in FP8; the linear's saved input is FP8 (1 byte per element).
 #pragma once
 
 #include <cstdint>
@@ -73,7 +86,24 @@ struct OpCost {
   /// the cp all-gather before the attention and of the dK, dV reduce-scatter after its
   /// backward; 0 when cp = 1.
   double cp_kv_bytes = 0;
+  /// FP8 training: this op's GEMMs run on the FP8 tensor cores (a block linear); the
+  /// quantization traffic the op adds (already part of serial_mem_*_bytes) per phase.
+  bool fp8_gemm = false;
+  double fp8_cast_fwd_bytes = 0, fp8_cast_bwd_bytes = 0;
 };
+
+/// FP8 context of op_cost: the plan's FP8 options and the micro-batches of one step (TE casts
+/// the weights to FP8 on the first micro-batch only).
+struct Fp8Context {
+  Fp8Options options;
+  int64_t micro_batches = 1;
+};
+/// Whether `op` runs its GEMMs in FP8 under FP8 training: a linear split by tensor parallelism
+/// as column or row (the transformer blocks' linears, Transformer Engine modules in Megatron-LM).
+bool runs_in_fp8(const models::Op& op);
+/// Bytes written per FP8 element for its scales: mxfp8 1/32 (E8M0 per 32 values), blockwise
+/// 4/128 (fp32 per 128), per-tensor recipes 0.
+double fp8_scale_bytes_per_element(Fp8Recipe recipe);
 
 /// How many ranks share the op's per-sample work: tp for split ops (column, row, heads,
 /// vocab), tp for replicated ops under sequence parallelism, else 1.
@@ -82,7 +112,10 @@ double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
 double op_params_on_rank(const models::Op& op, int tp);
 
 /// `cp`: context-parallel degree (1: none), see the file comment.
+/// `fp8`: the FP8 options when `precision` is fp8 (nullptr: the defaults, one micro-batch).
 OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision,
-               AttentionImpl attention, int cp = 1);
+               AttentionImpl attention, int cp = 1, const Fp8Context* fp8 = nullptr);
+/// The FP8 context of a plan (its options and num_micro_batches).
+Fp8Context fp8_context(const Plan& plan);
 
 }  // namespace trainplan::plan

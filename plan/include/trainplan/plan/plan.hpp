@@ -65,6 +65,31 @@ std::string_view attention_impl_name(AttentionImpl a);  // "flash", "unfused", "
 /// Whether the attention runs as one fused kernel (flash or flash1).
 inline bool is_fused_attention(AttentionImpl a) { return a != AttentionImpl::unfused; }
 
+/// How FP8 tensors are scaled (Transformer Engine's recipes, plan/README.md "FP8"):
+/// `delayed` = one fp32 scale per tensor from the amax history of past steps (DelayedScaling);
+/// `current` = one fp32 scale per tensor from the tensor's own amax, an extra read of it
+/// (Float8CurrentScaling; Megatron-LM's "tensorwise"); `mxfp8` = an E8M0 scale per 32
+/// consecutive values, native on Blackwell (compute capability 10.0+) only (MXFP8BlockScaling);
+/// `blockwise` = an fp32 scale per 1x128 activation / 128x128 weight block, the DeepSeek-V3
+/// scheme (Float8BlockScaling).
+enum class Fp8Recipe { delayed, current, mxfp8, blockwise };
+std::string_view fp8_recipe_name(Fp8Recipe r);       // "delayed", "current", "mxfp8", "blockwise"
+inline constexpr Fp8Recipe kFp8Recipes[] = {Fp8Recipe::delayed, Fp8Recipe::current, Fp8Recipe::mxfp8, Fp8Recipe::blockwise};
+
+/// FP8 training options (only with precision fp8). JSON: "fp8": {"recipe": "delayed",
+/// "amax_history": 1024, "fp8_params": false}.
+struct Fp8Options {
+  Fp8Recipe recipe = Fp8Recipe::delayed;
+  /// Delayed scaling: steps of amax history per FP8 tensor (Transformer Engine's default
+  /// DelayedScaling.amax_history_len = 1024). Only with the delayed recipe.
+  int amax_history = 1024;
+  /// Weights kept only in FP8 (TE fp8_model_init; Megatron-LM --fp8-param-gather): no 16-bit
+  /// copy of the FP8 linears' weights, and ZeRO's parameter all-gather moves 1 byte per
+  /// weight of those linears. Gradients and master weights are unchanged.
+  bool fp8_params = false;
+  bool operator==(const Fp8Options&) const = default;
+};
+
 /// Layer units [first_unit, last_unit] (inclusive) owned by one (virtual) pipeline stage.
 struct StageAssignment {
   int first_unit = 0;
@@ -126,6 +151,8 @@ struct Plan {
 
   /// Empty in the file = the GPU's preferred 16-bit precision (bf16, else fp16).
   std::optional<Precision> precision;
+  /// FP8 recipe and options; read and written only when the precision is fp8.
+  Fp8Options fp8;
   DpAlgorithm dp_algorithm = DpAlgorithm::ring;
   /// Gradient bucket (PyTorch DDP default 25 MB); under Horovod the tensor-fusion threshold
   /// (HOROVOD_FUSION_THRESHOLD, whose default is 64 MiB).
@@ -188,6 +215,9 @@ void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_
 /// The same checks returning the first problem instead of throwing (for the search, where a
 /// candidate that does not fit is a value, not an exception).
 std::optional<std::string> check(const Plan& plan, const PlanContext& ctx);
+/// Only the precision rules of check(): the precision exists on the GPU (FP8 needs FP8 tensor
+/// cores), the FP8 recipe runs on it (mxfp8 needs compute capability 10.0).
+std::optional<std::string> check_precision(const Plan& plan, const PlanContext& ctx);
 
 /// Even split of `units` layer units over `stages` stages: blocks divided as evenly as
 /// possible, the input unit on the first stage, the output unit on the last.

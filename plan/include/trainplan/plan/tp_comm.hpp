@@ -43,4 +43,10 @@ struct TpCollective {
 /// degree (every size is divided by it).
 std::vector<TpCollective> tp_collectives(const models::ModelGraph& graph, int unit, bool sequence_parallel, int cp = 1);
 
+/// Bytes per element a collective moves: the training precision's, except under fp8 the
+/// sequence-parallel all-gather of an FP8 linear's input (forward), which Transformer Engine
+/// runs on the quantized tensor (layernorm_linear.py / linear.py: gather_along_first_dim with
+/// the input quantizer): 1 byte. Gradients (reduce-scatters, backward gathers) stay 16-bit.
+double tp_collective_element_bytes(const models::ModelGraph& graph, const TpCollective& c, Precision precision);
+
 }  // namespace trainplan::plan

@@ -70,5 +70,8 @@ int64_t bucket_elements(const plan::Plan& plan, const plan::PlanContext& ctx);
 bool needs_one_cuda_connection(const plan::Plan& plan);
 /// The GPU's compute capability as major * 10 + minor (80 for "8.0"); 0 when unknown.
 int compute_capability(const plan::PlanContext& ctx);
+/// Megatron-LM's --fp8-recipe value for a plan recipe ("delayed", "tensorwise" for current
+/// scaling, "mxfp8", "blockwise"; rule megatron.fp8-recipe).
+std::string_view megatron_fp8_recipe(plan::Fp8Recipe recipe);
 
 }  // namespace trainplan::planner

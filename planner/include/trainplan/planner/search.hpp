@@ -151,6 +151,13 @@ struct SearchRequest {
   /// Every candidate synchronizes its batch norm over the data-parallel group
   /// (plan::Plan::sync_batch_norm; `--sync-bn`); the model must have batch-norm layers.
   bool sync_batch_norm = false;
+  /// Training precision of every candidate (`--precision`; empty: each GPU's 16-bit type, bf16
+  /// else fp16). A precision the GPU lacks (FP8 before Ada/Hopper; mxfp8 before Blackwell)
+  /// leaves its instance types out, or is an Error at --precision / --fp8-recipe when the
+  /// request names those types.
+  std::optional<Precision> precision;
+  /// FP8 recipe and options of every candidate when `precision` is fp8 (`--fp8-recipe`).
+  plan::Fp8Options fp8;
   bool allow_tp_across_nodes = false;
   PartitionMode partition = PartitionMode::time;
   /// Where the training data comes from: the data loader (read bandwidth of that storage, JPEG

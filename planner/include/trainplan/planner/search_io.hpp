@@ -63,6 +63,8 @@ struct SearchOptions {
   std::string bucket_sizes;
   bool no_sequence_parallel = false;
   bool sync_bn = false;  // --sync-bn
+  std::string precision;   // --precision: fp32, tf32, fp16, bf16 or fp8 ("": each GPU's 16-bit type)
+  std::string fp8_recipe;  // --fp8-recipe: delayed, current, mxfp8 or blockwise (with --precision fp8)
   bool tp_across_nodes = false;
   std::string partition = "time";
   std::string framework;

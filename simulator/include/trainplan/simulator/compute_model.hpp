@@ -163,8 +163,9 @@ class ComputeModel {
   /// memory-bound passes / (HBM x efficiency) + launch gaps. Fused (flash) attention runs at the
   /// published kernel level of its GPU generation and pass, on the key-loop ramp of the keys a
   /// query visits (a set attention_efficiency or a calibration entry wins); unfused attention's batched GEMMs (K = head_dim) at the GEMM shape
-  /// efficiency. Attention runs in bf16 under fp8 training (Transformer Engine keeps dot-product
-  /// attention in bf16 by default).
+  /// efficiency. Under fp8 training only ops with OpCost::fp8_gemm (the block linears) run at
+  /// the FP8 peak and FP8 GEMM share; attention (Transformer Engine keeps dot-product attention
+  /// in bf16 by default) and the other matmuls (LM head) at the bf16 peak and bf16 share.
   double op_duration_s(const plan::OpCost& cost, plan::Phase phase) const;
 
   /// Compute efficiency (fraction of the relevant peak) for an op kind and GEMM shape.
@@ -192,6 +193,10 @@ class ComputeModel {
   double efficiency_scale_ = 1;   // ComputeModelOptions::gemm_efficiency_scale
   bool hopper_or_later_ = false;  // compute capability 9.0 or later (FlashAttention-3 class kernels)
   double tensor_peak_ = 0;
+  /// The 16-bit tensor peak and GEMM share for matmuls that stay in 16 bits under fp8 (equal to
+  /// tensor_peak_ / gemm_efficiency_ otherwise).
+  double half_peak_ = 0;
+  double half_gemm_efficiency_ = 0;
   double vector_peak_ = 0;
   double gemm_efficiency_ = 0;
   double attention_efficiency_ = 0;
