@@ -344,10 +344,18 @@ Runtime::Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::Ste
         make_device_communicator(m.options.backend, *m.store, r, m.world_size(), state->backend(), groups,
                                  pipeline_peers(m.program, r), m.world->communicator(r).timeout_s());
   }));
-  if (!err.empty()) throw Error(err);
+  if (!err.empty()) {
+    (void)m.on_local_ranks([&](int r) { m.device_comms[static_cast<size_t>(r)].reset(); });  // as in ~Runtime
+    throw Error(err);
+  }
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // NCCL's finalize waits for the communicator's other members: the ranks' device
+  // communicators go at once, one thread each, as they were created.
+  if (impl_)
+    (void)impl_->on_local_ranks([&](int r) { impl_->device_comms[static_cast<size_t>(r)].reset(); });
+}
 
 int64_t Runtime::steps_done() const { return impl_->first_local().steps_done(); }
 std::vector<int> Runtime::local_ranks() const { return impl_->local; }
