@@ -35,7 +35,19 @@ PROBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(BackendError))
 
 class BackendModule(ctypes.Structure):
     _fields_ = [("abi_version", ctypes.c_int), ("trainplan_version", ctypes.c_char_p), ("name", ctypes.c_char_p),
-                ("build", ctypes.c_char_p), ("probe", PROBE), ("create", ctypes.c_void_p)]
+                ("build", ctypes.c_char_p), ("probe", PROBE), ("create", ctypes.c_void_p),
+                ("collective_benchmark", ctypes.c_void_p), ("free_text", ctypes.c_void_p),
+                ("device_count", ctypes.c_void_p), ("create_on_device", ctypes.c_void_p),
+                ("create_communicator", ctypes.c_void_p)]
+
+
+def header_abi():
+    """kTrainplanBackendAbi as backend_module.hpp states it (the module must carry the same)."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "executor", "include", "trainplan",
+                          "executor", "backend_module.hpp")
+    with open(header) as f:
+        found = re.search(r"kTrainplanBackendAbi\s*=\s*(\d+);", f.read())
+    return int(found.group(1)) if found else -1
 
 
 def check_module(module, version):
@@ -51,6 +63,13 @@ def check_module(module, version):
     if m.name != b"cuda" or m.trainplan_version.decode() != version or not m.build.startswith(b"CUDA "):
         failures.append(f"module table: name {m.name!r}, version {m.trainplan_version!r} (trainplan {version}), "
                         f"build {m.build!r}")
+    if m.abi_version != header_abi():
+        failures.append(f"module ABI {m.abi_version}, backend_module.hpp says {header_abi()}")
+    if not m.create_on_device:
+        failures.append("the module table has no create_on_device")
+    # The runtime's NCCL path exists exactly when the module was built with NCCL.
+    if bool(m.create_communicator) != (b"NCCL" in m.build):
+        failures.append(f"create_communicator is {'set' if m.create_communicator else 'null'} for build {m.build!r}")
     err = BackendError()
     usable = m.probe(ctypes.byref(err)) == 0
     has_driver = os.path.exists("/proc/driver/nvidia")

@@ -48,6 +48,7 @@ struct ExecuteArgs {
   std::string memory_limit;
   std::string data_file;
   std::string dtype = "f32";
+  std::string collectives = "auto";
   uint64_t seed = 1;
   double learning_rate = 1e-3;
   double adam_eps = 1e-8;
@@ -207,6 +208,12 @@ void run_job(const ExecuteArgs& a) {
   opt.timeout_s = a.timeout_s;
   opt.skip_nonfinite_steps = a.skip_nonfinite;
   opt.world = job.world;
+  opt.store = job.store;
+  opt.collectives = a.collectives == "device"    ? executor::DeviceCollectives::device
+                    : a.collectives == "staging" ? executor::DeviceCollectives::staging
+                                                 : executor::DeviceCollectives::automatic;
+  // Under a launcher each process of a node holds ranks-per-process consecutive devices.
+  opt.first_device = multi ? job.launch.local_rank * static_cast<int>(job.ranks.size()) : 0;
   opt.stop_requested = [] { return g_stop.load(); };
   if (!a.data_file.empty())
     opt.data = std::make_shared<executor::TrainingData>(
@@ -228,6 +235,7 @@ void run_job(const ExecuteArgs& a) {
   say(fmt::format("backend {} ({}), {}; batch {} samples = {} micro-batch(es) of {} x dp {}; data: {}\n", a.backend,
                   executor::make_backend(a.backend)->description(), a.dtype, p.global_batch, p.num_micro_batches, p.micro_batch, p.dp,
                   a.data_file.empty() ? "synthetic" : a.data_file));
+  if (a.backend != "cpu") say(fmt::format("collectives: {}\n", rt.collectives().reason));
   if (spec.dropout && spec.dropout_p > 0)
     say("note: the executor runs the model's dropout layers as identity (no masks), so runs are deterministic\n");
 
@@ -329,6 +337,10 @@ void add_execute_command(CLI::App& app) {
                   "Refuse plans whose declared peak memory per rank exceeds this (e.g. 16GiB; default: the plan's GPU)");
   cmd->add_option("--data", args->data_file, "Train on this file's bytes as tokens (decoders; default: synthetic data)");
   add_choice(cmd, "--dtype", args->dtype, {"f32", "f64"}, "Compute precision of the cpu backend: f32 or f64");
+  add_choice(cmd, "--collectives", args->collectives, {"auto", "staging", "device"},
+             "Device backends: the step's collectives on the device tensors through the backend's library (device: "
+             "NCCL, one GPU per rank), through host copies over the in-process / TCP communicator (staging: ranks may "
+             "share a GPU), or device when every rank of the process has its own GPU (auto)");
   add_int(cmd, "--seed", args->seed, 0, std::numeric_limits<int64_t>::max(), "Parameter initialization seed");
   add_real(cmd, "--lr", args->learning_rate, 0, 1e3, "AdamW learning rate");
   add_real(cmd, "--adam-eps", args->adam_eps, 0, 1, "AdamW epsilon");

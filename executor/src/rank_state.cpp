@@ -13,9 +13,10 @@
 
 namespace trainplan::executor::rt {
 
-RankState::RankState(const ModelLayout& layout, const RuntimeOptions& options, const TrainingData& data, int rank)
+RankState::RankState(const ModelLayout& layout, const RuntimeOptions& options, const TrainingData& data, int rank,
+                     int device)
     : L_(layout), options_(options), data_(data), rank_(rank) {
-  backend_ = make_backend(options.backend);
+  backend_ = make_backend(options.backend, device);
   stream_ = &backend_->default_stream();
   const plan::RankProgram& rp = program();
   dp_rank_ = rp.dp_rank;

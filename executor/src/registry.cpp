@@ -147,9 +147,9 @@ std::string probe(const TrainplanBackendModule& m, std::string* hint = nullptr) 
   return err.message;
 }
 
-std::unique_ptr<Backend> create(const TrainplanBackendModule& m) {
+std::unique_ptr<Backend> create(const TrainplanBackendModule& m, int device = -1) {
   TrainplanBackendError err{};
-  Backend* backend = m.create(&err);
+  Backend* backend = device < 0 ? m.create(&err) : m.create_on_device(device, &err);
   if (!backend) throw Error(fmt::format("backend \"{}\": {}", m.name, err.message)).hint(err.hint);
   return std::unique_ptr<Backend>(backend);
 }
@@ -230,6 +230,42 @@ const TrainplanBackendModule& usable_module(std::string_view name) {
 std::unique_ptr<Backend> make_backend(std::string_view name) {
   if (name == "cpu") return make_cpu_backend();
   return create(usable_module(name));
+}
+
+std::unique_ptr<Backend> make_backend(std::string_view name, int device) {
+  if (name == "cpu") {
+    if (device > 0)
+      throw Error(fmt::format("the cpu backend has one device (0), not device {}", device))
+          .hint("ranks of the cpu backend share the host");
+    return make_cpu_backend();
+  }
+  return create(usable_module(name), device);
+}
+
+bool backend_has_device_communicator(std::string_view name) {
+  if (name == "cpu") return false;
+  try {
+    return usable_module(name).create_communicator != nullptr;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+std::unique_ptr<Communicator> make_device_communicator(std::string_view name, Rendezvous& store, int rank, int world,
+                                                       Backend& backend, const std::vector<CommGroup>& groups,
+                                                       const std::vector<int>& peers, double timeout_s) {
+  if (name == "cpu")
+    throw Error("the cpu backend has no device collective library")
+        .hint("its ranks talk through the in-process or TCP communicator");
+  const TrainplanBackendModule& m = usable_module(name);
+  if (!m.create_communicator)
+    throw Error(fmt::format("backend \"{}\" was built without a collective library ({})", name, m.build))
+        .hint("install NCCL (libnccl-dev) and build again, or let the runtime stage collectives through host memory");
+  TrainplanBackendError err{};
+  Communicator* comm = m.create_communicator(&store, rank, world, &backend, groups.data(), static_cast<int>(groups.size()),
+                                             peers.data(), static_cast<int>(peers.size()), timeout_s, &err);
+  if (!comm) throw Error(fmt::format("backend \"{}\": {}", name, err.message)).hint(err.hint);
+  return std::unique_ptr<Communicator>(comm);
 }
 
 int backend_device_count(std::string_view name) {

@@ -54,7 +54,65 @@ std::string first_error(const std::vector<std::string>& errors) {
   return "";
 }
 
+// The pipeline neighbours of a rank (both directions; with interleaving the last stage sends to
+// the first), whose message communicators the device library creates up front.
+std::vector<int> pipeline_peers(const plan::StepProgram& prog, int rank) {
+  std::vector<int> peers;
+  if (prog.pp < 2) return peers;
+  const plan::RankProgram& rp = prog.ranks[static_cast<size_t>(rank)];
+  for (int d : {1, prog.pp - 1}) {
+    const int peer = prog.rank_of(rp.dp_rank, rp.tp_rank, (rp.pp_rank + d) % prog.pp, rp.cp_rank);
+    if (peer != rank && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  }
+  return peers;
+}
+
 }  // namespace
+
+std::string_view device_collectives_name(DeviceCollectives c) {
+  switch (c) {
+    case DeviceCollectives::automatic: return "auto";
+    case DeviceCollectives::staging: return "staging";
+    case DeviceCollectives::device: return "device";
+  }
+  return "auto";
+}
+
+CollectivesChoice choose_collectives(DeviceCollectives want, std::string_view backend, bool has_library, int devices,
+                                     int first_device, int local_ranks) {
+  CollectivesChoice out;
+  if (backend == "cpu") {
+    if (want == DeviceCollectives::device)
+      throw Error("device collectives need a device backend; the cpu backend's ranks talk through the in-process or "
+                  "TCP communicator")
+          .hint("use --backend cuda, or --collectives auto");
+    out.reason = "host tensors over the world's communicator";
+    return out;
+  }
+  if (want == DeviceCollectives::staging) {
+    out.reason = "staged through host memory (asked for)";
+    return out;
+  }
+  std::string why_not;
+  if (!has_library)
+    why_not = fmt::format("the {} backend has no device collective library here (built without NCCL)", backend);
+  else if (first_device < 0 || first_device + local_ranks > devices)
+    why_not = fmt::format("{} rank{} from device {} need {} devices, this machine has {}; NCCL runs one rank per device",
+                          local_ranks, local_ranks == 1 ? "" : "s", first_device, first_device + local_ranks, devices);
+  if (why_not.empty()) {
+    out.device = true;
+    out.reason = local_ranks == 1 ? fmt::format("device collectives (NCCL) on device tensors: rank on device {}", first_device)
+                                  : fmt::format("device collectives (NCCL) on device tensors: {} ranks on devices {}..{}",
+                                                local_ranks, first_device, first_device + local_ranks - 1);
+    return out;
+  }
+  if (want == DeviceCollectives::device)
+    throw Error("device collectives are impossible: " + why_not)
+        .hint("run as many ranks per process as devices (fewer ranks, or more processes under a launcher), or use "
+              "--collectives staging, which lets ranks share a device");
+  out.reason = "staged through host memory: " + why_not;
+  return out;
+}
 
 std::vector<double> declared_peak_memory(const plan::StepProgram& program) {
   std::vector<double> out;
@@ -122,6 +180,9 @@ struct Runtime::Impl {
   std::vector<int> local;                             // the ranks this process holds
   std::shared_ptr<CommWorld> world;
   std::unique_ptr<Backend> host;                      // host tensors of the runtime's own exchanges
+  CollectivesChoice collectives;                      // device library or staging, and why
+  std::shared_ptr<Rendezvous> store;                  // the device library's id exchange
+  std::vector<std::unique_ptr<Communicator>> device_comms;  // by global rank; set on the device path
   int64_t control_tag = 0;                            // the runtime's exchanges use tags -1, -2, ...
   std::string failed;  // the error of a failed step: the runtime cannot go on
 
@@ -250,17 +311,55 @@ Runtime::Runtime(const plan::Plan& plan, const plan::PlanContext& ctx, plan::Ste
   m.local = m.world->local_ranks();
   if (m.local.empty()) throw Error("runtime: this process holds no rank of the world");
   m.host = make_backend("cpu");
+  const int nlocal = static_cast<int>(m.local.size());
+  const bool device_backend = m.options.backend != "cpu";
+  m.collectives = choose_collectives(m.options.collectives, m.options.backend,
+                                     device_backend && backend_has_device_communicator(m.options.backend),
+                                     device_backend ? backend_device_count(m.options.backend) : 1, m.options.first_device,
+                                     nlocal);
+  if (m.collectives.device) {
+    if (m.options.store)
+      m.store = m.options.store;
+    else if (m.all_local())
+      m.store = make_in_process_rendezvous();
+    else
+      throw Error("runtime: device collectives across processes need the job's rendezvous store (RuntimeOptions::store)")
+          .hint("pass the store the processes joined through, or use the staging path");
+  }
   m.ranks.resize(static_cast<size_t>(m.world_size()));
+  m.device_comms.resize(static_cast<size_t>(m.world_size()));
   const std::string err = first_error(m.on_local_ranks([&](int r) {
-    m.ranks[static_cast<size_t>(r)] = std::make_unique<rt::RankState>(m.layout, m.options, *m.data, r);
+    // The device path: local rank i on device first_device + i, and its communicator created
+    // together with every other rank's (NCCL's init waits for all members).
+    const int i = static_cast<int>(std::find(m.local.begin(), m.local.end(), r) - m.local.begin());
+    const int device = m.collectives.device ? m.options.first_device + i : -1;
+    auto& state = m.ranks[static_cast<size_t>(r)];
+    state = std::make_unique<rt::RankState>(m.layout, m.options, *m.data, r, device);
+    if (!m.collectives.device) return;
+    std::vector<CommGroup> groups;
+    for (size_t g = 0; g < m.program.groups.size(); ++g)
+      groups.push_back(state->group(static_cast<int>(g)));
+    groups.push_back(state->world_group());
+    m.device_comms[static_cast<size_t>(r)] =
+        make_device_communicator(m.options.backend, *m.store, r, m.world_size(), state->backend(), groups,
+                                 pipeline_peers(m.program, r), m.world->communicator(r).timeout_s());
   }));
-  if (!err.empty()) throw Error(err);
+  if (!err.empty()) {
+    (void)m.on_local_ranks([&](int r) { m.device_comms[static_cast<size_t>(r)].reset(); });  // as in ~Runtime
+    throw Error(err);
+  }
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  // NCCL's finalize waits for the communicator's other members: the ranks' device
+  // communicators go at once, one thread each, as they were created.
+  if (impl_)
+    (void)impl_->on_local_ranks([&](int r) { impl_->device_comms[static_cast<size_t>(r)].reset(); });
+}
 
 int64_t Runtime::steps_done() const { return impl_->first_local().steps_done(); }
 std::vector<int> Runtime::local_ranks() const { return impl_->local; }
+const CollectivesChoice& Runtime::collectives() const { return impl_->collectives; }
 const plan::StepProgram& Runtime::program() const { return impl_->program; }
 
 StepResult Runtime::step() {
@@ -273,10 +372,14 @@ StepResult Runtime::step() {
   std::vector<rt::RankStepResult> results(static_cast<size_t>(world));
   const double t0 = Backend::now_s();
   const std::vector<std::string> errors = m.on_local_ranks([&](int r) {
-    // Ranks on a device backend (GPU memory) talk through host copies of their tensors.
+    // Ranks on a device backend (GPU memory) talk through the device library on their tensors,
+    // or through host copies of them over the world's communicator (Runtime::collectives()).
     Communicator& base = m.world->communicator(r);
-    const std::unique_ptr<Communicator> staged = make_staging_communicator(base, m.ranks[static_cast<size_t>(r)]->backend());
-    Communicator& comm = staged ? *staged : base;
+    std::unique_ptr<Communicator> staged;
+    if (!m.device_comms[static_cast<size_t>(r)]) staged = make_staging_communicator(base, m.ranks[static_cast<size_t>(r)]->backend());
+    Communicator& comm = m.device_comms[static_cast<size_t>(r)] ? *m.device_comms[static_cast<size_t>(r)]
+                         : staged                               ? *staged
+                                                                : base;
     try {
       results[static_cast<size_t>(r)] = m.ranks[static_cast<size_t>(r)]->run_step(step, comm, t0);
     } catch (const std::exception& e) {

@@ -171,7 +171,9 @@ struct RankStepResult {
 
 class RankState {
  public:
-  RankState(const ModelLayout& layout, const RuntimeOptions& options, const TrainingData& data, int rank);
+  /// `device`: the backend's device for this rank (-1: the backend's default).
+  RankState(const ModelLayout& layout, const RuntimeOptions& options, const TrainingData& data, int rank,
+            int device = -1);
 
   int rank() const { return rank_; }
   const plan::RankProgram& program() const;
@@ -192,6 +194,9 @@ class RankState {
   void load(const checkpoint::Shard& shard, const std::string& path);
   int64_t steps_done() const { return steps_done_; }
   void set_steps_done(int64_t s) { steps_done_ = s; }
+  /// The communicator group of the program's group `index`, and of every rank.
+  CommGroup group(int index) const;
+  CommGroup world_group() const;
 
  private:
   // ---- parameters and optimizer (rank_state.cpp)
@@ -245,8 +250,6 @@ class RankState {
                           std::vector<Pending>& pending);
   void record(const plan::Task& t, double start_s, double end_s);
   int64_t tag(int64_t comm_id) const;
-  CommGroup group(int index) const;
-  CommGroup world_group() const;
   CommGroup tp_group() const;
   [[noreturn]] void fail(const plan::Task& t, const std::string& message) const;
 

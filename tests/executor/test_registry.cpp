@@ -134,3 +134,18 @@ TEST_CASE("registry: device counts and the device collective benchmark, asked of
   REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cuda", 2, 1 << 20), "unavailable");
   REQUIRE_ERROR_CONTAINS(backend_collective_benchmark("cudaa", 2, 1 << 20), "unknown backend");
 }
+
+TEST_CASE("registry: devices and device communicators, asked of the cpu backend and a missing module", "[executor]") {
+  const fs::path empty = fresh_dir("registry-device-comm");
+  BackendPath path(empty.string());
+  CHECK(make_backend("cpu", 0)->name() == "cpu");
+  CHECK(make_backend("cpu", -1)->name() == "cpu");
+  REQUIRE_ERROR_CONTAINS(make_backend("cpu", 1), "the cpu backend has one device (0)");
+  REQUIRE_ERROR_CONTAINS(make_backend("cuda", 0), "unavailable");
+  CHECK_FALSE(backend_has_device_communicator("cpu"));
+  CHECK_FALSE(backend_has_device_communicator("cuda"));  // no module on the path
+  auto store = make_in_process_rendezvous();
+  auto cpu = make_backend("cpu");
+  REQUIRE_ERROR_CONTAINS(make_device_communicator("cpu", *store, 0, 1, *cpu, {}, {}, 5), "no device collective library");
+  REQUIRE_ERROR_CONTAINS(make_device_communicator("cuda", *store, 0, 1, *cpu, {}, {}, 5), "unavailable");
+}

@@ -175,3 +175,38 @@ TEST_CASE("executor: members of a gradient bucket that pack different tensors fa
   Runtime rt(r->plan, r->ctx, std::move(prog), test_options());
   REQUIRE_ERROR_CONTAINS(rt.step(), "members pass different sizes");
 }
+
+TEST_CASE("executor: the collectives path of device ranks: NCCL with one device per rank, else host staging",
+          "[executor][runtime]") {
+  using DC = DeviceCollectives;
+  // The cpu backend has no device path; asking for one is an error.
+  CHECK_FALSE(choose_collectives(DC::automatic, "cpu", false, 1, 0, 4).device);
+  REQUIRE_ERROR_CONTAINS(choose_collectives(DC::device, "cpu", false, 1, 0, 2), "need a device backend");
+  // One device per local rank, from first_device: automatic takes the device path.
+  const CollectivesChoice two = choose_collectives(DC::automatic, "cuda", true, 2, 0, 2);
+  CHECK(two.device);
+  CHECK(two.reason == "device collectives (NCCL) on device tensors: 2 ranks on devices 0..1");
+  CHECK(choose_collectives(DC::device, "cuda", true, 8, 6, 2).reason.find("devices 6..7") != std::string::npos);
+  CHECK(choose_collectives(DC::automatic, "cuda", true, 1, 0, 1).reason ==
+        "device collectives (NCCL) on device tensors: rank on device 0");
+  // Two ranks on one GPU (a second process's ranks past the last device): staging, or an error when asked.
+  const CollectivesChoice shared = choose_collectives(DC::automatic, "cuda", true, 1, 0, 2);
+  CHECK_FALSE(shared.device);
+  CHECK(shared.reason ==
+        "staged through host memory: 2 ranks from device 0 need 2 devices, this machine has 1; NCCL runs one rank per "
+        "device");
+  REQUIRE_ERROR_CONTAINS(choose_collectives(DC::device, "cuda", true, 1, 0, 2), "NCCL runs one rank per device");
+  REQUIRE_ERROR_CONTAINS(choose_collectives(DC::device, "cuda", true, 8, 7, 2), "need 9 devices, this machine has 8");
+  REQUIRE_ERROR_CONTAINS(choose_collectives(DC::device, "cuda", true, 1, 0, 2), "--collectives staging");
+  // No library (a module built without NCCL), or staging asked for.
+  CHECK(choose_collectives(DC::automatic, "cuda", false, 8, 0, 2).reason.find("built without NCCL") != std::string::npos);
+  REQUIRE_ERROR_CONTAINS(choose_collectives(DC::device, "cuda", false, 8, 0, 2), "built without NCCL");
+  CHECK(choose_collectives(DC::staging, "cuda", true, 8, 0, 2).reason == "staged through host memory (asked for)");
+  CHECK(device_collectives_name(DC::device) == "device");
+  // The runtime applies it before any rank starts.
+  RuntimeOptions o = test_options();
+  o.collectives = DC::device;
+  REQUIRE_ERROR_CONTAINS(make_runtime(RunSpec{.dp = 2}, o), "need a device backend");
+  o.collectives = DC::automatic;
+  CHECK(make_runtime(RunSpec{.dp = 2}, o)->collectives().reason == "host tensors over the world's communicator");
+}

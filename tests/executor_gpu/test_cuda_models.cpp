@@ -159,8 +159,10 @@ TEST_CASE("cuda: the runtime runs dp x tp and pipeline plans on the GPU (ranks s
     INFO(spec.model << " dp " << spec.dp << " tp " << spec.tp << " pp " << spec.pp << " zero " << spec.zero);
     RuntimeOptions cuda_options = fixture::test_options();
     cuda_options.backend = "cuda";
+    cuda_options.collectives = DeviceCollectives::staging;
     auto ref = fixture::make_runtime(spec);
     auto rt = fixture::make_runtime(spec, cuda_options);
+    CHECK_FALSE(rt->collectives().device);
     const fixture::StepRecord want = fixture::run_steps(*ref, 2);
     const fixture::StepRecord got = fixture::run_steps(*rt, 2);
     for (size_t i = 0; i < want.losses.size(); ++i) CHECK(got.losses[i] == Approx(want.losses[i]).epsilon(1e-5));
@@ -169,6 +171,37 @@ TEST_CASE("cuda: the runtime runs dp x tp and pipeline plans on the GPU (ranks s
     const StepResult r = rt->step();
     CHECK(r.timeline.source.find("cuda") != std::string::npos);
     for (double peak : r.peak_memory_bytes) CHECK(peak > 0);
+  }
+}
+
+TEST_CASE("cuda: the runtime's NCCL path (one GPU per rank, collectives on device tensors) matches the cpu runtime on "
+          "2-rank plans",
+          "[cuda][nccl]") {
+  using fixture::RunSpec;
+  RuntimeOptions cuda_options = fixture::test_options();
+  cuda_options.backend = "cuda";
+  cuda_options.collectives = DeviceCollectives::device;
+  if (cuda_device_count() < 2) {
+    // One GPU: two ranks would share it, which the device path refuses before any work.
+    REQUIRE_ERROR_CONTAINS(fixture::make_runtime(RunSpec{.dp = 2}, cuda_options), "NCCL runs one rank per device");
+    cuda_options.collectives = DeviceCollectives::automatic;
+    CHECK_FALSE(fixture::make_runtime(RunSpec{.dp = 2}, cuda_options)->collectives().device);
+    WARN("needs two GPUs: only the refusal and the automatic fallback checked");
+    return;
+  }
+  // dp (gradient buckets, ZeRO-1 gathers), tp (activation all-reduces) and pp (sends).
+  for (const RunSpec& spec : {RunSpec{.dp = 2, .zero = 1}, RunSpec{.tp = 2}, RunSpec{.pp = 2, .micro_batch = 2}}) {
+    INFO("dp " << spec.dp << " tp " << spec.tp << " pp " << spec.pp << " zero " << spec.zero);
+    auto ref = fixture::make_runtime(spec);
+    auto rt = fixture::make_runtime(spec, cuda_options);
+    REQUIRE(rt->collectives().device);
+    CHECK(rt->collectives().reason.find("devices 0..1") != std::string::npos);
+    const fixture::StepRecord want = fixture::run_steps(*ref, 2);
+    const fixture::StepRecord got = fixture::run_steps(*rt, 2);
+    for (size_t i = 0; i < want.losses.size(); ++i) CHECK(got.losses[i] == Approx(want.losses[i]).epsilon(1e-5));
+    for (size_t i = 0; i < want.params.size(); ++i) CHECK(fixture::relative_error(got.params[i], want.params[i]) < 1e-4);
+    for (size_t i = 0; i < want.grads.size(); ++i) CHECK(fixture::relative_error(got.grads[i], want.grads[i]) < 1e-4);
+    CHECK(rt->check_replicas().empty());
   }
 }
 

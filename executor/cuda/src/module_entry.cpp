@@ -39,17 +39,53 @@ int probe(TrainplanBackendError* error) {
   return 1;
 }
 
-trainplan::executor::Backend* create(TrainplanBackendError* error) {
+// Error text of an exception into `error` (the table's functions never throw).
+void report(TrainplanBackendError* error) {
   try {
-    return trainplan::executor::make_cuda_backend().release();
+    throw;
   } catch (const trainplan::Error& e) {
     copy_text(e.message(), error->message);
     copy_text(e.hint_text(), error->hint);
   } catch (const std::exception& e) {
     copy_text(e.what(), error->message);
   }
+}
+
+trainplan::executor::Backend* create_on_device(int device, TrainplanBackendError* error) {
+  try {
+    trainplan::executor::CudaBackendOptions o;
+    o.device = device;
+    return trainplan::executor::make_cuda_backend(o).release();
+  } catch (const std::exception&) {
+    report(error);
+  }
   return nullptr;
 }
+
+trainplan::executor::Backend* create(TrainplanBackendError* error) { return create_on_device(-1, error); }
+
+#if TRAINPLAN_HAVE_NCCL
+// The runtime's NCCL communicator of one rank (backend_module.hpp: create_communicator).
+trainplan::executor::Communicator* create_communicator(trainplan::executor::Rendezvous* store, int rank, int world,
+                                                       trainplan::executor::Backend* backend,
+                                                       const trainplan::executor::CommGroup* groups, int n_groups,
+                                                       const int* peers, int n_peers, double timeout_s,
+                                                       TrainplanBackendError* error) {
+  using namespace trainplan::executor;
+  try {
+    if (!store || !backend || n_groups < 0 || n_peers < 0 || (n_groups > 0 && !groups) || (n_peers > 0 && !peers))
+      throw trainplan::Error("create_communicator: a null store, backend or list");
+    NcclOptions o;
+    o.timeout_s = timeout_s;
+    for (int i = 0; i < n_groups; ++i) o.groups.push_back(groups[i]);
+    for (int i = 0; i < n_peers; ++i) o.peers.push_back(peers[i]);
+    return make_nccl_communicator(*store, rank, world, *backend, backend->default_stream(), o).release();
+  } catch (const std::exception&) {
+    report(error);
+  }
+  return nullptr;
+}
+#endif
 
 // NCCL all-reduce from 1 KiB to max_bytes on `ranks` GPUs, one thread each (what
 // `trainplan bench --backend cuda` measures; trainplan_bench_executor_cuda times the other
@@ -103,7 +139,13 @@ int device_count() {
 }
 
 const TrainplanBackendModule kModule = {kTrainplanBackendAbi, TRAINPLAN_VERSION, "cuda", TRAINPLAN_CUDA_BUILD,
-                                        probe, create, collective_benchmark, free_text, device_count};
+                                        probe, create, collective_benchmark, free_text, device_count, create_on_device,
+#if TRAINPLAN_HAVE_NCCL
+                                        create_communicator
+#else
+                                        nullptr
+#endif
+};
 
 }  // namespace
 

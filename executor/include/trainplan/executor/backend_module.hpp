@@ -22,10 +22,13 @@
 
 namespace trainplan::executor {
 class Backend;
+class Communicator;
+class Rendezvous;
+struct CommGroup;
 }
 
 /// Bumped whenever this table or the Backend class (backend.hpp, tensor.hpp) changes layout.
-inline constexpr int kTrainplanBackendAbi = 2;
+inline constexpr int kTrainplanBackendAbi = 3;
 
 extern "C" {
 
@@ -56,6 +59,22 @@ struct TrainplanBackendModule {
   void (*free_text)(char* text);
   /// How many devices this machine has for the backend (0 on error).
   int (*device_count)(void);
+  /// A new backend on device `device` (0-based; -1: the calling thread's current device, as
+  /// `create`), or nullptr with the reason in `error` (no such device).
+  trainplan::executor::Backend* (*create_on_device)(int device, TrainplanBackendError* error);
+  /// The device collective library's communicator (NCCL for cuda) of global rank `rank` of
+  /// `world`, moving tensors of `backend` (made by this module) in their own dtype, ordered
+  /// after the work queued on the backend's default stream. The ranks exchange the library's
+  /// ids through `store` (every rank of the job passes the same store); the communicators of
+  /// groups[0..n_groups) and of the message pairs with peers[0..n_peers) are created before it
+  /// returns, so every rank must call it at the same time (one thread or process each). Two
+  /// ranks on one device are refused. Null with the reason in `error`; the member is null when
+  /// the module has no collective library (built without NCCL).
+  trainplan::executor::Communicator* (*create_communicator)(trainplan::executor::Rendezvous* store, int rank, int world,
+                                                            trainplan::executor::Backend* backend,
+                                                            const trainplan::executor::CommGroup* groups, int n_groups,
+                                                            const int* peers, int n_peers, double timeout_s,
+                                                            TrainplanBackendError* error);
 };
 
 }  // extern "C"

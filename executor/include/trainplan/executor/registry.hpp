@@ -24,6 +24,8 @@
 
 #include "trainplan/core/json.hpp"
 #include "trainplan/executor/backend.hpp"
+#include "trainplan/executor/communicator.hpp"
+#include "trainplan/executor/launch.hpp"
 
 namespace trainplan::executor {
 
@@ -49,6 +51,20 @@ std::vector<std::string> backend_names();
 /// Creates a backend by name, loading its module on first use. Throws Error for an unknown
 /// name (with a suggestion) or a backend that is unavailable here (with the reason).
 std::unique_ptr<Backend> make_backend(std::string_view name);
+/// The same on device `device` of the backend (0-based; -1: its default, as make_backend).
+/// The cpu backend has one device (0). Throws Error for a device the machine lacks.
+std::unique_ptr<Backend> make_backend(std::string_view name, int device);
+/// Whether the backend has a device collective library the runtime can use on its tensors
+/// (cuda built with NCCL: true; cpu: false). Loads the module; false when it is unavailable.
+bool backend_has_device_communicator(std::string_view name);
+/// The device collective library's communicator (NCCL for "cuda") of global rank `rank` of
+/// `world`, for tensors of `backend` (made by make_backend(name, ...)), ids exchanged through
+/// `store`; the communicators of `groups` and of the message pairs with `peers` are created
+/// before it returns, so every rank calls it at the same time (its own thread or process).
+/// Throws Error for a backend without one, two ranks on one device, or the library's failure.
+std::unique_ptr<Communicator> make_device_communicator(std::string_view name, Rendezvous& store, int rank, int world,
+                                                       Backend& backend, const std::vector<CommGroup>& groups,
+                                                       const std::vector<int>& peers, double timeout_s);
 /// How many devices the backend has on this machine (1 for "cpu": one process; 0 when the
 /// module is missing or unavailable). Loads the module.
 int backend_device_count(std::string_view name);

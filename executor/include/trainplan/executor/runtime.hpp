@@ -44,6 +44,7 @@
 #include "trainplan/core/json.hpp"
 #include "trainplan/executor/backend.hpp"
 #include "trainplan/executor/communicator.hpp"
+#include "trainplan/executor/launch.hpp"
 #include "trainplan/plan/plan.hpp"
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/plan/timeline.hpp"
@@ -77,8 +78,40 @@ class TrainingData {
   std::vector<double> teacher_;  // (classes, features)
 };
 
+/// How the ranks of a device backend (cuda) move tensors in the step's communication tasks.
+enum class DeviceCollectives {
+  automatic,  // device when the backend has a collective library and this process has one
+              // device per local rank (first_device + local ranks <= devices), else staging
+  staging,    // copies to host tensors, the world's communicator (in-process / TCP), copies back
+  device,     // the backend's collective library (NCCL) on the device tensors, in their dtype,
+              // one device per rank: refused (Error) when the ranks would share a device
+};
+/// "auto", "staging", "device".
+std::string_view device_collectives_name(DeviceCollectives c);
+
+/// The path the runtime takes, and why (for the run's output).
+struct CollectivesChoice {
+  bool device = false;   // true: the device library; false: staging (or a cpu backend's own)
+  std::string reason;    // "nccl: 2 ranks on GPUs 0..1", "staged through host memory: ..."
+};
+/// Decides the path for `local_ranks` ranks of this process on `backend`, the first on device
+/// `first_device`, on a machine with `devices` devices, `has_library`: the backend has a
+/// device collective library (backend_has_device_communicator). Throws Error when `want` is
+/// device and it cannot be (a cpu backend, no library, two ranks on one device).
+CollectivesChoice choose_collectives(DeviceCollectives want, std::string_view backend, bool has_library, int devices,
+                                     int first_device, int local_ranks);
+
 struct RuntimeOptions {
   std::string backend = "cpu";
+  /// Device backends: the communication path (choose_collectives; Runtime::collectives()).
+  DeviceCollectives collectives = DeviceCollectives::automatic;
+  /// On the device path, local rank i (the i-th rank this process holds) runs on device
+  /// first_device + i (a launcher's LOCAL_RANK x ranks per process). The staging path keeps
+  /// every rank on the backend's default device.
+  int first_device = 0;
+  /// The store the device library's ranks exchange ids through (the job's rendezvous under a
+  /// launcher). Null: one in this process (valid only when `world` holds every rank).
+  std::shared_ptr<Rendezvous> store;
   DType dtype = DType::f32;       // master weights, activations and gradients
   uint64_t seed = 1;              // parameter initialization
   uint64_t data_seed = 2;         // synthetic data (when `data` is not given)
@@ -148,6 +181,8 @@ class Runtime {
   void collect_timeline(StepResult& result);
   /// The global ranks this process holds (all of them without a multi-process world).
   std::vector<int> local_ranks() const;
+  /// The communication path of this process's ranks (device library or staging) and why.
+  const CollectivesChoice& collectives() const;
   /// Optimizer steps taken (including those restored from a checkpoint).
   int64_t steps_done() const;
 
