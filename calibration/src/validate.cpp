@@ -297,12 +297,14 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = "the number of GPUs is not given";
     return;
   }
-  if (num(q, "ep").value_or(1) > 1) {
-    vp.reason = "expert parallelism is not modelled";
-    return;
-  }
   const std::optional<models::ModelSpec> spec = map_model(m, vp.assumptions, vp.reason);
   if (!spec) return;
+  // Expert parallelism (Megatron-core's expert_model_parallel_size) splits a MoE model's experts.
+  const int ep = static_cast<int>(whole(q, "ep", 1, limits::kMaxGpus).value_or(1));
+  if (ep > 1 && !spec->is_moe()) {
+    vp.reason = "expert parallelism, but no catalog mixture-of-experts model has the point's shape and experts";
+    return;
+  }
   const std::string model = spec->name;
   std::string cluster = map_cluster(hwj, catalog, gpus, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
@@ -336,7 +338,12 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   }
   p.seq_len = whole(m, "seq_len", 1, limits::kMaxSeqLen).value_or(0);
   const std::string fsdp = str(q, "fsdp");
-  if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
+  p.ep = ep;
+  if (ep > 1 && !fsdp.empty()) {
+    // ZeRO-3 with expert parallelism is not modelled (plan::validate refuses it).
+    p.zero_stage = 1;
+    vp.assumptions.push_back(fmt::format("FSDP ({}) with ep = {}: modelled as ZeRO-1, without FSDP's parameter all-gathers", fsdp, ep));
+  } else if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
   else if (contains(fsdp, "SHARD_GRAD_OP")) p.zero_stage = 2;
   else if (auto z = whole(q, "zero_stage", 0, 3)) p.zero_stage = static_cast<int>(*z);
   else if (contains(str(member(point, "source"), "title"), "NeMo") && p.dp * p.cp > 1) {
@@ -366,9 +373,9 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   else if (contains(prec, "bf16")) p.precision = Precision::bf16;
   else if (contains(prec, "fp16")) p.precision = Precision::fp16;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
-  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
+  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
                          p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
-                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.dp, p.zero_stage,
+                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
                          plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
   plan::PlanContext ctx = [&] {
