@@ -181,15 +181,23 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
   }
   const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;
   std::string best;
+  // A mixture-of-experts point states its routed experts (num_experts, experts_per_token): it
+  // matches only a catalog MoE model with those; a dense point never matches a MoE entry of the
+  // same attention shape (Mixtral 8x7B and Llama 3 8B).
+  const int64_t experts = get("num_experts"), top_k = get("experts_per_token");
   for (const auto& s : models::ModelCatalog::builtin().specs()) {
-    // The published points are dense models: a MoE entry of the same attention shape
-    // (Mixtral 8x7B and Llama 3 8B) is never the match.
-    if (s.is_moe() || s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
+    if (s.num_experts != experts || (top_k && s.experts_per_token != top_k)) continue;
+    if (s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
     if (get("vocab") && s.vocab != get("vocab")) continue;
     if (get("ffn_hidden") && s.ffn_hidden != get("ffn_hidden")) continue;
     if (best.empty() || (get("seq_len") && s.seq_len == get("seq_len"))) best = s.name;
   }
   if (!best.empty()) return models::ModelCatalog::builtin().spec(best);
+  if (experts > 0) {
+    reason = fmt::format("no catalog mixture-of-experts model has this shape with {} experts (a MoE model is not built from a "
+                         "published shape)", experts);
+    return std::nullopt;
+  }
   const std::string notes = to_lower(str(m, "arch_notes") + " " + str(m, "name"));
   const int64_t ffn = get("ffn_hidden");
   const bool llama = kv != heads || contains(notes, "llama") || contains(notes, "swiglu") || contains(notes, "rmsnorm") ||
