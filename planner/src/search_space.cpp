@@ -168,6 +168,27 @@ void check_moe_request(const SearchRequest& req, const models::ModelSpec& spec) 
     throw Error(fmt::format("{} has no experts to route to", spec.name)).at("--load-imbalance").hint("drop --load-imbalance for a dense model");
 }
 
+// What every candidate on `count` instances of `instance` shares before its layout: the
+// request's model, work, prices, routing and first lazy-axis values, dp = all `gpus`.
+plan::Plan base_plan(const SearchRequest& req, const std::string& instance, int count, int gpus, int64_t global_batch) {
+  plan::Plan p;
+  p.model = req.model;
+  p.instance_type = instance;
+  p.instance_count = count;
+  p.global_batch = global_batch;
+  p.seq_len = req.seq_len;
+  p.training_tokens = req.tokens;
+  p.platform = req.platform;
+  p.purchase = req.both_purchases ? plan::Purchase::on_demand : req.purchase;
+  p.dp = gpus;
+  p.dp_algorithm = req.dp_algorithms.empty() ? plan::DpAlgorithm::ring : req.dp_algorithms.front();
+  p.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
+  p.sync_batch_norm = req.sync_batch_norm;
+  p.moe_capacity_factor = req.moe_capacity_factor;
+  p.moe_load_imbalance = req.moe_load_imbalance;
+  return p;
+}
+
 bool allowed(const std::vector<int>& filter, int degree) {
   return filter.empty() || std::find(filter.begin(), filter.end(), degree) != filter.end();
 }
@@ -314,20 +335,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
     for (int count : counts_for(req, gpn)) {
       Context c;
       c.type_index = static_cast<int>(ti);
-      c.base.model = req.model;
-      c.base.instance_type = inst.name;
-      c.base.instance_count = count;
-      c.base.global_batch = batches.front();
-      c.base.seq_len = req.seq_len;
-      c.base.training_tokens = req.tokens;
-      c.base.platform = req.platform;
-      c.base.purchase = req.both_purchases ? plan::Purchase::on_demand : req.purchase;
-      c.base.dp = count * gpn;
-      c.base.dp_algorithm = req.dp_algorithms.empty() ? plan::DpAlgorithm::ring : req.dp_algorithms.front();
-      c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
-      c.base.sync_batch_norm = req.sync_batch_norm;
-      c.base.moe_capacity_factor = req.moe_capacity_factor;
-      c.base.moe_load_imbalance = req.moe_load_imbalance;
+      c.base = base_plan(req, inst.name, count, count * gpn, batches.front());
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
       c.input = data_input_of(req, c);
