@@ -181,15 +181,23 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
   }
   const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;
   std::string best;
+  // A mixture-of-experts point states its routed experts (num_experts, experts_per_token): it
+  // matches only a catalog MoE model with those; a dense point never matches a MoE entry of the
+  // same attention shape (Mixtral 8x7B and Llama 3 8B).
+  const int64_t experts = get("num_experts"), top_k = get("experts_per_token");
   for (const auto& s : models::ModelCatalog::builtin().specs()) {
-    // The published points are dense models: a MoE entry of the same attention shape
-    // (Mixtral 8x7B and Llama 3 8B) is never the match.
-    if (s.is_moe() || s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
+    if (s.num_experts != experts || (top_k && s.experts_per_token != top_k)) continue;
+    if (s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
     if (get("vocab") && s.vocab != get("vocab")) continue;
     if (get("ffn_hidden") && s.ffn_hidden != get("ffn_hidden")) continue;
     if (best.empty() || (get("seq_len") && s.seq_len == get("seq_len"))) best = s.name;
   }
   if (!best.empty()) return models::ModelCatalog::builtin().spec(best);
+  if (experts > 0) {
+    reason = fmt::format("no catalog mixture-of-experts model has this shape with {} experts (a MoE model is not built from a "
+                         "published shape)", experts);
+    return std::nullopt;
+  }
   const std::string notes = to_lower(str(m, "arch_notes") + " " + str(m, "name"));
   const int64_t ffn = get("ffn_hidden");
   const bool llama = kv != heads || contains(notes, "llama") || contains(notes, "swiglu") || contains(notes, "rmsnorm") ||
@@ -299,12 +307,14 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = "the number of GPUs is not given";
     return;
   }
-  if (num(q, "ep").value_or(1) > 1) {
-    vp.reason = "expert parallelism is not modelled";
-    return;
-  }
   const std::optional<models::ModelSpec> spec = map_model(m, vp.assumptions, vp.reason);
   if (!spec) return;
+  // Expert parallelism (Megatron-core's expert_model_parallel_size) splits a MoE model's experts.
+  const int ep = static_cast<int>(whole(q, "ep", 1, limits::kMaxGpus).value_or(1));
+  if (ep > 1 && !spec->is_moe()) {
+    vp.reason = "expert parallelism, but no catalog mixture-of-experts model has the point's shape and experts";
+    return;
+  }
   const std::string model = spec->name;
   std::string cluster = map_cluster(hwj, catalog, gpus, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
@@ -338,7 +348,12 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   }
   p.seq_len = whole(m, "seq_len", 1, limits::kMaxSeqLen).value_or(0);
   const std::string fsdp = str(q, "fsdp");
-  if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
+  p.ep = ep;
+  if (ep > 1 && !fsdp.empty()) {
+    // ZeRO-3 with expert parallelism is not modelled (plan::validate refuses it).
+    p.zero_stage = 1;
+    vp.assumptions.push_back(fmt::format("FSDP ({}) with ep = {}: modelled as ZeRO-1, without FSDP's parameter all-gathers", fsdp, ep));
+  } else if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
   else if (contains(fsdp, "SHARD_GRAD_OP")) p.zero_stage = 2;
   else if (auto z = whole(q, "zero_stage", 0, 3)) p.zero_stage = static_cast<int>(*z);
   else if (contains(str(member(point, "source"), "title"), "NeMo") && p.dp * p.cp > 1) {
@@ -379,9 +394,9 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   } else if (contains(prec, "bf16")) p.precision = Precision::bf16;
   else if (contains(prec, "fp16")) p.precision = Precision::fp16;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
-  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
+  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
                          p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
-                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.dp, p.zero_stage,
+                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
                          plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
   plan::PlanContext ctx = [&] {

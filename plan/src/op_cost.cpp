@@ -2,6 +2,7 @@
 #include "trainplan/plan/op_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainplan/core/error.hpp"
 
@@ -24,7 +25,10 @@ double op_divisor(const models::Op& op, int tp, bool sp) {
   return 1;
 }
 
-double op_params_on_rank(const models::Op& op, int tp) { return splits_params(op.tp_split) ? op.params / tp : op.params; }
+double op_params_on_rank(const models::Op& op, int tp, int ep) {
+  const double p = splits_params(op.tp_split) ? op.params / tp : op.params;
+  return op.expert ? p / ep : p;
+}
 
 bool runs_in_fp8(const models::Op& op) {
   return op.kind == OpKind::linear && (op.tp_split == TpSplit::column || op.tp_split == TpSplit::row);
@@ -48,19 +52,21 @@ Fp8Context fp8_context(const Plan& plan) { return Fp8Context{plan.fp8, std::max<
 namespace {
 
 // The FP8 changes of a block linear (op_cost.hpp, "FP8"). `c` holds the 16-bit costs.
-void apply_fp8(const models::Op& op, const Fp8Context& fp8, double elem, OpCost& c) {
+// `groups`: GEMMs of this shape per micro-batch (an expert op: the rank's num_experts / ep
+// experts, each with its own rows and weight; else 1).
+void apply_fp8(const models::Op& op, const Fp8Context& fp8, double elem, double groups, OpCost& c) {
   const double m = static_cast<double>(c.gemm_m), n = static_cast<double>(c.gemm_n), k = static_cast<double>(c.gemm_k);
   const Fp8Recipe recipe = fp8.options.recipe;
   const double scales = fp8_scale_bytes_per_element(recipe);
   // Quantizing a 16-bit tensor of e elements: read it (twice with current scaling: the amax
   // pass, then the cast), write the row-wise and the column-wise FP8 copies with their scales.
   const double reads = recipe == Fp8Recipe::current ? 2.0 : 1.0;
-  auto quantize = [&](double e) { return reads * e * elem + 2.0 * e * (1.0 + scales); };
+  auto quantize = [&](double e) { return groups * (reads * e * elem + 2.0 * e * (1.0 + scales)); };
   // Delayed scaling: each tensor's amax history is read and rolled (written) at every update.
   const double history = recipe == Fp8Recipe::delayed ? 2.0 * 4.0 * fp8.options.amax_history : 0.0;
   // The weight: once per step (the first micro-batch's cast is cached), from 16-bit weights or,
   // with FP8 parameters, only the transposed copy from the FP8 weight (read 1, write 1).
-  const double weight = fp8.options.fp8_params ? 2.0 * k * n : quantize(k * n);
+  const double weight = fp8.options.fp8_params ? groups * 2.0 * k * n : quantize(k * n);
   c.fp8_gemm = true;
   c.fp8_cast_fwd_bytes = quantize(m * k) + weight / static_cast<double>(fp8.micro_batches) + 2.0 * history;
   c.fp8_cast_bwd_bytes = quantize(m * n) + history;
@@ -70,8 +76,8 @@ void apply_fp8(const models::Op& op, const Fp8Context& fp8, double elem, OpCost&
   c.kernels_bwd += recipe == Fp8Recipe::current ? 2 : 1;
   // The GEMMs read FP8 operands and write 16-bit results: forward X, W in, Y out; backward dgrad
   // (dY, W^T in, dX out) and wgrad (X^T, dY^T in, dW accumulated: read + write).
-  c.mem_fwd_bytes = (m * k + k * n) + m * n * elem;
-  c.mem_bwd_bytes = (2.0 * m * n + k * n + m * k) + (m * k + 2.0 * k * n) * elem;
+  c.mem_fwd_bytes = groups * ((m * k + k * n) + m * n * elem);
+  c.mem_bwd_bytes = groups * ((2.0 * m * n + k * n + m * k) + (m * k + 2.0 * k * n) * elem);
   // TE saves the quantized input for wgrad (the column-wise FP8 copy; linear.py keeps only the
   // usage the backward needs): the linear's own input is 1 byte per element (+ scales) instead
   // of `elem`; what else the op counts (attn.proj: Q, K, V) stays in 16 bits.
@@ -85,9 +91,19 @@ void apply_fp8(const models::Op& op, const Fp8Context& fp8, double elem, OpCost&
 
 }  // namespace
 
-OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp,
-               const Fp8Context* fp8) {
-  TP_ASSERT(cp >= 1);
+double moe_expert_load(const Plan& plan) {
+  return plan.moe_capacity_factor > 0 ? plan.moe_capacity_factor : plan.moe_load_imbalance;
+}
+
+OpCost op_cost(const models::Op& op, const Plan& plan, Precision precision) {
+  const Fp8Context fp8 = fp8_context(plan);
+  return op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, precision, plan.attention, plan.cp, plan.ep,
+                 moe_expert_load(plan), &fp8);
+}
+
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp, int ep,
+               double expert_load, const Fp8Context* fp8) {
+  TP_ASSERT(cp >= 1 && ep >= 1 && expert_load >= 1.0);
   OpCost c;
   c.op = op.id;
   c.op_kind = static_cast<int>(op.kind);
@@ -114,7 +130,33 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
   if (sp || op.saved_tp_sharded) saved /= tp;
   c.saved_bytes = saved / cp;
   c.recomputed_by_selective = op.dropped_by_selective_recompute;
-  c.params = op_params_on_rank(op, tp);
+  c.params = op_params_on_rank(op, tp, ep);
+  if (op.expert) {
+    // The busiest rank's routed copies: load x the balanced work (see the file comment).
+    c.flops_fwd *= expert_load;
+    c.flops_bwd *= expert_load;
+    // Traffic: the routed rows x load, plus the weights of the rank's num_experts / ep experts
+    // read once per micro-batch (written once more with their gradients in backward); the
+    // graph counts all E experts' weights per sample.
+    const double weights = op.params / div;
+    const double rows_fwd = std::max(0.0, op.mem_elems_fwd - op.params) * share * expert_load;
+    const double rows_bwd = std::max(0.0, op.mem_elems_bwd - 2.0 * op.params) * share * expert_load;
+    c.mem_fwd_bytes = (rows_fwd + weights / ep) * elem;
+    c.mem_bwd_bytes = (rows_bwd + 2.0 * weights / ep) * elem;
+    c.saved_bytes *= expert_load;
+    if (c.gemm_m > 0 && op.num_experts > 0) {
+      // One expert's rows: the rank's routed copies spread over its num_experts / ep experts.
+      const double rows = static_cast<double>(op.m) * b / cp * ep / static_cast<double>(op.num_experts) * expert_load;
+      c.gemm_m = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(rows)));
+    }
+  }
+  if (ep > 1 && (op.kind == OpKind::moe_dispatch || op.kind == OpKind::moe_combine) && !op.out_shape.empty()) {
+    // Routed copies {s top_k, h}: the dispatch's output, the combine's input.
+    double elems = 1.0;
+    for (int64_t d : op.out_shape) elems *= static_cast<double>(d);
+    if (op.kind == OpKind::moe_combine) elems *= static_cast<double>(op.top_k);
+    c.ep_a2a_bytes = elems * elem * b / cp * expert_load;
+  }
 
   if (op.kind == OpKind::loss) {
     // Cross-entropy as PyTorch and Megatron-LM run it: the 16-bit logits are upcast to fp32
@@ -178,7 +220,10 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
       c.kernels_bwd = 4 + passes;
     }
   }
-  if (prec == Precision::fp8 && runs_in_fp8(op) && c.gemm_m > 0) apply_fp8(op, fp8 ? *fp8 : Fp8Context{}, elem, c);
+  if (prec == Precision::fp8 && runs_in_fp8(op) && c.gemm_m > 0) {
+    const double groups = op.expert && op.num_experts > 0 ? static_cast<double>(op.num_experts) / ep : 1.0;
+    apply_fp8(op, fp8 ? *fp8 : Fp8Context{}, elem, groups, c);
+  }
   return c;
 }
 

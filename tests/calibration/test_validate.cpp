@@ -448,3 +448,16 @@ TEST_CASE("validate: SMDDP-vs-DDP speedups and Horovod scaling efficiencies are 
   CHECK(r.libraries.unmapped == 1);
   CHECK(calibration::to_json(r)["libraries"]["points"] == 5);
 }
+
+TEST_CASE("validate: a MoE point maps onto its catalog model with ep, a MoE shape the catalog lacks is unmapped", "[calibration][moe]") {
+  const auto r = calibration::validate_published(testing::source_path("calibration/data/published-moe.json"), hw::Catalog::builtin());
+  const auto& qwen = point(r, "nemo-automodel-h100-qwen3-30b-a3b-8gpu");
+  REQUIRE(qwen.mapped);
+  CHECK(qwen.setup.find("qwen3-30b-a3b") == 0);
+  CHECK(qwen.setup.find(" ep8 ") != std::string::npos);
+  CHECK(std::any_of(qwen.assumptions.begin(), qwen.assumptions.end(),
+                    [](const std::string& a) { return a.find("modelled as ZeRO-1") != std::string::npos; }));
+  const auto& dsv3 = point(r, "nemo-automodel-h100-deepseek-v3-256gpu");
+  CHECK_FALSE(dsv3.mapped);
+  CHECK(dsv3.reason.find("256 experts") != std::string::npos);
+}

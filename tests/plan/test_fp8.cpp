@@ -103,7 +103,7 @@ TEST_CASE("fp8: only the block linears run in FP8, adding the quantization traff
   const auto& g = ctx.graph;
   const int64_t b = p.micro_batch, mb = p.num_micro_batches;  // 2, 4
   const auto cost = [&](const models::Op& op, Precision prec, const plan::Fp8Context* f) {
-    return plan::op_cost(op, b, p.tp, true, prec, p.attention, 1, f);
+    return plan::op_cost(op, b, p.tp, true, prec, p.attention, 1, 1, 1.0, f);
   };
   // Per recipe: bytes of quantizing e 16-bit elements (read, + amax read for current scaling;
   // write the row-wise and column-wise FP8 copies, + block scales).

@@ -26,7 +26,7 @@ TEST_CASE("compute: under fp8 a block linear runs at the FP8 MAMF plus its casts
   for (const auto& op : g.ops()) {
     if (op.kind != models::OpKind::linear || op.unit != 1) continue;
     CAPTURE(op.name);
-    const plan::OpCost c = plan::op_cost(op, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, &f);
+    const plan::OpCost c = plan::op_cost(op, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, 1, 1.0, &f);
     REQUIRE(c.fp8_gemm);
     const double fwd = std::max(c.flops_fwd / (peak8 * e8), c.mem_fwd_bytes / bw) + c.serial_mem_fwd_bytes / bw;
     const double bwd = std::max(c.flops_bwd / (peak8 * e8), c.mem_bwd_bytes / bw) + c.serial_mem_bwd_bytes / bw;
@@ -40,7 +40,7 @@ TEST_CASE("compute: under fp8 a block linear runs at the FP8 MAMF plus its casts
   for (const auto& op : g.ops())
     if (op.name == "head.lm") head = &op;
   REQUIRE(head != nullptr);
-  const plan::OpCost hc8 = plan::op_cost(*head, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, &f);
+  const plan::OpCost hc8 = plan::op_cost(*head, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, 1, 1.0, &f);
   const plan::OpCost hc16 = plan::op_cost(*head, 2, 1, false, Precision::bf16, plan::AttentionImpl::flash, 1);
   REQUIRE_FALSE(hc8.fp8_gemm);
   CHECK(fp8.op_duration_s(hc8, plan::Phase::forward) == Approx(bf16.op_duration_s(hc16, plan::Phase::forward)).epsilon(1e-12));
@@ -49,7 +49,7 @@ TEST_CASE("compute: under fp8 a block linear runs at the FP8 MAMF plus its casts
   // Attention: the same kernel time as in bf16 training.
   for (const auto& op : g.ops())
     if (op.kind == models::OpKind::attention && op.unit == 1) {
-      const plan::OpCost a8 = plan::op_cost(op, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, &f);
+      const plan::OpCost a8 = plan::op_cost(op, 2, 1, false, Precision::fp8, plan::AttentionImpl::flash, 1, 1, 1.0, &f);
       const plan::OpCost a16 = plan::op_cost(op, 2, 1, false, Precision::bf16, plan::AttentionImpl::flash, 1);
       CHECK(fp8.op_duration_s(a8, plan::Phase::backward) == Approx(bf16.op_duration_s(a16, plan::Phase::backward)).epsilon(1e-12));
     }

@@ -44,6 +44,18 @@
 // delayed scaling reads and writes its amax histories (amax_history x 4 bytes per tensor);
 // mxfp8 writes one E8M0 scale byte per 32 values of each copy, blockwise one fp32 scale per
 // 128. The GEMM reads its inputs in FP8; the linear's saved input is FP8 (1 byte per element).
+//
+// Expert parallelism (ep > 1, MoE models; plan/README.md "Expert parallelism"): a rank holds
+// num_experts / ep routed experts (expert ops' parameters / ep) and, with balanced routing,
+// computes as many routed token copies as its own tokens produce (micro_batch · s/cp · top_k),
+// so the expert ops' per-rank work does not change with ep. The busiest rank does `expert_load`
+// times that (moe_expert_load: the capacity factor c when c > 0, since every expert is padded to
+// its capacity, else the load imbalance): expert FLOPs, row traffic and saved activations x
+// load; the weight traffic is the rank's num_experts / ep experts', once per micro-batch. The
+// GEMM shape is one expert's: M = micro_batch · s/cp · top_k · ep / num_experts · load rows
+// (grouped GEMMs run every local expert's tile set together; small M for fine-grained experts
+// is where MoE loses efficiency). moe_dispatch and moe_combine carry `ep_a2a_bytes`, the
+// all-to-all that moves the routed copies to (dispatch) and from (combine) the experts.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +102,13 @@ struct OpCost {
   /// quantization traffic the op adds (already part of serial_mem_*_bytes) per phase.
   bool fp8_gemm = false;
   double fp8_cast_fwd_bytes = 0, fp8_cast_bwd_bytes = 0;
+  /// Expert parallelism, moe_dispatch / moe_combine only: bytes one rank sends and receives in
+  /// the all-to-all that follows the dispatch (forward) / precedes the combine, the routed
+  /// copies of its tokens: micro_batch · s/cp · top_k · hidden · element x expert load (the
+  /// nccl-tests size S of the all-to-all); 0 when ep = 1. Not divided by tp: Megatron-Core
+  /// gathers the sequence-parallel shards over tp before dispatching, so every tp rank sends
+  /// the whole micro-batch's copies.
+  double ep_a2a_bytes = 0;
 };
 
 /// FP8 context of op_cost: the plan's FP8 options and the micro-batches of one step (TE casts
@@ -105,17 +124,26 @@ bool runs_in_fp8(const models::Op& op);
 /// 4/128 (fp32 per 128), per-tensor recipes 0.
 double fp8_scale_bytes_per_element(Fp8Recipe recipe);
 
+/// Times the mean load that the busiest expert-parallel rank computes and receives: the
+/// capacity factor when one is set (experts are padded to capacity), else the load imbalance.
+double moe_expert_load(const Plan& plan);
+
 /// How many ranks share the op's per-sample work: tp for split ops (column, row, heads,
 /// vocab), tp for replicated ops under sequence parallelism, else 1.
 double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
-/// Parameters of `op` held by one tp rank.
-double op_params_on_rank(const models::Op& op, int tp);
+/// Parameters of `op` held by one tp rank of an expert-parallel group of `ep` ranks (expert
+/// ops hold 1/ep of their experts).
+double op_params_on_rank(const models::Op& op, int tp, int ep = 1);
 
-/// `cp`: context-parallel degree (1: none), see the file comment.
+/// `cp`: context-parallel degree (1: none); `ep`, `expert_load`: expert parallelism and the
+/// busiest rank's load (moe_expert_load), see the file comment.
 /// `fp8`: the FP8 options when `precision` is fp8 (nullptr: the defaults, one micro-batch).
 OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision,
-               AttentionImpl attention, int cp = 1, const Fp8Context* fp8 = nullptr);
+               AttentionImpl attention, int cp = 1, int ep = 1, double expert_load = 1.0,
+               const Fp8Context* fp8 = nullptr);
 /// The FP8 context of a plan (its options and num_micro_batches).
 Fp8Context fp8_context(const Plan& plan);
+/// The same with every parallelism, routing and FP8 setting taken from `plan`.
+OpCost op_cost(const models::Op& op, const Plan& plan, Precision precision);
 
 }  // namespace trainplan::plan
