@@ -94,8 +94,21 @@ std::vector<std::vector<std::byte>> exercise(const std::function<Communicator&(i
       reqs.push_back(c.start_broadcast(g, tag + 6, bc, g.ranks.back()));
       reqs.push_back(c.start_reduce(g, tag + 7, red, ReduceOp::sum, g.ranks[static_cast<size_t>(n / 2)]));
       reqs.push_back(c.start_barrier(g, tag + 8));
+      // All-to-all with counts that vary per pair (some zero): member i sends (3 i + 5 j + id) % 4
+      // elements to member j.
+      auto count = [&](int i, int j) { return static_cast<int64_t>((3 * i + 5 * j + g.id) % 4); };
+      std::vector<int64_t> send_counts, recv_counts;
+      for (int j = 0; j < n; ++j) {
+        send_counts.push_back(count(me, j));
+        recv_counts.push_back(count(j, me));
+      }
+      int64_t total_send = 0, total_recv = 0;
+      for (int j = 0; j < n; ++j) total_send += send_counts[static_cast<size_t>(j)], total_recv += recv_counts[static_cast<size_t>(j)];
+      Tensor a2a_in = dev.put(DType::f32, {total_send}, random_values(rng, static_cast<size_t>(total_send)));
+      Tensor a2a_out = dev.zeros({total_recv}, DType::f32);
       for (auto& q : reqs) q->wait();
-      for (const Tensor& t : {ar, ard, mx, rs_out, ag_out, bc, red}) results.push_back(t);
+      c.all_to_all_v(g, tag + 9, a2a_out, recv_counts, a2a_in, send_counts);
+      for (const Tensor& t : {ar, ard, mx, rs_out, ag_out, bc, red, a2a_out}) results.push_back(t);
     }
     // A ring of messages (across processes and inside one), received before and after the send.
     Tensor msg = dev.put(DType::f32, {17}, random_values(rng, 17));
