@@ -132,6 +132,11 @@ void RankState::forward(int mb, int id, bool recompute) {
       } else {
         x = input_of(mb, id, o.inputs[0]);
       }
+      if (o.expert) {  // routed experts: each local expert's rows with its weights
+        out = be.empty(dt, {x.rows(), o.n});
+        expert_linear_forward(mb, id, out, x);
+        break;
+      }
       const Tensor W = weight(id, false);
       out = be.empty(dt, {x.rows(), W.dim(0)});
       be.linear_forward(s, out, x, W, weight(id, true));
@@ -176,6 +181,9 @@ void RankState::forward(int mb, int id, bool recompute) {
     case OpKind::dropout:  // identity: the executor runs without dropout masks (README)
       out = input_of(mb, id, o.inputs[0]);
       break;
+    case OpKind::router:
+    case OpKind::moe_dispatch:
+    case OpKind::moe_combine: out = moe_forward(mb, id, recompute); break;
     case OpKind::loss: {
       const Tensor& logits = input_of(mb, id, o.inputs[0]);
       const Tensor& labels = batch(mb).labels;
@@ -290,7 +298,10 @@ void RankState::backward(int mb, int id) {
                                 rank_, o.name, mb))
             .hint("under sequence parallelism a row-parallel linear's output gradient is all-gathered first");
       Tensor dx = o.inputs.empty() ? Tensor() : be.empty(dt, x.shape());
-      be.linear_backward(s, dx, grad_for(id, false), grad_for(id, true), g, x, weight(id, false));
+      if (o.expert)
+        expert_linear_backward(mb, id, dx, g, x);
+      else
+        be.linear_backward(s, dx, grad_for(id, false), grad_for(id, true), g, x, weight(id, false));
       if (dx.defined()) {
         Act& in = act(mb, o.inputs[0]);
         add_grad(L_.column_like(id) ? in.dpartial : in.dout, dx);
@@ -327,6 +338,9 @@ void RankState::backward(int mb, int id) {
       add_grad(act(mb, o.inputs[1]).dout, A.dout);
       break;
     case OpKind::dropout: add_grad(act(mb, o.inputs[0]).dout, A.dout); break;
+    case OpKind::router:
+    case OpKind::moe_dispatch:
+    case OpKind::moe_combine: moe_backward(mb, id); break;
     case OpKind::loss: {
       const Tensor& logits = saved(o.inputs[0]);
       const int64_t N = logits.rows();

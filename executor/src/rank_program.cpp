@@ -80,6 +80,7 @@ void RankState::init_step_state(int64_t step) {
   step_ = step;
   result_ = RankStepResult{};
   clip_ready_ = false;
+  expert_grads_reduced_ = false;
   const auto M = static_cast<size_t>(L_.num_micro_batches);
   const size_t nops = L_.graph->ops().size();
   acts_.assign(M, std::vector<Act>(nops));
@@ -569,6 +570,10 @@ void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vecto
   const double start = Backend::now_s();
   const int64_t tg = tag(t.comm_id);
   std::vector<Param*> params = bucket_params(t, dp_group);
+  // Experts split over ep are reduced over their expert-data-parallel group instead
+  // (reduce_expert_grads), never over the whole dp group.
+  if (dp_group && L_.ep > 1)
+    std::erase_if(params, [&](const Param* p) { return L_.expert_sharded(p->def); });
   if (params.empty() && !dp_group && !tp_group)
     fail(t, "moves no parameter of this rank");
   const DType dt = options_.dtype;
