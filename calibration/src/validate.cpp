@@ -182,7 +182,9 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
   const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;
   std::string best;
   for (const auto& s : models::ModelCatalog::builtin().specs()) {
-    if (s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
+    // The published points are dense models: a MoE entry of the same attention shape
+    // (Mixtral 8x7B and Llama 3 8B) is never the match.
+    if (s.is_moe() || s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
     if (get("vocab") && s.vocab != get("vocab")) continue;
     if (get("ffn_hidden") && s.ffn_hidden != get("ffn_hidden")) continue;
     if (best.empty() || (get("seq_len") && s.seq_len == get("seq_len"))) best = s.name;

@@ -3,6 +3,7 @@
 // catalog.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -95,6 +96,14 @@ std::string shape_summary(const ModelSpec& s) {
     variants.push_back(fmt::format("sliding window {} on {} of {} layers", s.sliding_window, s.num_local_layers(), s.layers));
   if (s.attn_softcap > 0) variants.push_back(fmt::format("attention soft-cap {:g}", s.attn_softcap));
   if (s.logit_softcap > 0) variants.push_back(fmt::format("logit soft-cap {:g}", s.logit_softcap));
+  if (s.is_moe()) {
+    const auto moe_blocks = s.moe_layers.empty() ? s.layers : std::count(s.moe_layers.begin(), s.moe_layers.end(), true);
+    std::string moe = fmt::format("mixture of experts on {} of {} layers: {} experts of ffn {}, top {}", moe_blocks,
+                                  s.layers, s.num_experts, s.expert_ffn_hidden > 0 ? s.expert_ffn_hidden : s.ffn_hidden,
+                                  s.experts_per_token);
+    if (s.shared_expert_ffn_hidden > 0) moe += fmt::format(", shared expert ffn {}", s.shared_expert_ffn_hidden);
+    variants.push_back(moe);
+  }
   if (!variants.empty()) out += fmt::format("\n            {}", fmt::join(variants, ", "));
   return out;
 }
@@ -154,6 +163,10 @@ void print_model(const ModelGraph& g, const ModelOptions& o) {
     published = fmt::format("; published {} ({})", count4(*s.published_params),
                             signed_percent(params / *s.published_params));
   std::printf("parameters: %s (%s)%s\n", count4(params).c_str(), with_commas(params).c_str(), published.c_str());
+  if (s.is_moe())
+    std::printf("            %s active per token (%s; top %lld of %lld routed experts)\n", count4(g.active_params()).c_str(),
+                with_commas(g.active_params()).c_str(), static_cast<long long>(s.experts_per_token),
+                static_cast<long long>(s.num_experts));
   const double per_sample = g.training_flops_per_sample();
   if (s.is_decoder() || s.family == models::Family::bert) {
     std::printf("FLOPs:      %s per token for training (fwd + bwd, no recomputation), %s per sequence of %lld\n",

@@ -29,6 +29,7 @@ inline constexpr ElementwiseCost kDropoutCost{2, 1};     // draw + scale; backwa
 inline constexpr ElementwiseCost kSoftmaxCost{5, 4};     // per score: scale, max, exp, sum, divide
 inline constexpr ElementwiseCost kRotaryCost{3, 3};      // per Q/K element: 2 multiplies, 1 add
 inline constexpr ElementwiseCost kCrossEntropyCost{5, 2};  // per logit: softmax + log; p - onehot
+inline constexpr ElementwiseCost kMoeCombineCost{2, 4};  // per routed element: w y + sum; w dy, dot(dout, y)
 
 /// Accumulates ops into units and produces the ModelGraph.
 class GraphBuilder {

@@ -95,6 +95,13 @@ double ModelGraph::total_params() const {
   return sum;
 }
 
+double ModelGraph::active_params() const {
+  double sum = 0;
+  for (const auto& o : impl_->ops)
+    sum += o.expert ? o.params * static_cast<double>(o.top_k) / static_cast<double>(o.num_experts) : o.params;
+  return sum;
+}
+
 double ModelGraph::tokens_per_sample() const {
   const auto f = impl_->spec.family;
   if (f == Family::gpt || f == Family::llama || f == Family::bert) return static_cast<double>(impl_->spec.seq_len);

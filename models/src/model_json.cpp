@@ -31,6 +31,11 @@ json::Json op_json(const Op& op) {
   if (op.window > 0) j["window"] = op.window;
   if (op.qk_norm) j["qk_norm"] = true;
   if (op.softcap > 0) j["softcap"] = op.softcap;
+  if (op.expert) j["expert"] = true;
+  if (op.num_experts > 0) {
+    j["num_experts"] = op.num_experts;
+    j["top_k"] = op.top_k;
+  }
   return j;
 }
 
@@ -38,7 +43,7 @@ json::Json op_json(const Op& op) {
 
 double six_n_estimate_per_token(const ModelGraph& g) {
   const ModelSpec& s = g.spec();
-  double n = g.total_params();
+  double n = g.active_params();
   if (!s.tied_embeddings) n -= static_cast<double>(s.vocab) * static_cast<double>(s.hidden);
   return 6 * n + 12 * static_cast<double>(s.layers) * static_cast<double>(s.seq_len) * static_cast<double>(s.hidden);
 }
@@ -86,11 +91,19 @@ json::Json model_json(const ModelGraph& g, std::optional<int> ops_unit) {
     }
     if (s.attn_softcap > 0) shape["attn_softcap"] = s.attn_softcap;
     if (s.logit_softcap > 0) shape["logit_softcap"] = s.logit_softcap;
+    if (s.is_moe()) {
+      shape["num_experts"] = s.num_experts;
+      shape["experts_per_token"] = s.experts_per_token;
+      if (s.expert_ffn_hidden > 0) shape["expert_ffn_hidden"] = s.expert_ffn_hidden;
+      if (s.shared_expert_ffn_hidden > 0) shape["shared_expert_ffn_hidden"] = s.shared_expert_ffn_hidden;
+      if (!s.moe_layers.empty()) shape["moe_layers"] = s.moe_layers;
+    }
   }
   if (s.family == Family::resnet) shape["resnet_blocks"] = s.resnet_blocks;
   if (s.family == Family::mlp) shape["mlp_widths"] = s.mlp_widths;
   j["shape"] = shape;
   j["params"] = g.total_params();
+  if (s.is_moe()) j["active_params"] = g.active_params();
   if (s.published_params) j["published_params"] = *s.published_params;
   j["tokens_per_sample"] = g.tokens_per_sample();
   j["flops_fwd_per_sample"] = g.flops_fwd_per_sample();

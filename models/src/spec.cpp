@@ -102,6 +102,34 @@ struct Checker {
   }
 };
 
+// Mixture-of-experts fields: experts only in decoders, 1 <= top-k <= experts, one moe_layers
+// entry per layer, expert widths only with experts.
+void validate_moe(const Checker& c) {
+  const ModelSpec& s = c.spec;
+  if (s.num_experts < 0) c.positive("num_experts", s.num_experts);
+  if (s.expert_ffn_hidden < 0) c.positive("expert_ffn_hidden", s.expert_ffn_hidden);
+  if (s.shared_expert_ffn_hidden < 0) c.positive("shared_expert_ffn_hidden", s.shared_expert_ffn_hidden);
+  if (s.num_experts == 0) {
+    if (s.experts_per_token != 0 || s.expert_ffn_hidden != 0 || s.shared_expert_ffn_hidden != 0 || !s.moe_layers.empty())
+      c.fail("num_experts", "experts_per_token, expert_ffn_hidden, shared_expert_ffn_hidden and moe_layers need num_experts",
+             "give \"num_experts\" (e.g. 8 for Mixtral), or remove the expert fields for a dense model");
+    return;
+  }
+  if (!s.is_decoder())
+    c.fail("num_experts", fmt::format("mixture of experts needs a decoder (gpt or llama), not {}", family_name(s.family)),
+           "remove the expert fields, or use family \"llama\" or \"gpt\"");
+  if (s.experts_per_token < 1 || s.experts_per_token > s.num_experts)
+    c.fail("experts_per_token",
+           fmt::format("experts_per_token must be between 1 and num_experts {}, got {}", s.num_experts, s.experts_per_token),
+           "the top-k experts each token is routed to, e.g. 2 for Mixtral, 8 for DeepSeek-V3");
+  if (!s.moe_layers.empty() && static_cast<int64_t>(s.moe_layers.size()) != s.layers)
+    c.fail("moe_layers", fmt::format("moe_layers has {} entries for {} layers", s.moe_layers.size(), s.layers),
+           "one true/false per layer: whether its MLP is a mixture of experts (or use first_dense_layers)");
+  if (!s.moe_layers.empty() && std::find(s.moe_layers.begin(), s.moe_layers.end(), true) == s.moe_layers.end())
+    c.fail("moe_layers", "moe_layers marks no layer as a mixture of experts",
+           "mark at least one layer true, or remove num_experts for a dense model");
+}
+
 // The divisors of n closest to `near` (for hints such as "use 16 or 24 heads").
 std::string nearby_divisors(int64_t n, int64_t near) {
   int64_t below = 0, above = 0;
@@ -157,6 +185,7 @@ void validate_spec_at(const ModelSpec& s, const FieldPointer& pointer_of) {
     if (!(s.attn_softcap >= 0) || !(s.logit_softcap >= 0))
       c.fail(s.attn_softcap >= 0 ? "logit_softcap" : "attn_softcap", "soft-caps must not be negative",
              "0 for none, e.g. 50 (attention) and 30 (logits) for Gemma 2");
+    validate_moe(c);
     if (!(s.norm_eps > 0)) c.fail("norm_eps", fmt::format("norm_eps must be positive, got {}", s.norm_eps), "typically 1e-5");
     if (!(s.dropout_p >= 0 && s.dropout_p < 1))
       c.fail("dropout_p", fmt::format("dropout_p must be in [0, 1), got {}", s.dropout_p), "typically 0.1");
@@ -276,6 +305,24 @@ const FieldDef kFields[] = {
      }},
     {"attn_softcap", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.attn_softcap = r.as_positive(); }},
     {"logit_softcap", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.logit_softcap = r.as_positive(); }},
+    {"num_experts", kDecoders, [](const json::Reader& r, ModelSpec& s) { s.num_experts = r.as_positive_int(limits::kMaxWidth); }},
+    {"experts_per_token", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) { s.experts_per_token = r.as_positive_int(limits::kMaxWidth); }},
+    {"expert_ffn_hidden", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) { s.expert_ffn_hidden = r.as_positive_int(limits::kMaxWidth); }},
+    {"shared_expert_ffn_hidden", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) { s.shared_expert_ffn_hidden = r.as_positive_int(limits::kMaxWidth); }},
+    {"moe_layers", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) {
+       s.moe_layers.clear();
+       for (const auto& item : r.items()) s.moe_layers.push_back(item.as_bool());
+     }},
+    // Shorthand: the first n layers dense, the rest MoE (DeepSeek's first_k_dense_replace).
+    // Held as n false entries until parse_with_defaults knows the layer count.
+    {"first_dense_layers", kDecoders,
+     [](const json::Reader& r, ModelSpec& s) {
+       s.moe_layers.assign(static_cast<size_t>(r.as_nonnegative_int(limits::kMaxLayers)), false);
+     }},
     {"max_positions", kText, [](const json::Reader& r, ModelSpec& s) { s.max_positions = r.as_positive_int(limits::kMaxSeqLen); }},
     {"vocab", kText, [](const json::Reader& r, ModelSpec& s) { s.vocab = r.as_positive_int(limits::kMaxVocab); }},
     {"seq_len", kText, [](const json::Reader& r, ModelSpec& s) { s.seq_len = r.as_positive_int(limits::kMaxSeqLen); }},
@@ -328,6 +375,18 @@ void apply_fields(const json::Reader& r, ModelSpec& s, std::set<std::string, std
   }
 }
 
+// first_dense_layers n (held as n false moe_layers entries): layers 1..n dense, the rest MoE.
+void expand_first_dense_layers(ModelSpec& s, bool moe_layers_given) {
+  const std::string pointer = s.pointer + "/first_dense_layers";
+  if (moe_layers_given)
+    throw Error("first_dense_layers and moe_layers both given").at(s.file, pointer).hint("give one of them");
+  if (static_cast<int64_t>(s.moe_layers.size()) >= s.layers)
+    throw Error(fmt::format("first_dense_layers {} leaves no MoE layer of {}", s.moe_layers.size(), s.layers))
+        .at(s.file, pointer)
+        .hint(fmt::format("use fewer than {} (3 for DeepSeek-V3), or remove num_experts for a dense model", s.layers));
+  s.moe_layers.resize(static_cast<size_t>(s.layers), true);
+}
+
 void require(const json::Reader& r, const ModelSpec& s, const std::set<std::string, std::less<>>& given,
              std::initializer_list<std::string_view> fields) {
   for (auto f : fields)
@@ -372,6 +431,7 @@ ModelSpec parse_with_defaults(const json::Reader& r, const json::Reader* default
         .hint("gated-MLP (SwiGLU, GeGLU) models have no standard ffn size; give it (e.g. 11008 for Llama 2 7B)");
   s.file = r.file();
   s.pointer = r.pointer();
+  if (given.count("first_dense_layers")) expand_first_dense_layers(s, given.count("moe_layers") > 0);
   s = finalize_spec(std::move(s));
   validate_spec_at(s, catalog_field_pointer(s));
   return s;

@@ -175,20 +175,92 @@ class TransformerBuilder {
     return maybe_dropout(p + ".attn.dropout", proj_id);
   }
 
-  // fc1 -> activation -> fc2 -> dropout; returns the last op.
-  int mlp_part(const std::string& p, int x) {
-    const int64_t s = dims_.s, h = dims_.h, f = dims_.f;
+  // fc1 -> activation -> fc2 -> dropout; returns the last op. A MoE block's MLP is moe_part.
+  int mlp_part(const std::string& p, int x, int64_t layer) {
+    if (spec_.is_moe_block(layer + 1)) return maybe_dropout(p + ".mlp.dropout", moe_part(p, x));
+    return maybe_dropout(p + ".mlp.dropout", ffn(p + ".mlp", x, dims_.s, dims_.f, true, 0));
+  }
+
+  // fc1 -> activation -> fc2 of width f on `rows` rows of x; returns fc2. `save_input`: fc1
+  // saves its input (false when another op already saves the same tensor). With experts > 0
+  // the three ops are the routed experts (Op::expert): weights {E, in, out}, all E counted
+  // in params, each row through one expert (rows = s top_k routed copies).
+  int ffn(const std::string& p, int x, int64_t rows, int64_t f, bool save_input, int64_t experts) {
+    const int64_t h = dims_.h;
     const bool glu = is_gated(spec_.activation);
-    Op fc1 = make_linear(p + ".mlp.fc1", TpSplit::column, x, s, h, glu ? 2 * f : f, spec_.bias);
-    set_saved(fc1, sh(), 0, false);
-    const int fc1_id = b_.add(std::move(fc1));
-    Op act = make_activation(p + ".mlp.act", spec_.activation, TpSplit::column, fc1_id, {s, f});
-    set_saved(act, static_cast<double>(s) * static_cast<double>(glu ? 2 * f : f), 0, true);
-    const int act_id = b_.add(std::move(act));
-    Op fc2 = make_linear(p + ".mlp.fc2", TpSplit::row, act_id, s, f, h, spec_.bias);
-    set_saved(fc2, static_cast<double>(s) * static_cast<double>(f), 0, true);
-    const int fc2_id = b_.add(std::move(fc2));
-    return maybe_dropout(p + ".mlp.dropout", fc2_id);
+    const double r = static_cast<double>(rows);
+    const int64_t up = glu ? 2 * f : f;
+    Op fc1 = make_linear(p + ".fc1", TpSplit::column, x, rows, h, up, spec_.bias);
+    set_saved(fc1, save_input ? r * static_cast<double>(h) : 0, 0, false);
+    const int fc1_id = b_.add(as_expert(std::move(fc1), experts));
+    Op act = make_activation(p + ".act", spec_.activation, TpSplit::column, fc1_id, {rows, f});
+    set_saved(act, r * static_cast<double>(up), 0, true);
+    const int act_id = b_.add(as_expert(std::move(act), experts));
+    Op fc2 = make_linear(p + ".fc2", TpSplit::row, act_id, rows, f, h, spec_.bias);
+    set_saved(fc2, r * static_cast<double>(f), 0, true);
+    return b_.add(as_expert(std::move(fc2), experts));
+  }
+
+  // Marks `op` as a routed-expert op of E = experts (unchanged when experts == 0): a linear's
+  // weight becomes {E, in, out} with E times the parameters and weight traffic.
+  Op as_expert(Op op, int64_t experts) const {
+    if (experts == 0) return op;
+    op.expert = true;
+    op.num_experts = experts;
+    op.top_k = spec_.experts_per_token;
+    if (op.kind == OpKind::linear) {
+      const double e = static_cast<double>(experts), w = static_cast<double>(op.k) * static_cast<double>(op.n);
+      op.params *= e;
+      op.mem_elems_fwd += (e - 1) * w;
+      op.mem_elems_bwd += 2 * (e - 1) * w;
+      op.weight_shape = {experts, op.k, op.n};
+    }
+    return op;
+  }
+
+  // The MoE MLP of a block: router -> moe_dispatch -> routed experts -> moe_combine, plus the
+  // shared expert (when shared_expert_ffn_hidden > 0) on the same input, added to the
+  // combined output. Returns the last op. Saved: the router its input (s h, the tensor the
+  // shared expert's fc1 also reads) and its probabilities (s E); the experts their inputs
+  // on the s k routed rows; the combine the expert outputs (s k h) and the weights (s k).
+  int moe_part(const std::string& p, int x) {
+    const int64_t s = dims_.s, h = dims_.h, E = spec_.num_experts, k = spec_.experts_per_token;
+    const double sk = static_cast<double>(s) * static_cast<double>(k);
+    const int64_t fe = spec_.expert_ffn_hidden > 0 ? spec_.expert_ffn_hidden : dims_.f;
+    Op router = make_linear(p + ".mlp.router", TpSplit::replicated, x, s, h, E, false);
+    router.kind = OpKind::router;
+    router.num_experts = E;
+    router.top_k = k;
+    router.out_shape = {s, k};
+    set_saved(router, sh() + static_cast<double>(s) * static_cast<double>(E), 0, false);
+    const int router_id = b_.add(std::move(router));
+
+    Op dispatch = make_elementwise(p + ".mlp.dispatch", OpKind::moe_dispatch, TpSplit::replicated, {x, router_id},
+                                   {s * k, h}, {0, 0});
+    dispatch.num_experts = E;
+    dispatch.top_k = k;
+    dispatch.mem_elems_fwd = sh() + sk * static_cast<double>(h);  // read x, write the k copies
+    dispatch.mem_elems_bwd = dispatch.mem_elems_fwd;
+    const int dispatch_id = b_.add(std::move(dispatch));
+
+    const int experts_out = ffn(p + ".mlp.experts", dispatch_id, s * k, fe, true, E);
+
+    // Forward a multiply and an add per routed element; backward the scaled gradient and the
+    // gradient of each weight (a dot product over h).
+    Op combine = make_elementwise(p + ".mlp.combine", OpKind::moe_combine, TpSplit::replicated,
+                                  {experts_out, router_id}, {s, h}, {0, 0});
+    combine.num_experts = E;
+    combine.top_k = k;
+    combine.flops_fwd = kMoeCombineCost.fwd * sk * static_cast<double>(h);
+    combine.flops_bwd = kMoeCombineCost.bwd * sk * static_cast<double>(h);
+    combine.mem_elems_fwd = sk * static_cast<double>(h) + sh();
+    combine.mem_elems_bwd = 2 * sk * static_cast<double>(h) + sh();
+    set_saved(combine, sk * static_cast<double>(h) + sk, 0, false);
+    const int combine_id = b_.add(std::move(combine));
+    if (spec_.shared_expert_ffn_hidden == 0) return combine_id;
+
+    const int shared = ffn(p + ".mlp.shared", x, s, spec_.shared_expert_ffn_hidden, false, 0);
+    return b_.add(make_residual(p + ".mlp.shared_add", TpSplit::replicated, combine_id, shared, rows_h()));
   }
 
   // Pre-norm block; with post_norms (Gemma 2/3) the attention and MLP outputs are normed
@@ -205,7 +277,7 @@ class TransformerBuilder {
     } else {
       n2 = norm(p + ".norm2", r1);
     }
-    int mlp = mlp_part(p, n2);
+    int mlp = mlp_part(p, n2, layer);
     if (spec_.post_norms) mlp = norm(p + ".mlp.post_norm", mlp);
     return b_.add(make_residual(p + ".mlp.residual", TpSplit::replicated, r1, mlp, rows_h()));
   }
@@ -214,7 +286,7 @@ class TransformerBuilder {
     int attn = attention_part(p, x, layer);
     int r1 = b_.add(make_residual(p + ".attn.residual", TpSplit::replicated, x, attn, rows_h()));
     int n1 = norm(p + ".norm1", r1);
-    int mlp = mlp_part(p, n1);
+    int mlp = mlp_part(p, n1, layer);
     int r2 = b_.add(make_residual(p + ".mlp.residual", TpSplit::replicated, n1, mlp, rows_h()));
     return norm(p + ".norm2", r2);
   }

@@ -14,10 +14,11 @@ namespace {
 const ModelSpec& spec_of(const std::string& name) { return ModelCatalog::builtin().spec(name); }
 
 // N counting the token embedding once: untied models own a separate head of V h parameters
-// that does the matmul, and the input table is only a lookup.
+// that does the matmul, and the input table is only a lookup. A MoE token passes through
+// top-k of the experts: N is the active parameters (the total for dense models).
 double matmul_params(const ModelGraph& g) {
   const ModelSpec& s = g.spec();
-  double n = g.total_params();
+  double n = g.active_params();
   if (!s.tied_embeddings) n -= static_cast<double>(s.vocab) * static_cast<double>(s.hidden);
   return n;
 }
@@ -40,7 +41,8 @@ TEST_CASE("models: decoder training FLOPs per token are within 1% of 6N + 12Lsh"
     if (!spec.is_decoder() || spec.name.find("tiny") != std::string::npos) continue;
     ModelGraph g = build_graph(spec);
     const double L = static_cast<double>(spec.layers), s = static_cast<double>(spec.seq_len);
-    const double h = static_cast<double>(spec.hidden);
+    // 12 L s h with h the attention width heads x head_dim (wider than hidden in Qwen3).
+    const double h = static_cast<double>(spec.heads * spec.head_dim());
     const double expected = 6 * matmul_params(g) + 12 * L * s * h;
     INFO(spec.name << ": ours " << g.training_flops_per_token() << ", 6N + 12Lsh " << expected);
     CHECK(std::fabs(g.training_flops_per_token() / expected - 1) < 0.01);

@@ -35,8 +35,11 @@ void check_shapes(const ModelGraph& g) {
           CHECK(in[0] == std::vector<int64_t>{op.m, op.k});
         }
         CHECK(op.out_shape == std::vector<int64_t>{op.m, op.n});
-        CHECK(op.weight_shape == std::vector<int64_t>{op.k, op.n});
-        if (op.tied_weight_op >= 0) {
+        if (op.expert) {  // routed experts: one {k, n} weight (+ {n} bias) per expert
+          CHECK(op.weight_shape == std::vector<int64_t>{op.num_experts, op.k, op.n});
+          CHECK(op.params == static_cast<double>(op.num_experts * (op.k * op.n + (op.has_bias ? op.n : 0))));
+          CHECK(op.m == s.seq_len * s.experts_per_token);
+        } else if (op.tied_weight_op >= 0) {
           CHECK(g.op(op.tied_weight_op).weight_shape == std::vector<int64_t>{op.n, op.k});
           CHECK(op.params == (op.has_bias ? static_cast<double>(op.n) : 0.0));
         } else {
@@ -96,6 +99,23 @@ void check_shapes(const ModelGraph& g) {
         REQUIRE(in.size() == 1);
         CHECK(op.batch_input == BatchInput::labels);
         CHECK(op.out_shape == std::vector<int64_t>{1});
+        break;
+      case OpKind::router:
+        REQUIRE(in.size() == 1);
+        CHECK(op.weight_shape == std::vector<int64_t>{in[0][1], op.num_experts});
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0], op.top_k});
+        CHECK(op.params == static_cast<double>(in[0][1] * op.num_experts));
+        break;
+      case OpKind::moe_dispatch:
+        REQUIRE(in.size() == 2);
+        CHECK(g.op(op.inputs[1]).kind == OpKind::router);
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0] * op.top_k, in[0][1]});
+        break;
+      case OpKind::moe_combine:
+        REQUIRE(in.size() == 2);
+        CHECK(g.op(op.inputs[0]).expert);
+        CHECK(g.op(op.inputs[1]).kind == OpKind::router);
+        CHECK(op.out_shape == std::vector<int64_t>{in[0][0] / op.top_k, in[0][1]});
         break;
     }
   }

@@ -413,6 +413,10 @@ class ModelGraph {
   const Op& op_named(const std::string& name) const;
 
   double total_params() const;
+  /// Parameters one token uses: total_params with each routed-expert op (Op::expert) counted
+  /// at top_k / num_experts of its weights (a MoE's "active parameters"; Mixtral 8x7B: 12.9B
+  /// of 46.7B). Equals total_params for dense models.
+  double active_params() const;
   /// Tokens per sample (seq_len for transformers, 1 for image models and MLPs where a
   /// "token" is a sample).
   double tokens_per_sample() const;
@@ -506,7 +510,7 @@ ModelSpec resolve_model(const std::string& name_or_path);
 
 /// Training FLOPs per token by the usual decoder estimate 6N + 12 L s h, with the token
 /// embedding counted once (untied models: the head does the matmul, the input table is a
-/// lookup).
+/// lookup) and N the active parameters (a MoE token passes through top_k of the experts).
 double six_n_estimate_per_token(const ModelGraph& graph);
 
 /// Throws Error (naming `--unit`, with the valid range) unless 0 <= unit < units().size().
