@@ -50,7 +50,7 @@ void RankState::note_implicit(const std::string& what) {
 }
 
 MoeRoute& RankState::route_of(int mb, int op_id) {
-  const int d = L_.moe_dispatch_of[static_cast<size_t>(op_id)];
+  const int d = L_.op(op_id).kind == OpKind::moe_dispatch ? op_id : L_.moe_dispatch_of[static_cast<size_t>(op_id)];
   TP_ASSERT(d >= 0);
   Act& a = act(mb, d);
   if (!a.route)
