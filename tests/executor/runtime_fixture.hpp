@@ -23,6 +23,8 @@ inline std::string tiny_model(const std::string& name) {
 struct RunSpec {
   std::string model = "tiny-gpt";
   int dp = 1, tp = 1, pp = 1, vp = 1;
+  int ep = 1;                       // expert parallelism (MoE models)
+  double capacity_factor = 0;       // MoE capacity factor (0: dropless)
   int zero = 0;
   bool sp = false;
   plan::Recompute recompute = plan::Recompute::none;
@@ -46,6 +48,8 @@ inline std::unique_ptr<Resolved> resolve_run(const RunSpec& s) {
   p.instance_type = "g5.xlarge";  // one GPU per instance
   p.instance_count = s.dp * s.tp * s.pp;
   p.dp = s.dp, p.tp = s.tp, p.pp = s.pp, p.vp = s.vp;
+  p.ep = s.ep;
+  p.moe_capacity_factor = s.capacity_factor;
   p.zero_stage = s.zero;
   p.sequence_parallel = s.sp;
   p.recompute = s.recompute;

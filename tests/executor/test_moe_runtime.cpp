@@ -9,7 +9,6 @@
 
 #include "runtime_fixture.hpp"
 #include "trainplan/executor/checkpoint.hpp"
-#include "trainplan/models/model.hpp"
 
 using namespace trainplan;
 using namespace trainplan::executor;
@@ -24,46 +23,33 @@ constexpr double kRelTol = 1e-5;
 constexpr int kSteps = 3;
 constexpr int64_t kExperts = 4;
 
-struct MoeRun {
-  int dp = 1, ep = 1;
-  int64_t global_batch = 8, micro_batch = 0;  // 0: global_batch / dp
-  plan::Recompute recompute = plan::Recompute::none;
-  double capacity_factor = 0;
-  int tp = 1, zero = 0;
-};
+RunSpec moe(int dp, int ep) {
+  RunSpec s;
+  s.model = "tiny-moe";
+  s.dp = dp, s.ep = ep;
+  return s;
+}
 
-std::unique_ptr<Runtime> moe_runtime(const MoeRun& r) {
-  plan::Plan p;
-  p.model = tiny_model("tiny-moe");
-  p.instance_type = "g5.xlarge";
-  p.instance_count = r.dp * r.tp;
-  p.dp = r.dp, p.tp = r.tp, p.ep = r.ep;
-  p.zero_stage = r.zero;
-  p.recompute = r.recompute;
-  p.moe_capacity_factor = r.capacity_factor;
-  p.global_batch = r.global_batch;
-  p.micro_batch = r.micro_batch > 0 ? r.micro_batch : r.global_batch / r.dp;
-  p.num_micro_batches = r.global_batch / (p.micro_batch * r.dp);
-  p.bucket_size_bytes = 2000;
-  plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
-  plan::validate(p, ctx, "test");
+RuntimeOptions moe_options() {
   RuntimeOptions o = test_options();
   o.adamw.eps = 1e-4;
-  return std::make_unique<Runtime>(p, ctx, plan::lower(p, ctx), std::move(o));
+  return o;
 }
+
+std::unique_ptr<Runtime> moe_runtime(const RunSpec& s) { return make_runtime(s, moe_options()); }
 
 const StepRecord& moe_reference() {
   static std::mutex mutex;
   static std::unique_ptr<StepRecord> ref;
   std::lock_guard<std::mutex> lock(mutex);
   if (!ref) {
-    auto rt = moe_runtime({});
+    auto rt = moe_runtime(moe(1, 1));
     ref = std::make_unique<StepRecord>(run_steps(*rt, kSteps));
   }
   return *ref;
 }
 
-void check_equals_one_rank(const MoeRun& r) {
+void check_equals_one_rank(const RunSpec& r) {
   const StepRecord& ref = moe_reference();
   auto rt = moe_runtime(r);
   const StepRecord got = run_steps(*rt, kSteps);
@@ -100,7 +86,7 @@ TEST_CASE("executor: a tiny MoE decoder learns on one rank and its router weight
   // Random initial logits over 64 tokens: the first loss is near ln 64.
   CHECK(ref.losses[0] == Approx(std::log(64.0)).epsilon(0.05));
   CHECK(ref.losses.back() < ref.losses.front());
-  auto rt = moe_runtime({});
+  auto rt = moe_runtime(moe(1, 1));
   const std::vector<std::string> names = rt->parameter_names();
   int routers = 0, experts = 0;
   for (size_t p = 0; p < names.size(); ++p) {
@@ -121,7 +107,7 @@ TEST_CASE("executor: a tiny MoE decoder learns on one rank and its router weight
 }
 
 TEST_CASE("executor: a tiny MoE with dp 2 and ep 1 or 2 equals one rank", "[executor][moe][equivalence]") {
-  for (const MoeRun& r : {MoeRun{.dp = 2, .ep = 1}, MoeRun{.dp = 2, .ep = 2}}) {
+  for (const RunSpec& r : {moe(2, 1), moe(2, 2)}) {
     DYNAMIC_SECTION("dp " << r.dp << " ep " << r.ep) { check_equals_one_rank(r); }
   }
 }
@@ -129,13 +115,13 @@ TEST_CASE("executor: a tiny MoE with dp 2 and ep 1 or 2 equals one rank", "[exec
 TEST_CASE("executor: MoE expert parallelism with expert-data-parallel replicas, micro-batches and recomputation "
           "equals one rank",
           "[executor][moe][equivalence]") {
-  std::vector<MoeRun> runs = {
-      MoeRun{.dp = 4, .ep = 2},                    // expert_dp 2: expert gradients all-reduced over 2 ranks
-      MoeRun{.dp = 4, .ep = 4},                    // one expert per rank
-      MoeRun{.dp = 2, .ep = 2, .micro_batch = 2},  // 2 micro-batches: routing per micro-batch
-      MoeRun{.dp = 2, .ep = 2, .recompute = plan::Recompute::full},  // the all-to-alls run again
-  };
-  for (const MoeRun& r : runs) {
+  std::vector<RunSpec> runs = {moe(4, 2), moe(4, 4), moe(2, 2), moe(2, 2)};
+  // dp 4 ep 2: expert_dp 2, the expert gradients are all-reduced over 2 ranks; dp 4 ep 4: one
+  // expert per rank; 2 micro-batches: routing per micro-batch; full recomputation: the
+  // all-to-alls run again before the backward.
+  runs[2].micro_batch = 2;
+  runs[3].recompute = plan::Recompute::full;
+  for (const RunSpec& r : runs) {
     DYNAMIC_SECTION("dp " << r.dp << " ep " << r.ep << " micro-batch " << r.micro_batch << " recompute "
                           << plan::recompute_name(r.recompute)) {
       check_equals_one_rank(r);
@@ -144,7 +130,7 @@ TEST_CASE("executor: MoE expert parallelism with expert-data-parallel replicas, 
 }
 
 TEST_CASE("executor: under ep each rank's checkpoint shard holds only its experts", "[executor][moe]") {
-  auto rt = moe_runtime({.dp = 2, .ep = 2});
+  auto rt = moe_runtime(moe(2, 2));
   rt->step();
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "trainplan-moe-shards";
   std::filesystem::remove_all(dir);
@@ -165,8 +151,11 @@ TEST_CASE("executor: under ep each rank's checkpoint shard holds only its expert
 }
 
 TEST_CASE("executor: MoE plans the runtime does not execute are refused by name", "[executor][moe]") {
-  REQUIRE_ERROR_CONTAINS(moe_runtime({.dp = 2, .ep = 2, .capacity_factor = 1.25}), "routes dropless");
-  REQUIRE_ERROR_CONTAINS(moe_runtime({.dp = 2, .ep = 2, .zero = 1}), "expert parallelism (ep = 2) with ZeRO stage 1");
-  REQUIRE_ERROR_CONTAINS(moe_runtime({.dp = 1, .tp = 2}),
-                         "mixture-of-experts layers, which the runtime executes with tp = 1");
+  RunSpec capacity = moe(2, 2), zero = moe(2, 2), tp = moe(1, 1);
+  capacity.capacity_factor = 1.25;
+  zero.zero = 1;
+  tp.tp = 2;
+  REQUIRE_ERROR_CONTAINS(moe_runtime(capacity), "routes dropless");
+  REQUIRE_ERROR_CONTAINS(moe_runtime(zero), "expert parallelism (ep = 2) with ZeRO stage 1");
+  REQUIRE_ERROR_CONTAINS(moe_runtime(tp), "mixture-of-experts layers, which the runtime executes with tp = 1");
 }
