@@ -22,7 +22,7 @@ void run(const std::string& path) {
   const auto& spec = ctx.model_spec;
   std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s%s, ZeRO-%d, %s, %s schedule, recomputation: %s%s\n", path.c_str(),
               spec.name.c_str(), p.instance_count, p.instance_type.c_str(), ctx.cluster.num_gpus(), p.dp, p.tp, p.pp,
-              p.cp > 1 ? fmt::format(" x cp {}", p.cp).c_str() : "", p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
+              (p.cp > 1 ? fmt::format(" x cp {}", p.cp) : std::string()).append(p.ep > 1 ? fmt::format(", ep {}", p.ep) : "").c_str(), p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(*p.precision)).c_str(),
               std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str(),
               p.sequence_parallel ? ", sequence parallel" : "");
   std::printf("batch: %lld samples = %lld micro-batch(es) of %lld on each of %d data-parallel ranks\n\n",

@@ -38,6 +38,7 @@ std::string split_text(const plan::Plan& p) {
   std::string s = fmt::format("{}/{}/{}", p.dp, p.tp, p.pp);
   if (p.vp > 1) s += fmt::format("x{}", p.vp);
   if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
   return s;
 }
 

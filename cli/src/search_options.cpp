@@ -58,6 +58,13 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   cmd->add_option("--vp", a.virtual_stages, "Virtual stages per rank for interleaved 1F1B (default 2,4)");
   cmd->add_option("--cp", a.context_parallel,
                   "Context-parallel degrees to try (default 1,2,4,8 for sequences of 4096 tokens or more, else 1)");
+  cmd->add_option("--ep", a.expert_parallel,
+                  "Expert-parallel degrees to try for MoE models (default: every divisor of dp x cp that divides the number "
+                  "of experts; dense models: 1)");
+  cmd->add_option("--capacity-factor", a.capacity_factor,
+                  "MoE expert capacity factor (default 0: dropless; c >= 1 pads every expert to c x its balanced share)");
+  cmd->add_option("--load-imbalance", a.load_imbalance,
+                  "MoE load imbalance: the busiest expert-parallel rank's tokens over the mean (default 1: balanced)");
   cmd->add_option("--dp-algorithms", a.dp_algorithms, "Data-parallel algorithms: ring,tree,hierarchical,parameter-server,smddp,horovod (default ring,tree,hierarchical: no export target runs a parameter server or Horovod, and only SageMaker runs SMDDP)");
   cmd->add_option("--bucket-sizes", a.bucket_sizes, "Gradient bucket sizes (default 25MB)");
   cmd->add_flag("--no-sequence-parallel", a.no_sequence_parallel, "Do not try sequence parallelism");

@@ -11,6 +11,7 @@
 #include "lower.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/thread_pool.hpp"
+#include "trainplan/plan/expert_parallel.hpp"
 #include "trainplan/plan/memory.hpp"
 
 namespace trainplan::plan {
@@ -27,6 +28,7 @@ using detail::UnitTemplate;
 enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kCp, kNumStreams };
 const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather", "cp"};
 const char* const kSyncBnStreamName = "sync-bn";
+const char* const kEpStreamName = "ep";  // last, in programs with ep > 1
 
 /// Gradients reduced together (data-parallel bucket), in the order backward finalizes them.
 struct Bucket {
@@ -35,6 +37,7 @@ struct Bucket {
   std::vector<int> sp_ops;   // replicated ops with parameters: partial gradients under SP
   double sp_bytes = 0;
   bool tied = false;         // the tied-embedding copy of a pipelined model (its own bucket, last)
+  bool expert = false;       // routed experts' gradients: reduced over the expert-dp group
 };
 
 /// What every rank of one pipeline stage shares.
@@ -51,6 +54,9 @@ struct StageInfo {
   int64_t cp_slots_per_mb = 0;
   std::vector<int64_t> unit_bn_slot; // unit -> first sync-bn slot of the unit per micro-batch (-1: not here)
   int64_t bn_slots_per_mb = 0;
+  std::vector<int64_t> unit_ep_slot; // unit -> first ep all-to-all slot of the unit per micro-batch (-1: not here)
+  int64_t ep_slots_per_mb = 0;
+  double expert_params = 0;          // routed experts' parameters on one rank (in `params`)
 };
 
 class Lowering {
@@ -58,10 +64,12 @@ class Lowering {
   Lowering(const Plan& plan, const PlanContext& ctx, const LowerOptions& options)
       : plan_(plan), ctx_(ctx), graph_(ctx.graph), opt_(options), prec_(plan.precision_or(ctx.precision)),
         elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
-        pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), world_(plan.world_size()),
+        pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), ep_(plan.ep), edp_(plan.expert_dp()),
+        world_(plan.world_size()),
         sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
         num_units_(static_cast<int>(graph_.units().size())) {
     bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
+    ep_stream_ = bn_stream_ + (sync_bn_ ? 1 : 0);
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
     TP_ASSERT(m_ >= 1 && cp_ >= 1 && dp_ * tp_ * pp_ * cp_ == world_);
     templates_ = detail::build_unit_templates(plan, ctx, options.granularity);
@@ -82,9 +90,10 @@ class Lowering {
     p.granularity = opt_.granularity;
     p.attention = plan_.attention;
     p.op_costs.reserve(graph_.ops().size());
-    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, b_, tp_, sp_, prec_, plan_.attention, cp_));
+    for (const auto& op : graph_.ops()) p.op_costs.push_back(op_cost(op, plan_, prec_));
     p.streams.assign(kStreamNames, kStreamNames + (cp_ > 1 ? kNumStreams : kCp));
     if (sync_bn_) p.streams.push_back(kSyncBnStreamName);
+    if (ep_ > 1) p.streams.push_back(kEpStreamName);
     p.groups = groups_;
     p.ranks.resize(static_cast<size_t>(world_));
     p.symmetry_class.resize(static_cast<size_t>(world_));
@@ -107,8 +116,8 @@ class Lowering {
             rp.gpu = r;
             rp.dp_rank = d, rp.tp_rank = t, rp.pp_rank = s, rp.cp_rank = c;
             rp.static_bytes = stages_[static_cast<size_t>(s)].static_bytes;
-            p.symmetry_class[static_cast<size_t>(r)] = p.rank_of(0, t, s, 0);
-            if (wanted[static_cast<size_t>(r)] && (!opt_.representatives_only || (d == 0 && c == 0))) todo.push_back(r);
+            p.symmetry_class[static_cast<size_t>(r)] = class_rep(d, t, s, c);
+            if (wanted[static_cast<size_t>(r)] && (!opt_.representatives_only || class_rep(d, t, s, c) == r)) todo.push_back(r);
           }
     std::sort(todo.begin(), todo.end());
     auto work = [&](size_t i) { lower_rank(p.ranks[static_cast<size_t>(todo[i])]); };
@@ -165,7 +174,7 @@ class Lowering {
 
   // Parameters of an op on a rank of `stage`, with the tied copy on the last stage.
   double rank_op_params(int op, int stage) const {
-    double p = op_params_on_rank(graph_.ops()[static_cast<size_t>(op)], tp_);
+    double p = op_params_on_rank(graph_.ops()[static_cast<size_t>(op)], tp_, ep_);
     if (op == head_op_ && stage == pp_ - 1) p += tied_params_;
     return p;
   }
@@ -183,6 +192,7 @@ class Lowering {
       st.unit_slot.assign(static_cast<size_t>(num_units_), -1);
       st.unit_cp_slot.assign(static_cast<size_t>(num_units_), -1);
       st.unit_bn_slot.assign(static_cast<size_t>(num_units_), -1);
+      st.unit_ep_slot.assign(static_cast<size_t>(num_units_), -1);
       int64_t slot = 0;
       for (int c = 0; c < vp_; ++c) {
         const auto& a = assignment(s, c);
@@ -193,7 +203,12 @@ class Lowering {
           st.cp_slots_per_mb += templates_[static_cast<size_t>(u)].cp_slots;
           st.unit_bn_slot[static_cast<size_t>(u)] = st.bn_slots_per_mb;
           st.bn_slots_per_mb += templates_[static_cast<size_t>(u)].bn_slots;
-          for (int op : graph_.units()[static_cast<size_t>(u)].ops) st.params += rank_op_params(op, s);
+          st.unit_ep_slot[static_cast<size_t>(u)] = st.ep_slots_per_mb;
+          st.ep_slots_per_mb += templates_[static_cast<size_t>(u)].ep_slots;
+          for (int op : graph_.units()[static_cast<size_t>(u)].ops) {
+            st.params += rank_op_params(op, s);
+            if (graph_.ops()[static_cast<size_t>(op)].expert) st.expert_params += rank_op_params(op, s);
+          }
         }
       }
       st.pp_gather_slot = slot;
@@ -213,12 +228,17 @@ class Lowering {
     const bool fusion = plan_.dp_algorithm == DpAlgorithm::horovod;
     Bucket cur;
     Bucket tied;
-    auto close = [&] {
-      if (cur.ops.empty()) return;
-      st.closing[static_cast<size_t>(cur.ops.back())] = static_cast<int>(st.buckets.size());
-      st.buckets.push_back(std::move(cur));
-      cur = Bucket{};
+    Bucket experts;  // ep > 1: routed experts' gradients fill buckets of their own (another group)
+    experts.expert = true;
+    auto close_bucket = [&](Bucket& bk) {
+      if (bk.ops.empty()) return;
+      const bool expert = bk.expert;
+      st.closing[static_cast<size_t>(bk.ops.back())] = static_cast<int>(st.buckets.size());
+      st.buckets.push_back(std::move(bk));
+      bk = Bucket{};
+      bk.expert = expert;
     };
+    auto close = [&] { close_bucket(cur); };
     auto add = [&](Bucket& bk, int op) {
       const double p = rank_op_params(op, s);
       bk.ops.push_back(op);
@@ -240,13 +260,15 @@ class Lowering {
             add(tied, op);
             continue;
           }
-          if (fusion && !cur.ops.empty() && cur.grad_bytes + rank_op_params(op, s) * elem_ > plan_.bucket_size_bytes) close();
-          add(cur, op);
-          if (!fusion && cur.grad_bytes >= plan_.bucket_size_bytes) close();
+          Bucket& bk = ep_ > 1 && graph_.ops()[static_cast<size_t>(op)].expert ? experts : cur;
+          if (fusion && !bk.ops.empty() && bk.grad_bytes + rank_op_params(op, s) * elem_ > plan_.bucket_size_bytes) close_bucket(bk);
+          add(bk, op);
+          if (!fusion && bk.grad_bytes >= plan_.bucket_size_bytes) close_bucket(bk);
         }
       }
     }
     close();
+    close_bucket(experts);
     if (!tied.ops.empty()) {
       tied.tied = true;
       st.buckets.push_back(std::move(tied));
@@ -263,6 +285,18 @@ class Lowering {
   }
 
   int rank_of(int d, int t, int s, int c) const { return ((s * dp_ + d) * cp_ + c) * tp_ + t; }
+
+  // The representative of rank (d, t, s, c)'s symmetry class: the (dp, cp) ranks of a (pp, tp)
+  // position do equal work. With expert parallelism a class holds the positions with the same
+  // ep rank (flat mod ep, flat = d * cp + c), so that shifting a member onto its representative
+  // maps ep groups onto ep groups; when neither of ep and cp divides the other that shift does
+  // not exist, and every rank is its own class.
+  int class_rep(int d, int t, int s, int c) const {
+    if (ep_ == 1) return rank_of(0, t, s, 0);
+    if (cp_ % ep_ != 0 && ep_ % cp_ != 0) return rank_of(d, t, s, c);
+    const int f = (d * cp_ + c) % ep_;
+    return rank_of(f / cp_, t, s, f % cp_);
+  }
 
   // Groups, in this order: tp per (pp, dp, cp); cp per (pp, dp, tp); data parallel per (pp, tp)
   // over every (dp, cp) pair (the ranks that hold the same parameters: Megatron's dp-cp group);
@@ -292,6 +326,11 @@ class Lowering {
             for (int c = 0; c < cp_; ++c) ranks.push_back(rank_of(d, t, s, c));
           dp_group_.push_back(add_group(CommPurpose::dp, std::move(ranks)));
         }
+    // Expert parallelism: ep groups of ep consecutive data-parallel positions per (pp, tp)
+    // (Megatron-Core's order, ep inside dp: with tp * ep <= GPUs per node they stay on
+    // NVLink), and the expert-dp groups of the positions holding the same experts.
+    for (auto& ranks : ep_groups(plan_)) ep_group_.push_back(add_group(CommPurpose::ep, std::move(ranks)));
+    for (auto& ranks : expert_dp_groups(plan_)) edp_group_.push_back(add_group(CommPurpose::dp, std::move(ranks)));
     if (head_op_ >= 0)
       for (int d = 0; d < dp_; ++d)
         for (int c = 0; c < cp_; ++c)
@@ -339,6 +378,17 @@ class Lowering {
           dp_ag_off_.push_back(reserve(zero3_ ? m_ * 2 * num_units_ : n));
         }
     }
+    if (ep_ > 1) {
+      for (int s = 0; s < pp_; ++s)
+        for (int i = 0; i < tp_ * edp_; ++i) ep_off_.push_back(reserve(m_ * stages_[static_cast<size_t>(s)].ep_slots_per_mb));
+      if (edp_ > 1)
+        for (int s = 0; s < pp_; ++s)
+          for (int i = 0; i < tp_ * ep_; ++i) {
+            const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
+            edp_red_off_.push_back(reserve(n));
+            edp_ag_off_.push_back(reserve(n));
+          }
+    }
     tied_base_ = reserve(static_cast<int64_t>(tied_group_.size()));
     world_id_ = reserve(1);
   }
@@ -352,7 +402,7 @@ class Lowering {
   Precision prec_;
   double elem_;
   int64_t m_, b_;
-  int dp_, tp_, pp_, vp_, cp_, dpcp_, world_;
+  int dp_, tp_, pp_, vp_, cp_, dpcp_, ep_, edp_, world_;
   bool sp_, zero3_;
   bool sync_bn_;  // the program synchronizes batch norm (the plan asks and dp x cp > 1)
   int num_units_;
@@ -364,10 +414,11 @@ class Lowering {
   double tied_params_ = 0;
   std::vector<StageInfo> stages_;
   std::vector<Group> groups_;
-  std::vector<int> tp_group_, cp_group_, dp_group_, tied_group_;
+  std::vector<int> tp_group_, cp_group_, dp_group_, tied_group_, ep_group_, edp_group_;
   int world_group_ = -1;
-  std::vector<int64_t> tp_off_, sp_off_, cp_off_, bn_off_, dp_red_off_, dp_ag_off_;
+  std::vector<int64_t> tp_off_, sp_off_, cp_off_, bn_off_, dp_red_off_, dp_ag_off_, ep_off_, edp_red_off_, edp_ag_off_;
   int bn_stream_ = kCp;  // the sync-bn stream's index (after cp's when the program has both)
+  int ep_stream_ = kCp;  // the ep stream's index (last)
   int64_t pp_base_ = 0, tied_base_ = 0, world_id_ = 0;
 };
 
@@ -386,6 +437,15 @@ class RankLowering {
     tp_group_ = L.tp_ > 1 ? L.tp_group_[static_cast<size_t>(tp_index_)] : -1;
     cp_group_ = L.cp_ > 1 ? L.cp_group_[static_cast<size_t>(cp_index_)] : -1;
     dp_group_ = L.dpcp_ > 1 ? L.dp_group_[static_cast<size_t>(dp_index_)] : -1;
+    if (L.ep_ > 1) {
+      const int flat = d_ * L.cp_ + c_;
+      ep_index_ = (s_ * L.tp_ + t_) * L.edp_ + flat / L.ep_;
+      ep_group_ = L.ep_group_[static_cast<size_t>(ep_index_)];
+      if (L.edp_ > 1) {
+        edp_index_ = (s_ * L.tp_ + t_) * L.ep_ + flat % L.ep_;
+        edp_group_ = L.edp_group_[static_cast<size_t>(edp_index_)];
+      }
+    }
     next_buffer_ = L.m_ * L.num_units_ * L.keys_;
     mb_tag_.reserve(static_cast<size_t>(L.m_));
     for (int64_t i = 0; i < L.m_; ++i) mb_tag_.push_back(" mb" + std::to_string(i));
@@ -530,7 +590,8 @@ class RankLowering {
       // task waits for it).
       const bool cp = item.purpose == CommPurpose::cp;
       const bool bn = item.purpose == CommPurpose::sync_bn;
-      const int stream = cp ? kCp : bn ? L_.bn_stream_ : kTp;
+      const bool ep = item.purpose == CommPurpose::ep;
+      const int stream = cp ? kCp : bn ? L_.bn_stream_ : ep ? L_.ep_stream_ : kTp;
       std::vector<int> deps = item.prefetch ? after_compute() : take_pending();
       if (mem_)
         for (const MemGroup& g : item.transient_allocs)
@@ -546,12 +607,13 @@ class RankLowering {
       t.virtual_stage = step.chunk;
       t.op = item.op;
       t.collective = item.collective;
-      t.group = cp ? cp_group_ : bn ? dp_group_ : tp_group_;
+      t.group = cp ? cp_group_ : bn ? dp_group_ : ep ? ep_group_ : tp_group_;
       t.bytes = item.bytes;
       t.purpose = item.purpose;
       t.role = item.role;
       t.comm_id = cp   ? L_.cp_off_[static_cast<size_t>(cp_index_)] + mb * st_.cp_slots_per_mb + st_.unit_cp_slot[static_cast<size_t>(u)] + item.slot
                   : bn ? L_.bn_off_[static_cast<size_t>(dp_index_)] + mb * st_.bn_slots_per_mb + st_.unit_bn_slot[static_cast<size_t>(u)] + item.slot
+                  : ep ? L_.ep_off_[static_cast<size_t>(ep_index_)] + mb * st_.ep_slots_per_mb + st_.unit_ep_slot[static_cast<size_t>(u)] + item.slot
                        : L_.tp_off_[static_cast<size_t>(tp_index_)] + mb * st_.slots_per_mb + st_.unit_slot[static_cast<size_t>(u)] + item.slot;
       const int id = t.id;
       if (item.prefetch) prefetch_ = id;
@@ -778,11 +840,12 @@ class RankLowering {
   }
 
   // A data-parallel reduction with its communication buffer.
+  // `expert`: a bucket of routed experts' gradients, over the expert-dp group.
   int dp_reduce(CollectiveKind kind, CommPurpose purpose, TensorRole role, const std::vector<int>& ops, double bytes, int64_t comm_id,
-                std::vector<int> deps, const std::string& label) {
+                std::vector<int> deps, const std::string& label, bool expert = false) {
     int64_t buf = -1;
     if (mem_) buf = alloc(kDp, BufferKind::comm, bytes, deps, "alloc " + label);
-    const int id = collective(kDp, dp_group_, kind, bytes, purpose, role, comm_id, std::move(deps), label);
+    const int id = collective(kDp, expert ? edp_group_ : dp_group_, kind, bytes, purpose, role, comm_id, std::move(deps), label);
     tasks_[static_cast<size_t>(id)].ops = ops;
     if (mem_) release(kDp, BufferKind::comm, bytes, buf, {id}, "free " + label);
     return id;
@@ -813,10 +876,11 @@ class RankLowering {
       tasks_[static_cast<size_t>(tail)].ops = {L_.embedding_op_, L_.head_op_};
       deps = {tail};
     }
-    if (L_.dpcp_ > 1) {
+    if (bk.expert ? L_.edp_ > 1 : L_.dpcp_ > 1) {
       const std::string label = std::string(collective_kind_name(grad_collective())) + " " + std::string(comm_purpose_name(grad_purpose())) + " " + what;
       tail = dp_reduce(grad_collective(), grad_purpose(), TensorRole::grads, bk.ops, bk.grad_bytes,
-                       L_.dp_red_off_[static_cast<size_t>(dp_index_)] + bi, deps, label);
+                       (bk.expert ? L_.edp_red_off_[static_cast<size_t>(edp_index_)] : L_.dp_red_off_[static_cast<size_t>(dp_index_)]) + bi,
+                       deps, label, bk.expert);
     }
     if (tail >= 0) tails_.push_back(tail);
   }
@@ -864,7 +928,8 @@ class RankLowering {
       deps = {collective(kDp, L_.world_group_, CollectiveKind::all_reduce, 4.0, CommPurpose::dp, TensorRole::grads, L_.world_id_, std::move(deps),
                          "ar world grad-norm")};
     const bool sharded = L_.plan_.zero_stage >= 1 || L_.plan_.dp_algorithm == DpAlgorithm::parameter_server;
-    const double shard = sharded ? st_.params / L_.dpcp_ : st_.params;
+    // ZeRO shards the non-expert parameters over dp * cp, the experts' over expert-dp.
+    const double shard = sharded ? (st_.params - st_.expert_params) / L_.dpcp_ + st_.expert_params / L_.edp_ : st_.params;
     Task& opt = push();
     opt.kind = TaskKind::compute;
     opt.stream = kCompute;
@@ -878,9 +943,10 @@ class RankLowering {
       const CommPurpose purpose = L_.plan_.dp_algorithm == DpAlgorithm::parameter_server ? CommPurpose::ps : CommPurpose::zero_param;
       for (size_t bi = 0; bi < st_.buckets.size(); ++bi) {
         const Bucket& bk = st_.buckets[bi];
-        dp_reduce(CollectiveKind::all_gather, purpose, TensorRole::params, bk.ops, bk.grad_bytes,
-                  L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + static_cast<int64_t>(bi), {last_compute_},
-                  "all_gather " + std::string(comm_purpose_name(purpose)) + " bucket" + std::to_string(bi));
+        if (bk.expert && L_.edp_ < 2) continue;
+        const int64_t base = bk.expert ? L_.edp_ag_off_[static_cast<size_t>(edp_index_)] : L_.dp_ag_off_[static_cast<size_t>(dp_index_)];
+        dp_reduce(CollectiveKind::all_gather, purpose, TensorRole::params, bk.ops, bk.grad_bytes, base + static_cast<int64_t>(bi),
+                  {last_compute_}, "all_gather " + std::string(comm_purpose_name(purpose)) + " bucket" + std::to_string(bi), bk.expert);
       }
     }
     if (mem_) release(kCompute, BufferKind::workspace, L_.ctx_.gpu->cublas_workspace_bytes, workspace_buffer_, after_compute(), "free cublas workspace");
@@ -894,6 +960,7 @@ class RankLowering {
   bool mem_;
   int final_mb_, last_vs_;
   int tp_group_ = -1, cp_group_ = -1, dp_group_ = -1, dp_index_ = 0, tp_index_ = 0, cp_index_ = 0, tied_index_ = 0;
+  int ep_group_ = -1, ep_index_ = 0, edp_group_ = -1, edp_index_ = 0;
   int last_compute_ = -1;
   int prefetch_ = -1;                                       // cp: the backward's K, V gather not yet waited for
   std::vector<int> pending_;                                // comm the next compute waits for

@@ -68,6 +68,7 @@ struct UnitTemplate {
   int tp_slots = 0;                     // tp collectives per micro-batch (all phases)
   int cp_slots = 0;                     // cp collectives per micro-batch (all phases)
   int bn_slots = 0;                     // synchronized-batch-norm collectives per micro-batch (all phases)
+  int ep_slots = 0;                     // expert-parallel all-to-alls per micro-batch (all phases)
 };
 
 /// Templates of every unit of the model under the plan's tp / sequence parallelism /

@@ -19,7 +19,7 @@ UnitActivationProfile unit_activation_profile(const Plan& plan, const PlanContex
   const bool full = plan.recompute == Recompute::full;
   std::vector<OpCost> costs;
   costs.reserve(ops.size());
-  for (int id : ops) costs.push_back(op_cost(graph.ops()[static_cast<size_t>(id)], plan.micro_batch, plan.tp, sp, prec, plan.attention, plan.cp));
+  for (int id : ops) costs.push_back(op_cost(graph.ops()[static_cast<size_t>(id)], plan, prec));
   // The unit's input under full recomputation (unit 0's are token ids: nothing).
   const double checkpoint = full ? unit_activation_bytes(graph, unit, plan.micro_batch, plan.tp, sp, Recompute::full, prec,
                                                          plan.attention, plan.cp)

@@ -59,7 +59,7 @@ class TemplateBuilder {
         prec_(plan.precision_or(ctx.precision)), workspace_(loss_workspace_bytes(plan, ctx)) {
     costs_.reserve(graph_.ops().size());
     for (const auto& op : graph_.ops())
-      costs_.push_back(op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, prec_, plan.attention, plan.cp));
+      costs_.push_back(op_cost(op, plan, prec_));
   }
 
   UnitTemplate build(int unit) {
@@ -82,6 +82,13 @@ class TemplateBuilder {
       r.prefetch = prefetch;
       return r;
     };
+    // Expert parallelism: the all-to-all after each moe_dispatch and before each moe_combine
+    // (forward and a full recomputation's forward), and their mirrors in backward: before the
+    // dispatch's backward, after the combine's. Blocking, like Megatron-Core's default (no
+    // --overlap-moe-expert-parallel-comm): the next compute waits for each.
+    auto moves_tokens = [&](int id) { return costs_[static_cast<size_t>(id)].ep_a2a_bytes > 0; };
+    auto kind_of = [&](int id) { return graph_.ops()[static_cast<size_t>(id)].kind; };
+    auto ep_item = [&](Phase phase, int id) { return comm_item(phase, id, CollectiveKind::all_to_all, CommPurpose::ep); };
     auto cp_item = [&](Phase phase, int id, CollectiveKind kind, bool prefetch) {
       return comm_item(phase, id, kind, CommPurpose::cp, prefetch);
     };
@@ -112,7 +119,9 @@ class TemplateBuilder {
         for (const auto& c : colls)
           if (c.phase == Phase::forward && c.op == id && c.before_op) out.push_back(tp_item(phase, id, c));
         if (gathers_kv(id)) out.push_back(cp_item(phase, id, CollectiveKind::all_gather, false));
+        if (moves_tokens(id) && kind_of(id) == OpKind::moe_combine) out.push_back(ep_item(phase, id));
         out.push_back(compute_item(phase, id));
+        if (moves_tokens(id) && kind_of(id) == OpKind::moe_dispatch) out.push_back(ep_item(phase, id));
         if (syncs(id)) out.push_back(bn_item(phase, id, CollectiveKind::all_gather));
         for (const auto& c : colls)
           if (c.phase == Phase::forward && c.op == id && !c.before_op) out.push_back(tp_item(phase, id, c));
@@ -132,7 +141,9 @@ class TemplateBuilder {
       // Backward collectives of an op, in the reverse order tp_collectives() lists them.
       for (const auto& c : colls)
         if (c.phase == Phase::backward && c.op == id && c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
+      if (moves_tokens(id) && kind_of(id) == OpKind::moe_dispatch) bwd.push_back(ep_item(Phase::backward, id));
       bwd.push_back(compute_item(Phase::backward, id));
+      if (moves_tokens(id) && kind_of(id) == OpKind::moe_combine) bwd.push_back(ep_item(Phase::backward, id));
       if (syncs(id)) bwd.push_back(bn_item(Phase::backward, id, CollectiveKind::all_reduce));
       for (const auto& c : colls)
         if (c.phase == Phase::backward && c.op == id && !c.before_op) bwd.push_back(tp_item(Phase::backward, id, c));
@@ -140,14 +151,15 @@ class TemplateBuilder {
     }
 
     UnitTemplate t;
-    int slot = 0, cp_slot = 0, bn_slot = 0;
+    Slots slots;
     // Slots: forward collectives, then backward, then the recomputed forward ones.
-    t.forward = merge(fwd, u, slot, cp_slot, bn_slot);
-    t.backward = merge(bwd, u, slot, cp_slot, bn_slot);
-    t.recompute = merge(rec, u, slot, cp_slot, bn_slot);
-    t.tp_slots = slot;
-    t.cp_slots = cp_slot;
-    t.bn_slots = bn_slot;
+    t.forward = merge(fwd, u, slots);
+    t.backward = merge(bwd, u, slots);
+    t.recompute = merge(rec, u, slots);
+    t.tp_slots = slots.tp;
+    t.cp_slots = slots.cp;
+    t.bn_slots = slots.bn;
+    t.ep_slots = slots.ep;
     for (int id : u.ops) {
       const double p = costs_[static_cast<size_t>(id)].params;
       if (p > 0) t.param_ops.push_back(id);
@@ -159,8 +171,13 @@ class TemplateBuilder {
   }
 
  private:
+  // Collectives of one micro-batch of the unit so far, per purpose.
+  struct Slots {
+    int tp = 0, cp = 0, bn = 0, ep = 0;
+  };
+
   // Merges consecutive compute steps of one phase (layer granularity) and numbers slots.
-  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, int& slot, int& cp_slot, int& bn_slot) {
+  std::vector<TemplateItem> merge(const std::vector<RawItem>& raw, const models::Unit& u, Slots& slots) {
     std::vector<TemplateItem> out;
     int segments = 0;
     bool open = false;
@@ -179,18 +196,27 @@ class TemplateBuilder {
           c.role = TensorRole::norm_stats;
           c.bytes = r.coll.kind == CollectiveKind::all_gather ? sync_bn_gather_bytes(channels, plan_.dp_cp())
                                                                : sync_bn_reduce_bytes(channels);
-          c.slot = bn_slot++;
+          c.slot = slots.bn++;
           c.name = std::string(collective_tag(c.collective)) + " sync-bn " + op.name;
+        } else if (r.purpose == CommPurpose::ep) {
+          // Forward: the dispatch's output goes out, the combine's input comes back; backward:
+          // the combine's input gradient goes out, the dispatch's output gradient comes back.
+          const bool dispatch = op.kind == OpKind::moe_dispatch;
+          c.role = r.phase == Phase::backward ? (dispatch ? TensorRole::grad_output : TensorRole::grad_input)
+                                              : (dispatch ? TensorRole::output : TensorRole::input);
+          c.bytes = costs_[static_cast<size_t>(r.op)].ep_a2a_bytes;
+          c.slot = slots.ep++;
+          c.name = "a2a ep " + op.name;
         } else if (r.purpose == CommPurpose::cp) {
           c.role = r.coll.kind == CollectiveKind::all_gather ? TensorRole::input : TensorRole::grad_input;
           c.bytes = costs_[static_cast<size_t>(r.op)].cp_kv_bytes;
-          c.slot = cp_slot++;
+          c.slot = slots.cp++;
           c.prefetch = r.prefetch;
           c.name = std::string(collective_tag(c.collective)) + " cp " + op.name + (r.prefetch ? " prefetch" : "");
         } else {
           c.role = role_of(r.coll, op);
           c.bytes = r.coll.elems_per_sample * static_cast<double>(plan_.micro_batch) * bytes_per_element(prec_);
-          c.slot = slot++;
+          c.slot = slots.tp++;
           c.name = std::string(collective_tag(c.collective)) + " tp " + op.name;
         }
         out.push_back(std::move(c));

@@ -79,10 +79,16 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
 
   const std::vector<int> units = units_of_rank(plan, stage);
   double params = 0.0;
+  double expert_params = 0.0;  // routed experts' parameters on the rank (num_experts / ep of them)
   double max_unit_params = 0.0;
   for (int u : units) {
     double unit_params = 0.0;
-    for (int id : graph.units()[static_cast<size_t>(u)].ops) unit_params += op_params_on_rank(graph.ops()[static_cast<size_t>(id)], tp);
+    for (int id : graph.units()[static_cast<size_t>(u)].ops) {
+      const models::Op& op = graph.ops()[static_cast<size_t>(id)];
+      const double p = op_params_on_rank(op, tp, plan.ep);
+      unit_params += p;
+      if (op.expert) expert_params += p;
+    }
     params += unit_params;
     max_unit_params = std::max(max_unit_params, unit_params);
   }
@@ -99,10 +105,17 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   const double w = mixed ? 2.0 : 4.0;   // weights in the training precision
   const double g = mixed ? 2.0 : 4.0;   // gradients
   const double o = mixed ? 12.0 : 8.0;  // fp32 master copy (mixed only) + Adam momentum + variance
+  // ZeRO shards the non-expert states over the dp * cp ranks holding them and the expert states
+  // over the expert_dp = dp * cp / ep ranks holding the same experts.
   const double n = static_cast<double>(dp);
-  mb.weights_bytes = params * w / (plan.zero_stage >= 3 ? n : 1.0);
-  mb.gradients_bytes = params * g / (plan.zero_stage >= 2 ? n : 1.0);
-  mb.optimizer_bytes = params * o / (plan.zero_stage >= 1 ? n : 1.0);
+  const double ne = static_cast<double>(plan.expert_dp());
+  const double dense = params - expert_params;
+  auto states = [&](double bytes_per_param, int from_stage) {
+    return plan.zero_stage >= from_stage ? bytes_per_param * (dense / n + expert_params / ne) : bytes_per_param * params;
+  };
+  mb.weights_bytes = states(w, 3);
+  mb.gradients_bytes = states(g, 2);
+  mb.optimizer_bytes = states(o, 1);
 
   // Activations: the closed form (micro-batches in flight x one micro-batch's activations,
   // plus one re-materialized unit under full recomputation) is exact for GPipe and 1F1B

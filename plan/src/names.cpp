@@ -91,6 +91,7 @@ std::string_view comm_purpose_name(CommPurpose p) {
     case CommPurpose::ps: return "ps";
     case CommPurpose::cp: return "cp";
     case CommPurpose::sync_bn: return "sync_bn";
+    case CommPurpose::ep: return "ep";
     case CommPurpose::none: return "none";
   }
   return "?";

@@ -2,6 +2,7 @@
 #include "trainplan/plan/op_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "trainplan/core/error.hpp"
 
@@ -24,10 +25,23 @@ double op_divisor(const models::Op& op, int tp, bool sp) {
   return 1;
 }
 
-double op_params_on_rank(const models::Op& op, int tp) { return splits_params(op.tp_split) ? op.params / tp : op.params; }
+double op_params_on_rank(const models::Op& op, int tp, int ep) {
+  const double p = splits_params(op.tp_split) ? op.params / tp : op.params;
+  return op.expert ? p / ep : p;
+}
 
-OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp) {
-  TP_ASSERT(cp >= 1);
+double moe_expert_load(const Plan& plan) {
+  return plan.moe_capacity_factor > 0 ? plan.moe_capacity_factor : plan.moe_load_imbalance;
+}
+
+OpCost op_cost(const models::Op& op, const Plan& plan, Precision precision) {
+  return op_cost(op, plan.micro_batch, plan.tp, plan.sequence_parallel, precision, plan.attention, plan.cp, plan.ep,
+                 moe_expert_load(plan));
+}
+
+OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Precision prec, AttentionImpl attention, int cp, int ep,
+               double expert_load) {
+  TP_ASSERT(cp >= 1 && ep >= 1 && expert_load >= 1.0);
   OpCost c;
   c.op = op.id;
   c.op_kind = static_cast<int>(op.kind);
@@ -54,7 +68,33 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
   if (sp || op.saved_tp_sharded) saved /= tp;
   c.saved_bytes = saved / cp;
   c.recomputed_by_selective = op.dropped_by_selective_recompute;
-  c.params = op_params_on_rank(op, tp);
+  c.params = op_params_on_rank(op, tp, ep);
+  if (op.expert) {
+    // The busiest rank's routed copies: load x the balanced work (see the file comment).
+    c.flops_fwd *= expert_load;
+    c.flops_bwd *= expert_load;
+    // Traffic: the routed rows x load, plus the weights of the rank's num_experts / ep experts
+    // read once per micro-batch (written once more with their gradients in backward); the
+    // graph counts all E experts' weights per sample.
+    const double weights = op.params / div;
+    const double rows_fwd = std::max(0.0, op.mem_elems_fwd - op.params) * share * expert_load;
+    const double rows_bwd = std::max(0.0, op.mem_elems_bwd - 2.0 * op.params) * share * expert_load;
+    c.mem_fwd_bytes = (rows_fwd + weights / ep) * elem;
+    c.mem_bwd_bytes = (rows_bwd + 2.0 * weights / ep) * elem;
+    c.saved_bytes *= expert_load;
+    if (c.gemm_m > 0 && op.num_experts > 0) {
+      // One expert's rows: the rank's routed copies spread over its num_experts / ep experts.
+      const double rows = static_cast<double>(op.m) * b / cp * ep / static_cast<double>(op.num_experts) * expert_load;
+      c.gemm_m = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(rows)));
+    }
+  }
+  if (ep > 1 && (op.kind == OpKind::moe_dispatch || op.kind == OpKind::moe_combine) && !op.out_shape.empty()) {
+    // Routed copies {s top_k, h}: the dispatch's output, the combine's input.
+    double elems = 1.0;
+    for (int64_t d : op.out_shape) elems *= static_cast<double>(d);
+    if (op.kind == OpKind::moe_combine) elems *= static_cast<double>(op.top_k);
+    c.ep_a2a_bytes = elems * elem * b / cp * expert_load;
+  }
 
   if (op.kind == OpKind::loss) {
     // Cross-entropy as PyTorch and Megatron-LM run it: the 16-bit logits are upcast to fp32

@@ -25,6 +25,45 @@ bool is_transformer(models::Family f) {
          f == models::Family::vit;
 }
 
+// Expert parallelism and routing: ep splits the experts of a MoE model over ranks of the
+// data-parallel group (dp * cp), so it divides both.
+std::optional<Error> moe_problem(const Plan& p, const models::ModelSpec& m, const std::string& file) {
+  auto err = [&](const std::string& pointer, const std::string& what, const std::string& hint) {
+    Error e(what);
+    e.at(file, pointer).hint(hint);
+    return std::optional<Error>(e);
+  };
+  if (!m.is_moe()) {
+    if (p.ep > 1)
+      return err("/parallelism/ep", fmt::format("ep = {} but {} has no experts", p.ep, m.name),
+                 "expert parallelism splits the routed experts of a mixture-of-experts model: use ep = 1");
+    if (p.moe_capacity_factor != 0 || p.moe_load_imbalance != 1.0)
+      return err("/moe", fmt::format("routing settings given but {} has no experts", m.name),
+                 "leave \"moe\" out for a dense model");
+    return std::nullopt;
+  }
+  if (p.dp_cp() % p.ep != 0)
+    return err("/parallelism/ep",
+               fmt::format("ep = {} does not divide the {} data-parallel ranks (dp*cp = {}*{})", p.ep, p.dp_cp(), p.dp, p.cp),
+               "the experts are split over ranks of the data-parallel group: choose an ep that divides dp*cp");
+  if (m.num_experts % p.ep != 0)
+    return err("/parallelism/ep", fmt::format("ep = {} does not divide the {} experts of {}", p.ep, m.num_experts, m.name),
+               "every rank holds num_experts / ep experts: choose an ep that divides the number of experts");
+  if (p.ep > 1 && p.zero_stage >= 3)
+    return err("/parallelism/zero_stage", fmt::format("ZeRO-3 with expert parallelism (ep = {}) is not modelled", p.ep),
+               "use zero_stage 0, 1 or 2 with ep > 1 (Megatron-Core's distributed optimizer shards like ZeRO-1)");
+  if (p.ep > 1 && p.dp_algorithm != DpAlgorithm::ring && p.dp_algorithm != DpAlgorithm::tree &&
+      p.dp_algorithm != DpAlgorithm::hierarchical)
+    return err("/data_parallel/algorithm",
+               fmt::format("{} does not reduce expert gradients over their own group", dp_algorithm_name(p.dp_algorithm)),
+               "use ring, tree or hierarchical with ep > 1 (NCCL collectives, as Megatron-Core and DeepSpeed-MoE)");
+  const int64_t expert_width = m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden;
+  if (p.tp > 1 && expert_width % p.tp != 0)
+    return err("/parallelism/tp", fmt::format("tp = {} does not divide the expert MLP width {}", p.tp, expert_width),
+               "choose a tp that divides the experts' width");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<StageAssignment> even_stages(int num_units, int stages) {
@@ -97,6 +136,7 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
                  "the sequence is split into 2*cp equal chunks (rank i holds chunks i and 2cp-1-i, balancing causal "
                  "attention): choose a cp whose 2*cp divides the sequence length, or change batch.seq_len");
   }
+  if (auto e = moe_problem(p, m, file)) return e;
   if (p.tp > 1) {
     if (!is_transformer(m.family))
       return err("/parallelism/tp", fmt::format("tensor parallelism is not modelled for {} models", models::family_name(m.family)),

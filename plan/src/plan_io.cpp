@@ -69,6 +69,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   p.pp = static_cast<int>(par.field("pp").as_positive_int(limits::kMaxGpus));
   if (auto f = par.optional_field("vp")) p.vp = static_cast<int>(f->as_positive_int(limits::kMaxLayers));
   if (auto f = par.optional_field("cp")) p.cp = static_cast<int>(f->as_positive_int(limits::kMaxGpus));
+  if (auto f = par.optional_field("ep")) p.ep = static_cast<int>(f->as_positive_int(limits::kMaxGpus));
   // The products below are used as divisors and loop bounds: refuse them before they can
   // overflow an int.
   try {
@@ -96,6 +97,22 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   if (auto f = batch.optional_field("seq_len")) p.seq_len = f->as_positive_int(limits::kMaxSeqLen);
   batch.finish();
 
+  if (auto moe = r.optional_field("moe")) {
+    if (auto f = moe->optional_field("capacity_factor")) {
+      p.moe_capacity_factor = f->as_nonnegative(1e6);
+      if (p.moe_capacity_factor > 0 && p.moe_capacity_factor < 1)
+        throw f->error(fmt::format("must be 0 (dropless) or at least 1, got {}", p.moe_capacity_factor))
+            .hint("an expert holds c * tokens * top_k / num_experts tokens: c < 1 drops tokens even under perfect balance; "
+                  "use 0 for dropless routing or a factor such as 1.25");
+    }
+    if (auto f = moe->optional_field("load_imbalance")) {
+      p.moe_load_imbalance = f->as_positive(1e6);
+      if (p.moe_load_imbalance < 1)
+        throw f->error(fmt::format("must be at least 1, got {}", p.moe_load_imbalance))
+            .hint("the busiest expert-parallel rank's tokens over the mean: 1 is perfect balance");
+    }
+    moe->finish();
+  }
   if (auto f = r.optional_field("recompute"))
     p.recompute = parse_enum(*f, {Recompute::none, Recompute::selective, Recompute::full}, recompute_name);
   if (auto f = r.optional_field("schedule"))
@@ -147,11 +164,14 @@ json::Json to_json(const Plan& p) {
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
   j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
+  if (p.ep > 1) j["parallelism"]["ep"] = p.ep;  // written when > 1: dense plans never carry it
   if (p.sync_batch_norm) j["parallelism"]["sync_batch_norm"] = true;  // written when set: plans without batch norm never carry it
   json::Json batch = {{"global_batch", p.global_batch}, {"micro_batch", p.micro_batch}};
   if (p.num_micro_batches > 0) batch["num_micro_batches"] = p.num_micro_batches;
   if (p.seq_len > 0) batch["seq_len"] = p.seq_len;
   j["batch"] = batch;
+  if (p.moe_capacity_factor != 0 || p.moe_load_imbalance != 1.0)  // written when not the defaults (dropless, balanced)
+    j["moe"] = {{"capacity_factor", p.moe_capacity_factor}, {"load_imbalance", p.moe_load_imbalance}};
   j["recompute"] = std::string(recompute_name(p.recompute));
   j["schedule"] = std::string(schedule_name(p.schedule));
   j["attention"] = std::string(attention_impl_name(p.attention));

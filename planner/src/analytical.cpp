@@ -5,13 +5,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <tuple>
 
+#include "trainplan/plan/expert_parallel.hpp"
 #include "trainplan/plan/op_cost.hpp"
 #include "trainplan/plan/tp_comm.hpp"
 #include "trainplan/simulator/collectives.hpp"
+#include "trainplan/simulator/expert_parallel.hpp"
 #include "trainplan/simulator/simulate.hpp"
 #include "trainplan/simulator/sync_batchnorm.hpp"
 
@@ -119,15 +122,19 @@ struct UnitCost {
   /// backward of the ops after the attention (it is issued when the unit's backward starts) and
   /// the dK, dV reduce-scatter (the QKV backward waits for it).
   double cp_fwd_s = 0, cp_bwd_s = 0;
+  /// Expert parallelism: the all-to-alls after each dispatch and before each combine (exposed:
+  /// the next compute waits for each, as plan::lower issues them), per pass.
+  double ep_fwd_s = 0, ep_bwd_s = 0;
   double params = 0;                      // on this tp rank
+  double expert_params = 0;               // routed experts' part of `params`
 };
 
 // Group bandwidths per (cluster, layout, purpose) and unit costs per (cluster, layout, micro-
 // batch, sequence parallel, precision), computed once per search.
 class EstimateCache {
  public:
-  using NetKey = std::tuple<const hw::Cluster*, int, int, int, int, int>;  // (cluster, dp, tp, pp, cp, purpose)
-  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int>;
+  using NetKey = std::tuple<const hw::Cluster*, int, int, int, int, int, int>;  // (cluster, dp, tp, pp, cp, purpose, ep)
+  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int, int, double>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
@@ -215,6 +222,8 @@ std::vector<std::vector<int>> pp_pairs(const plan::Plan& p) {
 
 struct StageTimes {
   double fwd_s = 0, bwd_s = 0;        // compute per micro-batch
+  double ep_fwd_s = 0, ep_bwd_s = 0;  // exposed ep all-to-alls per micro-batch
+  double expert_params = 0;           // routed experts' part of `params`
   double recompute_s = 0;             // part of bwd_s
   double tp_fwd_s = 0, tp_bwd_s = 0;  // exposed tp communication per micro-batch
   double cp_fwd_s = 0, cp_bwd_s = 0;  // exposed cp communication per micro-batch
@@ -230,6 +239,9 @@ namespace {
 
 std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& tp_net,
                                          const RingNet& cp_net, Precision prec, const AnalyticalOptions& options) {
+  const std::vector<std::vector<int>> ep_groups = plan::ep_groups(p);
+  std::unique_ptr<sim::ClusterTopology> topology;
+  if (!ep_groups.empty()) topology = std::make_unique<sim::ClusterTopology>(ctx.cluster);
   const auto& graph = ctx.graph;
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
@@ -240,8 +252,7 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
     double bwd_after_attention_s = 0;  // backward of the ops after the attention (the cp prefetch's window)
     double kv_bytes = 0;
     for (int id : graph.units()[u].ops) {
-      const plan::OpCost oc = plan::op_cost(graph.ops()[static_cast<size_t>(id)], p.micro_batch, p.tp, p.sequence_parallel,
-                                            prec, p.attention, p.cp);
+      const plan::OpCost oc = plan::op_cost(graph.ops()[static_cast<size_t>(id)], p, prec);
       const double tf = model.op_duration_s(oc, plan::Phase::forward);
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
@@ -254,6 +265,14 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       }
       c.fwd_flops += oc.flops_fwd;
       c.bwd_flops += oc.flops_bwd;
+      if (oc.ep_a2a_bytes > 0) {
+        // One all-to-all per pass (dispatch: after it forward, before it backward; combine:
+        // before it forward, after it backward), the same bytes both ways.
+        const double a2a_s = sim::all_to_all_s(oc.ep_a2a_bytes, ep_groups, *topology, sim::SimOptions{}.comm_launch_s);
+        c.ep_fwd_s += a2a_s;
+        c.ep_bwd_s += a2a_s;
+      }
+      if (graph.ops()[static_cast<size_t>(id)].expert) c.expert_params += oc.params;
       if (oc.recomputed_by_selective) {
         c.recompute_selective_s += tf;
         c.selective_flops += oc.flops_fwd;
@@ -283,14 +302,15 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
   const Precision prec = p.precision_or(ctx.precision);
   const hw::Cluster* cl = &ctx.cluster;
   const RingNet tp_net =
-      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 0}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
+      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 0, 1}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
   const RingNet cp_net =
-      p.cp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 3}, [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
+      p.cp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 3, 1}, [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
   // Unit costs depend on the layout only through the tp and cp groups' bandwidth; groups inside
   // one node never share links with each other, so there the layout does not matter.
-  const bool in_node = p.tp * p.cp <= ctx.cluster.gpus_per_node();
+  // The ep groups' all-to-all depends on the whole layout (they span data-parallel ranks).
+  const bool in_node = p.tp * p.cp <= ctx.cluster.gpus_per_node() && p.ep == 1;
   return cache.units({cl, &ctx.graph, in_node ? 0 : p.dp, p.tp, in_node ? 0 : p.pp, p.cp, p.micro_batch, p.sequence_parallel,
-                      static_cast<int>(prec), static_cast<int>(p.attention)},
+                      static_cast<int>(prec), static_cast<int>(p.attention), p.ep, plan::moe_expert_load(p)},
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
@@ -311,11 +331,15 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         st.tp_bwd_s += c.tp_bwd_s;
         st.cp_fwd_s += c.cp_fwd_s;
         st.cp_bwd_s += c.cp_bwd_s;
+        st.ep_fwd_s += c.ep_fwd_s;
+        st.ep_bwd_s += c.ep_bwd_s;
+        st.expert_params += c.expert_params;
         if (p.recompute == plan::Recompute::full) {
           st.recompute_s += c.recompute_full_s;
           st.recompute_flops += c.fwd_flops;
           st.tp_bwd_s += c.tp_fwd_s;  // the re-run forward repeats its collectives
           st.cp_bwd_s += c.cp_fwd_s;
+          st.ep_bwd_s += c.ep_fwd_s;
         } else if (p.recompute == plan::Recompute::selective) {
           st.recompute_s += c.recompute_selective_s;
           st.recompute_flops += c.selective_flops;
@@ -452,7 +476,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   }
   const hw::Cluster* cl = &ctx.cluster;
   auto net = [&](int purpose, auto groups_fn) {
-    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose, purpose == 5 ? p.ep : 1}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
   };
   // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
   const int dpcp = p.dp_cp();
@@ -485,7 +509,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   size_t critical = 0;
   for (size_t s = 0; s < stages.size(); ++s) {
     const auto& st = stages[s];
-    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + st.cp_fwd_s + st.cp_bwd_s + sync_bn_s[s] +
+    const double t = st.fwd_s + st.bwd_s + st.tp_fwd_s + st.tp_bwd_s + st.cp_fwd_s + st.cp_bwd_s + st.ep_fwd_s + st.ep_bwd_s + sync_bn_s[s] +
                      (p.pp > 1 ? 2.0 * p.vp * p2p_s : 0.0);
     sum_stage += t;
     if (t > max_stage) {
@@ -503,6 +527,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::pp)] = p.pp > 1 ? m * 2.0 * p.vp * p2p_s : 0.0;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::cp)] = m * (cs.cp_fwd_s + cs.cp_bwd_s);
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::sync_bn)] = m * sync_bn_s[critical];
+  e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::ep)] = m * (cs.ep_fwd_s + cs.ep_bwd_s);
 
   // Data parallel / ZeRO, on the rank with the most parameters.
   double params = 0;
@@ -513,10 +538,16 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       heavy = s;
     }
   const double n = dpcp;
+  // Expert parallelism: the routed experts' gradients are reduced (and ZeRO-sharded) over the
+  // expert-dp group, after the others on the same stream (plan::lower's expert buckets).
+  const double expert_params = p.ep > 1 ? stages[heavy].expert_params : 0.0;
+  const double ne = p.expert_dp();
+  const RingNet edp_net = p.ep > 1 && p.expert_dp() > 1 ? net(5, plan::expert_dp_groups) : RingNet{};
   double dp_exposed = 0, zero_param_exposed = 0, zero_grad_exposed = 0, ps_exposed = 0;
   if (dpcp > 1) {
     const double grad_bytes = params * elem;
-    const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s;
+    const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
+    const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
     auto exposed_after_backward = [&](double t) {
       if (!p.overlap_grad_reduce) return t;
@@ -525,7 +556,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
                                   ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
                                   : RingNet{};
-    const double reduce_s = dp_reduce_s(p, ctx, dp_net, intra_net, grad_bytes);
+    const double reduce_s = dp_reduce_s(p, ctx, dp_net, intra_net, dense_bytes) + ring_all_reduce_s(edp_net, expert_bytes);
     if (p.zero_stage == 0) {
       // The parameter server's push overlaps backward; its pull fetches the variables the
       // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).
@@ -534,7 +565,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     } else {
       // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
       // parameters after the optimizer step (the other half, exposed).
-      const double half = ring_gather_s(dp_net, grad_bytes);
+      const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
       zero_grad_exposed = exposed_after_backward(half);
       zero_param_exposed = half;
       if (p.zero_stage == 3) {
@@ -559,7 +590,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   // Optimizer: Adam touches ~30 bytes per parameter (mixed precision: read 16-bit weight and
   // gradient, fp32 master, momentum, variance; write them back) of the rank's shard.
   const bool sharded = p.zero_stage >= 1 || (p.dp_algorithm == plan::DpAlgorithm::parameter_server && dpcp > 1);
-  const double shard = sharded ? params / n : params;
+  const double shard = sharded ? (params - expert_params) / n + expert_params / ne : params;
   e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) /
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));

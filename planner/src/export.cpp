@@ -104,6 +104,15 @@ void check_common(const plan::Plan& p, const Refusal& refuse) {
            "re-plan with --dp-algorithms ring,tree,hierarchical");
 }
 
+// Expert parallelism is written as Megatron-LM arguments only: the other targets run a training
+// script or config that has no expert-parallel layout to set.
+void check_no_expert_parallel(const plan::Plan& p, const Refusal& refuse) {
+  if (p.ep > 1)
+    refuse("/parallelism/ep", "all.expert-parallel-megatron",
+           fmt::format("expert parallelism (ep = {}: routed experts split over ranks, all-to-all dispatch and combine)", p.ep),
+           "export with --to megatron (--expert-model-parallel-size), or re-plan with --ep 1");
+}
+
 // Targets outside SageMaker: the SMDDP library runs only in SageMaker's training containers.
 void check_not_smddp(const plan::Plan& p, const Refusal& refuse) {
   if (p.dp_cp() > 1 && p.dp_algorithm == plan::DpAlgorithm::smddp)
@@ -130,6 +139,7 @@ bool hierarchical_reduce(const plan::Plan& p) {
 
 void deepspeed_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Refusal& refuse) {
   check_common(p, refuse);
+  check_no_expert_parallel(p, refuse);
   check_not_smddp(p, refuse);
   if (p.sequence_parallel)
     refuse("/parallelism/sequence_parallel", "deepspeed.sequence-parallel",
@@ -261,6 +271,27 @@ void megatron_checks(const plan::Plan& p, const plan::PlanContext& ctx, const Re
            "attention)");
 }
 
+// Mixture of experts: the routed experts, their width, the shared expert and which layers are
+// MoE, the all-to-all token dispatcher the plan models, and the capacity factor (padded to
+// capacity, as the plan computes it).
+void megatron_moe_args(const plan::Plan& p, const models::ModelSpec& m, std::vector<std::string>& args) {
+  args.push_back(fmt::format("--num-experts {}", m.num_experts));
+  args.push_back(fmt::format("--moe-router-topk {}", m.experts_per_token));
+  args.push_back(fmt::format("--moe-ffn-hidden-size {}", m.expert_ffn_hidden > 0 ? m.expert_ffn_hidden : m.ffn_hidden));
+  if (m.shared_expert_ffn_hidden > 0) args.push_back(fmt::format("--moe-shared-expert-intermediate-size {}", m.shared_expert_ffn_hidden));
+  if (!m.moe_layers.empty()) {
+    std::vector<std::string> pattern;
+    for (bool moe : m.moe_layers) pattern.emplace_back(moe ? "1" : "0");
+    args.push_back(fmt::format("--moe-layer-freq \"[{}]\"", join(pattern, ",")));
+  }
+  args.push_back("--moe-token-dispatcher-type alltoall");
+  args.push_back("--moe-grouped-gemm");
+  if (p.moe_capacity_factor > 0) {
+    args.push_back(fmt::format("--moe-expert-capacity-factor {:g}", p.moe_capacity_factor));
+    args.push_back("--moe-pad-expert-input-to-capacity");
+  }
+}
+
 // The model shape and the attention backend.
 void megatron_model_args(const plan::Plan& p, const plan::PlanContext& ctx, std::vector<std::string>& args) {
   const auto& m = ctx.model_spec;
@@ -281,6 +312,7 @@ void megatron_model_args(const plan::Plan& p, const plan::PlanContext& ctx, std:
   if (!m.bias) args.push_back("--disable-bias-linear");
   // A flash1 plan describes an older stack's kernel; today's Megatron runs its flash backend.
   args.push_back(fmt::format("--attention-backend {}", plan::is_fused_attention(p.attention) ? "flash" : "unfused"));
+  if (m.is_moe()) megatron_moe_args(p, m, args);
 }
 
 // Tensor, context and pipeline parallelism with the layer split.
@@ -293,6 +325,7 @@ void megatron_parallel_args(const plan::Plan& p, const plan::PlanContext& ctx, s
     args.push_back(fmt::format("--context-parallel-size {}", p.cp));
     args.push_back("--cp-comm-type all_gather");
   }
+  if (p.ep > 1) args.push_back(fmt::format("--expert-model-parallel-size {}", p.ep));
   if (p.sequence_parallel) args.push_back("--sequence-parallel");
   if (p.pp == 1) return;
   const auto shapes = stage_shapes(p, ctx);
@@ -406,6 +439,7 @@ bool uses_smddp(const plan::Plan& p, const ExportOptions& o) {
 
 void sagemaker_checks(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
   check_common(p, refuse);
+  check_no_expert_parallel(p, refuse);
   const std::string ml_type = "ml." + ctx.instance->name;
   if (!ctx.instance->aws || !listed(sagemaker_training_instance_types(), ml_type))
     refuse("/cluster/instance_type", "sagemaker.instance-types", fmt::format("{} is not a SageMaker training instance type", ml_type),
@@ -490,6 +524,7 @@ std::string sagemaker(const plan::Plan& p, const plan::PlanContext& ctx, const E
 
 std::string torchrun(const plan::Plan& p, const plan::PlanContext& ctx, const ExportOptions& o, const Refusal& refuse) {
   check_common(p, refuse);
+  check_no_expert_parallel(p, refuse);
   check_not_smddp(p, refuse);
   const hw::InstanceType& inst = *ctx.instance;
   const int gpn = inst.gpu_count;

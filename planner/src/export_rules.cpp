@@ -30,6 +30,11 @@ constexpr std::array kRules = {
                "NCCL collectives, and the SageMaker PyTorch estimator's torch_distributed and smdistributed distributions start "
                "torch.distributed entry points (Horovod scripts need its mpi distribution and hvd.DistributedOptimizer in the code)",
                "aws/sagemaker-python-sdk v2 src/sagemaker/fw_utils.py (validate_distribution); horovod/horovod docs/pytorch.rst"},
+    ExportRule{"all.expert-parallel-megatron",
+               "expert parallelism is exported as Megatron-LM arguments (--expert-model-parallel-size, --num-experts, "
+               "--moe-router-topk, --moe-token-dispatcher-type alltoall); DeepSpeed's MoE layer takes ep_size in the model "
+               "code (deepspeed.moe.layer.MoE), and torchrun / SageMaker run the user's script, so those exports cannot set it",
+               "NVIDIA/Megatron-LM megatron/training/arguments.py (_add_moe_args); deepspeedai/DeepSpeed deepspeed/moe/layer.py"},
     ExportRule{"all.smddp-sagemaker-only",
                "the SageMaker data parallel library (torch.distributed backend \"smddp\") ships only in SageMaker's training "
                "containers and is enabled by the estimator's smdistributed distribution: DeepSpeed, Megatron-LM and torchrun "

@@ -172,6 +172,11 @@ const std::map<std::string, FlagKind>& megatron_flags() {
       {"--overlap-grad-reduce", {}}, {"--ddp-bucket-size", {K::integer, {}}}, {"--bf16", {}}, {"--fp16", {}},
       {"--grad-reduce-in-bf16", {}}, {"--fp8-format", {K::choice, {"e4m3", "hybrid"}}},
       {"--fp8-recipe", {K::choice, {"tensorwise", "delayed", "mxfp8", "blockwise", "custom"}}},
+      {"--num-experts", {K::integer, {}}}, {"--moe-router-topk", {K::integer, {}}}, {"--moe-ffn-hidden-size", {K::integer, {}}},
+      {"--moe-shared-expert-intermediate-size", {K::integer, {}}}, {"--moe-layer-freq", {K::text, {}}},
+      {"--moe-token-dispatcher-type", {K::choice, {"allgather", "alltoall", "flex"}}}, {"--moe-grouped-gemm", {}},
+      {"--expert-model-parallel-size", {K::integer, {}}}, {"--moe-expert-capacity-factor", {K::text, {}}},
+      {"--moe-pad-expert-input-to-capacity", {}},
   };
   return flags;
 }
@@ -262,7 +267,8 @@ void validate_megatron(const plan::Plan& p, const plan::PlanContext& ctx, const 
   const MegatronText m = read_megatron(text, c);
   megatron_known_flags(m, c);
   for (const auto& [flag, want] : {std::pair<std::string, int>{"--tensor-model-parallel-size", p.tp},
-                                   {"--pipeline-model-parallel-size", p.pp}, {"--context-parallel-size", p.cp}})
+                                   {"--pipeline-model-parallel-size", p.pp}, {"--context-parallel-size", p.cp},
+                                   {"--expert-model-parallel-size", p.ep}})
     c.expect(arg_or(m, flag, "1") == std::to_string(want), "megatron.known-flags", fmt::format("{} must be {}", flag, want));
   if (p.cp > 1)
     c.expect(arg_or(m, "--cp-comm-type", "") == "all_gather", "megatron.cp-comm-type",

@@ -34,6 +34,7 @@ struct Context {
 struct Family {
   uint32_t context = 0;
   int16_t tp = 1, pp = 1, vp = 1, cp = 1;
+  int16_t ep = 1;  // expert parallelism (MoE models)
   int8_t zero = 0;
   plan::Schedule schedule = plan::Schedule::one_f_one_b;
   plan::Recompute recompute = plan::Recompute::none;

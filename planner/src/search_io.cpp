@@ -94,6 +94,24 @@ void work_of(const SearchOptions& a, SearchRequest& req) {
         .hint("give fewer samples or epochs");
 }
 
+// --capacity-factor (0: dropless, else >= 1) and --load-imbalance (>= 1) of MoE routing.
+void parse_moe_routing(const SearchOptions& a, SearchRequest& req) {
+  if (!a.capacity_factor.empty()) {
+    req.moe_capacity_factor = flag_quantity("--capacity-factor", a.capacity_factor, units::Dimension::count);
+    if (!(req.moe_capacity_factor == 0 || (req.moe_capacity_factor >= 1 && req.moe_capacity_factor <= 1e6)))
+      throw Error(fmt::format("must be 0 (dropless) or at least 1, got \"{}\"", a.capacity_factor))
+          .at("--capacity-factor")
+          .hint("an expert takes c x tokens x top_k / experts tokens: c < 1 drops tokens even when balanced; e.g. 1.25");
+  }
+  if (!a.load_imbalance.empty()) {
+    req.moe_load_imbalance = flag_quantity("--load-imbalance", a.load_imbalance, units::Dimension::count);
+    if (!(req.moe_load_imbalance >= 1 && req.moe_load_imbalance <= 1e6))
+      throw Error(fmt::format("must be at least 1, got \"{}\"", a.load_imbalance))
+          .at("--load-imbalance")
+          .hint("the busiest expert-parallel rank's tokens over the mean: 1 is perfect balance, e.g. 1.2");
+  }
+}
+
 }  // namespace
 
 SearchRequest search_request(const SearchOptions& a) {
@@ -159,6 +177,9 @@ SearchRequest search_request(const SearchOptions& a) {
     req.virtual_stages = list_of<int>(a.virtual_stages, "--vp", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxLayers)); });
   if (!a.context_parallel.empty())
     req.context_parallel = list_of<int>(a.context_parallel, "--cp", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxGpus)); });
+  if (!a.expert_parallel.empty())
+    req.expert_parallel = list_of<int>(a.expert_parallel, "--ep", [](const std::string& s) { return static_cast<int>(checked::parse_int(s, 1, limits::kMaxGpus)); });
+  parse_moe_routing(a, req);
   if (!a.dp_algorithms.empty())
     req.dp_algorithms = list_of<plan::DpAlgorithm>(a.dp_algorithms, "--dp-algorithms", [](const std::string& s) {
       return choice(s, std::span<const plan::DpAlgorithm>(plan::kDpAlgorithms),
@@ -293,7 +314,7 @@ Error nothing_fits_error(const SearchResult& result, const SearchRequest& req) {
     const auto& p = best->plan;
     detail = fmt::format(": the closest, {} x {} with dp/tp/pp {}/{}/{}{}, ZeRO-{}, {} recomputation, micro-batch {}, needs {} per GPU; "
                          "the GPU has {}",
-                         p.instance_count, p.instance_type, p.dp, p.tp, p.pp, p.cp > 1 ? fmt::format(" x cp {}", p.cp) : "",
+                         p.instance_count, p.instance_type, p.dp, p.tp, p.pp, (p.cp > 1 ? fmt::format(" x cp {}", p.cp) : std::string()) + (p.ep > 1 ? fmt::format(", ep {}", p.ep) : ""),
                          p.zero_stage, plan::recompute_name(p.recompute),
                          p.micro_batch, units::format_bytes(best->needed_bytes), units::format_bytes(best->capacity_bytes));
   }

@@ -143,6 +143,31 @@ std::vector<int> context_parallel_degrees(const SearchRequest& req, const models
   return out;
 }
 
+// The ep axis of a dp * cp layout: the request's degrees (else all) among the divisors of dp * cp
+// that divide the number of experts; 1 for dense models.
+std::vector<int> expert_parallel_degrees(const SearchRequest& req, const models::ModelSpec& spec, int dpcp) {
+  if (!spec.is_moe()) return {1};
+  std::vector<int> out;
+  for (int ep : divisors(dpcp))
+    if (spec.num_experts % ep == 0 &&
+        (req.expert_parallel.empty() || std::find(req.expert_parallel.begin(), req.expert_parallel.end(), ep) != req.expert_parallel.end()))
+      out.push_back(ep);
+  return out;
+}
+
+// Expert parallelism and routing settings need a MoE model.
+void check_moe_request(const SearchRequest& req, const models::ModelSpec& spec) {
+  for (int ep : req.expert_parallel)
+    if (ep < 1) throw Error(fmt::format("expert-parallel degrees must be positive, got {}", ep)).at("--ep").hint("e.g. --ep 1,2,4,8");
+  if (spec.is_moe()) return;
+  if (std::any_of(req.expert_parallel.begin(), req.expert_parallel.end(), [](int ep) { return ep > 1; }))
+    throw Error(fmt::format("{} has no experts to split", spec.name)).at("--ep").hint("expert parallelism is for mixture-of-experts models: drop --ep");
+  if (req.moe_capacity_factor != 0)
+    throw Error(fmt::format("{} has no experts to route to", spec.name)).at("--capacity-factor").hint("drop --capacity-factor for a dense model");
+  if (req.moe_load_imbalance != 1.0)
+    throw Error(fmt::format("{} has no experts to route to", spec.name)).at("--load-imbalance").hint("drop --load-imbalance for a dense model");
+}
+
 bool allowed(const std::vector<int>& filter, int degree) {
   return filter.empty() || std::find(filter.begin(), filter.end(), degree) != filter.end();
 }
@@ -280,6 +305,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   const bool transformer = spec.family != models::Family::resnet && spec.family != models::Family::mlp;
   const bool lazy_axes = req.stages.expand;
   const std::vector<int> cps = context_parallel_degrees(req, spec, transformer);
+  check_moe_request(req, spec);
   FilterCheck filters;
 
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
@@ -300,6 +326,8 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       c.base.dp_algorithm = req.dp_algorithms.empty() ? plan::DpAlgorithm::ring : req.dp_algorithms.front();
       c.base.bucket_size_bytes = req.bucket_sizes_bytes.empty() ? 25e6 : req.bucket_sizes_bytes.front();
       c.base.sync_batch_norm = req.sync_batch_norm;
+      c.base.moe_capacity_factor = req.moe_capacity_factor;
+      c.base.moe_load_imbalance = req.moe_load_imbalance;
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
       c.input = data_input_of(req, c);
@@ -323,7 +351,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       for (int tp = 1; tp <= (req.allow_tp_across_nodes ? gpus : gpn); tp *= 2) {
         if (gpus % tp) continue;
         if (tp > 1 && (!transformer || !divides(tp, spec.heads) || !divides(tp, spec.kv_heads) || !divides(tp, spec.hidden) ||
-                       !divides(tp, spec.ffn_hidden)))
+                       !divides(tp, spec.ffn_hidden) || (spec.expert_ffn_hidden > 0 && !divides(tp, spec.expert_ffn_hidden))))
           continue;
         for (int cp : cps) {
           if (gpus % (tp * cp)) continue;
@@ -366,9 +394,12 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
                   for (plan::Recompute rc : req.recomputes) {
                     if (rc == plan::Recompute::selective && (!transformer || !selective_saves)) continue;
                     filters.any_recompute = true;
-                    for (bool sp : {false, true}) {
+                    for (bool sp : {false, true})
+                    for (int ep : expert_parallel_degrees(req, spec, dp * cp)) {
                       if (sp && (tp == 1 || !req.sequence_parallel)) continue;
+                      if (ep > 1 && zero >= 3) continue;  // ZeRO-3 with ep is not modelled (plan::check)
                       Family f;
+                      f.ep = static_cast<int16_t>(ep);
                       f.context = ci;
                       f.tp = static_cast<int16_t>(tp);
                       f.pp = static_cast<int16_t>(pp);
@@ -427,6 +458,7 @@ plan::Plan plan_of(const Context& c, const Family& f, const Skeleton& s) {
   p.pp = f.pp;
   p.vp = f.vp;
   p.cp = f.cp;
+  p.ep = f.ep;
   p.dp = c.ctx->cluster.num_gpus() / (f.tp * f.pp * f.cp);
   p.zero_stage = f.zero;
   p.schedule = f.schedule;

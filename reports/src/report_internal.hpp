@@ -25,6 +25,7 @@ enum class Part {
   zero_param,
   ps,
   sync_bn,
+  ep,
   bubble,
   io_stall,
   other,
@@ -51,6 +52,7 @@ inline const PartInfo& part_info(Part p) {
       {"ZeRO all-gather", 7},
       {"parameter server", 10},
       {"sync batch norm", 3},  // data-parallel group traffic: the DP colour
+      {"EP all-to-all", 14},
       {"pipeline bubble", 8},
       {"I/O stall", 11},
       {"other", 12},
@@ -69,6 +71,7 @@ inline Part comm_part(plan::CommPurpose purpose) {
     case plan::CommPurpose::ps: return Part::ps;
     case plan::CommPurpose::cp: return Part::cp;
     case plan::CommPurpose::sync_bn: return Part::sync_bn;
+    case plan::CommPurpose::ep: return Part::ep;
     case plan::CommPurpose::none: return Part::other;
   }
   return Part::other;

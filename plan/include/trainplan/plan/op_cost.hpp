@@ -31,6 +31,17 @@
 // gathered over the cp group: its FLOPs are 1/cp of the full s x s work (the load-balanced
 // causal split gives every rank the same share) with the per-head GEMM M = s/cp query rows
 // against N = s keys. `cp_kv_bytes` is the size of that gathered K, V (and of dK, dV).
+// Expert parallelism (ep > 1, MoE models; plan/README.md "Expert parallelism"): a rank holds
+// num_experts / ep routed experts (expert ops' parameters / ep) and, with balanced routing,
+// computes as many routed token copies as its own tokens produce (micro_batch · s/cp · top_k),
+// so the expert ops' per-rank work does not change with ep. The busiest rank does `expert_load`
+// times that (moe_expert_load: the capacity factor c when c > 0, since every expert is padded to
+// its capacity, else the load imbalance): expert FLOPs, row traffic and saved activations x
+// load; the weight traffic is the rank's num_experts / ep experts', once per micro-batch. The
+// GEMM shape is one expert's: M = micro_batch · s/cp · top_k · ep / num_experts · load rows
+// (grouped GEMMs run every local expert's tile set together; small M for fine-grained experts
+// is where MoE loses efficiency). moe_dispatch and moe_combine carry `ep_a2a_bytes`, the
+// all-to-all that moves the routed copies to (dispatch) and from (combine) the experts.
 #pragma once
 
 #include <cstdint>
@@ -73,16 +84,31 @@ struct OpCost {
   /// the cp all-gather before the attention and of the dK, dV reduce-scatter after its
   /// backward; 0 when cp = 1.
   double cp_kv_bytes = 0;
+  /// Expert parallelism, moe_dispatch / moe_combine only: bytes one rank sends and receives in
+  /// the all-to-all that follows the dispatch (forward) / precedes the combine, the routed
+  /// copies of its tokens: micro_batch · s/cp · top_k · hidden · element x expert load (the
+  /// nccl-tests size S of the all-to-all); 0 when ep = 1. Not divided by tp: Megatron-Core
+  /// gathers the sequence-parallel shards over tp before dispatching, so every tp rank sends
+  /// the whole micro-batch's copies.
+  double ep_a2a_bytes = 0;
 };
+
+/// Times the mean load that the busiest expert-parallel rank computes and receives: the
+/// capacity factor when one is set (experts are padded to capacity), else the load imbalance.
+double moe_expert_load(const Plan& plan);
 
 /// How many ranks share the op's per-sample work: tp for split ops (column, row, heads,
 /// vocab), tp for replicated ops under sequence parallelism, else 1.
 double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
-/// Parameters of `op` held by one tp rank.
-double op_params_on_rank(const models::Op& op, int tp);
+/// Parameters of `op` held by one tp rank of an expert-parallel group of `ep` ranks (expert
+/// ops hold 1/ep of their experts).
+double op_params_on_rank(const models::Op& op, int tp, int ep = 1);
 
-/// `cp`: context-parallel degree (1: none), see the file comment.
+/// `cp`: context-parallel degree (1: none); `ep`, `expert_load`: expert parallelism and the
+/// busiest rank's load (moe_expert_load), see the file comment.
 OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sequence_parallel, Precision precision,
-               AttentionImpl attention, int cp = 1);
+               AttentionImpl attention, int cp = 1, int ep = 1, double expert_load = 1.0);
+/// The same with every parallelism and routing setting taken from `plan`.
+OpCost op_cost(const models::Op& op, const Plan& plan, Precision precision);
 
 }  // namespace trainplan::plan

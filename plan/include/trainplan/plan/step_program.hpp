@@ -51,6 +51,7 @@ enum class CommPurpose {
   ps,          // parameter server push / pull
   cp,          // context parallel: K, V all-gathers and dK, dV reduce-scatters of attention
   sync_bn,     // synchronized batch norm: per-layer statistics over the data-parallel group
+  ep,          // expert parallel: MoE all-to-all dispatch / combine of routed token copies
   none,
 };
 /// Which tensor a communication task moves (with Task::op / unit / ops saying whose).
@@ -76,9 +77,9 @@ std::string_view tensor_role_name(TensorRole r);
 inline double sync_bn_gather_bytes(int64_t channels, int ranks) { return ranks * (2.0 * static_cast<double>(channels) + 1.0) * 4.0; }
 inline double sync_bn_reduce_bytes(int64_t channels) { return 2.0 * static_cast<double>(channels) * 4.0; }
 /// Every purpose that moves data (none left out), in the order breakdowns list them.
-inline constexpr std::array<CommPurpose, 8> kCommPurposes = {CommPurpose::tp,        CommPurpose::cp,         CommPurpose::pp,
+inline constexpr std::array<CommPurpose, 9> kCommPurposes = {CommPurpose::tp,        CommPurpose::cp,         CommPurpose::pp,
                                                              CommPurpose::dp,        CommPurpose::zero_grad,  CommPurpose::zero_param,
-                                                             CommPurpose::ps,        CommPurpose::sync_bn};
+                                                             CommPurpose::ps,        CommPurpose::sync_bn,    CommPurpose::ep};
 
 /// What a transient buffer holds.
 enum class BufferKind { activations, params, gradients, comm, workspace };

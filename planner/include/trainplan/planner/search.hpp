@@ -142,6 +142,14 @@ struct SearchRequest {
   /// Context-parallel degrees (each must divide the GPU count, and 2 * cp the sequence length).
   /// Empty: 1, 2, 4, 8 for sequences of at least kContextParallelMinSeqLen tokens, else 1.
   std::vector<int> context_parallel;
+  /// Expert-parallel degrees for MoE models (`--ep`; each must divide dp * cp and the number of
+  /// experts). Empty: every divisor of dp * cp that divides the number of experts. Dense
+  /// models: 1 only.
+  std::vector<int> expert_parallel;
+  /// MoE routing of every candidate (plan::Plan::moe_capacity_factor, moe_load_imbalance;
+  /// `--capacity-factor`, `--load-imbalance`).
+  double moe_capacity_factor = 0;
+  double moe_load_imbalance = 1.0;
   /// The parameter server is modelled for comparison only (no export target runs one: rule
   /// all.no-parameter-server), so it is searched only when asked for.
   std::vector<plan::DpAlgorithm> dp_algorithms = {plan::DpAlgorithm::ring, plan::DpAlgorithm::tree,

@@ -25,8 +25,8 @@ namespace trainplan::planner {
 
 /// Every option of a search as typed: quantities and lists as text ("300B", "1,2,4"), parsed by
 /// search_request(). Field names are the CLI's long options with '-' as '_' (`--max-gpus` is
-/// max_gpus; `--cp`, `--vp`, `--off` and `--for` are context_parallel, virtual_stages, off and
-/// framework; `--schedule` is another name of `--schedules`); defaults are the CLI's.
+/// max_gpus; `--cp`, `--ep`, `--vp`, `--off` and `--for` are context_parallel, expert_parallel,
+/// virtual_stages, off and framework; `--schedule` is another name of `--schedules`); defaults are the CLI's.
 struct SearchOptions {
   std::string model;
   std::string tokens;
@@ -59,6 +59,9 @@ struct SearchOptions {
   std::string schedules;
   std::string virtual_stages;
   std::string context_parallel;
+  std::string expert_parallel;  // --ep
+  std::string capacity_factor;  // --capacity-factor
+  std::string load_imbalance;   // --load-imbalance
   std::string dp_algorithms;
   std::string bucket_sizes;
   bool no_sequence_parallel = false;
