@@ -1,12 +1,11 @@
-// Mixture of experts on one rank: the router, the dispatch of token copies to their experts
-// (an all-to-all over the expert-parallel group when ep > 1), the routed-expert linears (each
-// local expert's rows with its own weights) and the weighted combine, forward and backward;
-// and the expert gradients' reduction over the ranks holding the same experts.
-//
-// The step program (plan::lower) names no task for this communication yet: the all-to-alls
-// run inside the dispatch and combine compute tasks (blocking: every member of an ep group
-// runs the same ops in the same order), and the expert gradients are all-reduced before the
-// gradient norm; both are listed in the Timeline's meta.implicit_communication.
+// Mixture of experts on one rank: the router, the dispatch of token copies to their experts,
+// the routed-expert linears (each local expert's rows with its own weights) and the weighted
+// combine, forward and backward; and, with ep > 1, the program's all-to-all tasks (purpose
+// ep) that move the copies between the ranks of an expert-parallel group: after the dispatch
+// (role output) and before the combine (input) in forward, after the combine's backward
+// (grad_input) and before the dispatch's (grad_output). An all-to-all task first exchanges
+// the per-expert counts (the receivers size their buffers), then the rows; it runs to
+// completion when it starts (every member of an ep group reaches it in the same order).
 #include <algorithm>
 #include <numeric>
 
@@ -18,11 +17,6 @@
 namespace trainplan::executor::rt {
 
 using models::OpKind;
-
-namespace {
-// Parts of moe_tag: a dispatch exchanges counts, then rows; a combine rows; a backward rows.
-enum MoePart { kCounts = 0, kDispatchRows = 1, kCombineRows = 2, kBackwardRows = 3 };
-}  // namespace
 
 CommGroup RankState::ep_group() const {
   const int base = static_cast<int>(L_.program->groups.size()) + 1 + L_.pp * L_.dp;
@@ -38,17 +32,6 @@ CommGroup RankState::expert_dp_group() const {
   return g;
 }
 
-int64_t RankState::moe_tag(int op_id, int mb, bool recompute, int part) const {
-  const int64_t id = kMoeCommBase + ((static_cast<int64_t>(op_id) * L_.num_micro_batches + mb) * 2 + (recompute ? 1 : 0)) * 4 + part;
-  TP_ASSERT(id < kExpertGradCommId);
-  return tag(id);
-}
-
-void RankState::note_implicit(const std::string& what) {
-  if (std::find(result_.implicit.begin(), result_.implicit.end(), what) == result_.implicit.end())
-    result_.implicit.push_back(what);
-}
-
 MoeRoute& RankState::route_of(int mb, int op_id) {
   const int d = L_.op(op_id).kind == OpKind::moe_dispatch ? op_id : L_.moe_dispatch_of[static_cast<size_t>(op_id)];
   TP_ASSERT(d >= 0);
@@ -60,7 +43,7 @@ MoeRoute& RankState::route_of(int mb, int op_id) {
   return *a.route;
 }
 
-void RankState::moe_dispatch_forward(int mb, int id, bool recompute) {
+void RankState::moe_dispatch_forward(int mb, int id) {
   const models::Op& o = L_.op(id);
   Backend& be = *backend_;
   Stream& s = *stream_;
@@ -74,71 +57,118 @@ void RankState::moe_dispatch_forward(int mb, int id, bool recompute) {
   // Dispatch order: grouped by expert, stable in (token, choice) order.
   auto route = std::make_shared<MoeRoute>();
   std::vector<int32_t> copy_token, combine_rows(static_cast<size_t>(N * k));
-  std::vector<int64_t> per_expert(static_cast<size_t>(E), 0);
+  route->per_expert.assign(static_cast<size_t>(E), 0);
   for (int64_t e = 0; e < E; ++e)
     for (int64_t j = 0; j < N; ++j)
       for (int64_t i = 0; i < k; ++i)
         if (chosen[static_cast<size_t>(j * k + i)] == e) {
           combine_rows[static_cast<size_t>(j * k + i)] = static_cast<int32_t>(copy_token.size());
           copy_token.push_back(static_cast<int32_t>(j));
-          ++per_expert[static_cast<size_t>(e)];
+          ++route->per_expert[static_cast<size_t>(e)];
         }
-  const auto R_rows = static_cast<int64_t>(copy_token.size());
-  route->copy_token = be.empty(DType::i32, {R_rows});
+  const auto copies_n = static_cast<int64_t>(copy_token.size());
+  route->copy_token = be.empty(DType::i32, {copies_n});
   be.upload_ids(s, route->copy_token, copy_token);
   route->combine_rows = be.empty(DType::i32, {N, k});
   be.upload_ids(s, route->combine_rows, combine_rows);
-  Tensor copies = be.empty(options_.dtype, {R_rows, x.cols()});
+  Tensor copies = be.empty(options_.dtype, {copies_n, x.cols()});
   be.embedding_forward(s, copies, route->copy_token, x, 0, false);  // copy c = x[copy_token[c]]
-  if (L_.ep == 1) {
-    route->expert_rows = per_expert;
+  A.route = route;
+  if (L_.ep == 1) {  // every expert is here: the copies are the experts' rows
+    route->expert_rows = route->per_expert;
     A.out = copies;
-    A.route = route;
-    return;
+  } else {  // the program's all-to-all (role output) sends them to their experts' ranks
+    A.moe_copies = copies;
+    A.out = Tensor();
   }
-  // ep > 1: each member learns how many copies of each of its experts every member sends.
-  note_implicit("MoE dispatch / combine: all-to-all over the expert-parallel group inside the compute tasks");
+}
+
+void RankState::moe_route_exchange(MoeRoute& route, int64_t tg) {
+  Backend& be = *backend_;
+  Stream& s = *stream_;
   const int ep = L_.ep;
+  const auto E = static_cast<int64_t>(route.per_expert.size());
   const int64_t local = L_.local_experts(E);
-  const CommGroup g = ep_group();
-  std::vector<int32_t> counts(per_expert.begin(), per_expert.end());
+  // Each member learns how many copies of each of its experts every member sends.
+  std::vector<int32_t> counts(route.per_expert.begin(), route.per_expert.end());
   Tensor counts_out = be.empty(DType::i32, {E}), counts_in = be.empty(DType::i32, {E});
   be.upload_ids(s, counts_in, counts);
   const std::vector<int64_t> per_member(static_cast<size_t>(ep), local);
-  comm_->all_to_all_v(g, moe_tag(id, mb, recompute, kCounts), counts_out, per_member, counts_in, per_member);
-  const std::vector<int32_t> got = be.download_ids(s, counts_out);  // member i's counts of my experts
-  route->send_rows.assign(static_cast<size_t>(ep), 0);
-  route->recv_rows.assign(static_cast<size_t>(ep), 0);
-  route->expert_rows.assign(static_cast<size_t>(local), 0);
+  comm_->all_to_all_v(ep_group(), tg, counts_out, per_member, counts_in, per_member);
+  const std::vector<int32_t> got = be.download_ids(s, counts_out);  // member m's counts of my experts
+  auto got_at = [&](int m, int64_t e) { return static_cast<int64_t>(got[static_cast<size_t>(m * local + e)]); };
+  route.send_rows.assign(static_cast<size_t>(ep), 0);
+  route.recv_rows.assign(static_cast<size_t>(ep), 0);
+  route.expert_rows.assign(static_cast<size_t>(local), 0);
   for (int m = 0; m < ep; ++m)
     for (int64_t e = 0; e < local; ++e) {
-      route->send_rows[static_cast<size_t>(m)] += per_expert[static_cast<size_t>(m * local + e)];
-      route->recv_rows[static_cast<size_t>(m)] += got[static_cast<size_t>(m * local + e)];
-      route->expert_rows[static_cast<size_t>(e)] += got[static_cast<size_t>(m * local + e)];
+      route.send_rows[static_cast<size_t>(m)] += route.per_expert[static_cast<size_t>(m * local + e)];
+      route.recv_rows[static_cast<size_t>(m)] += got_at(m, e);
+      route.expert_rows[static_cast<size_t>(e)] += got_at(m, e);
     }
-  // Received rows come member by member, each member's grouped by my experts; the expert
-  // ops read them expert by expert.
+  // Received rows come member by member, each member's grouped by my experts; the expert ops
+  // read them expert by expert (member 0's copies first).
   std::vector<int32_t> regroup, ungroup;
-  std::vector<int64_t> member_start(static_cast<size_t>(ep), 0);
-  for (int m = 1; m < ep; ++m)
-    member_start[static_cast<size_t>(m)] = member_start[static_cast<size_t>(m - 1)] + route->recv_rows[static_cast<size_t>(m - 1)];
+  int64_t member_start = 0;
+  std::vector<int64_t> starts;
+  for (int m = 0; m < ep; ++m) {
+    starts.push_back(member_start);
+    member_start += route.recv_rows[static_cast<size_t>(m)];
+  }
   for (int64_t e = 0; e < local; ++e)
     for (int m = 0; m < ep; ++m) {
-      int64_t at = member_start[static_cast<size_t>(m)];
-      for (int64_t f = 0; f < e; ++f) at += got[static_cast<size_t>(m * local + f)];
-      for (int64_t c = 0; c < got[static_cast<size_t>(m * local + e)]; ++c) regroup.push_back(static_cast<int32_t>(at + c));
+      int64_t at = starts[static_cast<size_t>(m)];
+      for (int64_t f = 0; f < e; ++f) at += got_at(m, f);
+      for (int64_t c = 0; c < got_at(m, e); ++c) regroup.push_back(static_cast<int32_t>(at + c));
     }
   ungroup.assign(regroup.size(), 0);
   for (size_t q = 0; q < regroup.size(); ++q) ungroup[static_cast<size_t>(regroup[q])] = static_cast<int32_t>(q);
-  route->regroup = be.empty(DType::i32, {static_cast<int64_t>(regroup.size())});
-  be.upload_ids(s, route->regroup, regroup);
-  route->ungroup = be.empty(DType::i32, {static_cast<int64_t>(ungroup.size())});
-  be.upload_ids(s, route->ungroup, ungroup);
-  A.out = moe_exchange(*route, copies, true, moe_tag(id, mb, recompute, kDispatchRows));
-  A.route = route;
+  route.regroup = be.empty(DType::i32, {static_cast<int64_t>(regroup.size())});
+  be.upload_ids(s, route.regroup, regroup);
+  route.ungroup = be.empty(DType::i32, {static_cast<int64_t>(ungroup.size())});
+  be.upload_ids(s, route.ungroup, ungroup);
 }
 
-Tensor RankState::moe_forward(int mb, int id, bool recompute) {
+void RankState::start_moe_all_to_all(const plan::Task& t) {
+  const int M = static_cast<int>(L_.num_micro_batches);
+  if (t.micro_batch < 0 || t.micro_batch >= M) fail(t, fmt::format("has micro-batch {}, outside [0, {})", t.micro_batch, M));
+  if (t.collective != plan::CollectiveKind::all_to_all) fail(t, "expert-parallel tokens move by all-to-all");
+  if (L_.ep == 1) fail(t, "an expert-parallel all-to-all in a plan with ep = 1");
+  if (t.op < 0 || t.op >= static_cast<int>(local_op_.size()) || !local_op_[static_cast<size_t>(t.op)])
+    fail(t, "an expert-parallel all-to-all must name a moe_dispatch or moe_combine of this rank");
+  const CommGroup g = group(t.group);
+  if (g.ranks != ep_group().ranks)
+    fail(t, fmt::format("runs on {}, not this rank's expert-parallel group {}", g.describe(), ep_group().describe()));
+  const int mb = t.micro_batch, id = t.op;
+  const models::Op& o = L_.op(id);
+  const double start = Backend::now_s();
+  const int64_t rows_tag = tag(t.comm_id), counts_tag = tag(kMoeCountsCommBase + t.comm_id);
+  using plan::TensorRole;
+  if (o.kind == OpKind::moe_dispatch && t.role == TensorRole::output) {  // copies -> their experts
+    Act& A = act(mb, id);
+    if (!A.route || !A.moe_copies.defined()) fail(t, "sends the dispatch's copies before the dispatch ran");
+    moe_route_exchange(*A.route, counts_tag);
+    A.out = moe_exchange(*A.route, A.moe_copies, true, rows_tag);
+    A.moe_copies = Tensor();
+  } else if (o.kind == OpKind::moe_combine && t.role == TensorRole::input) {  // expert outputs -> their tokens
+    Act& A = act(mb, id);
+    A.moe_copies = moe_exchange(route_of(mb, id), input_of(mb, id, o.inputs[0]), false, rows_tag);
+  } else if (o.kind == OpKind::moe_combine && t.role == TensorRole::grad_input) {  // copies' gradients -> experts
+    Act& Y = act(mb, o.inputs[0]);
+    if (!Y.moe_dcopies.defined()) fail(t, "sends the combine's input gradient before the combine's backward ran");
+    add_grad(Y.dout, moe_exchange(route_of(mb, id), Y.moe_dcopies, true, rows_tag));
+    Y.moe_dcopies = Tensor();
+  } else if (o.kind == OpKind::moe_dispatch && t.role == TensorRole::grad_output) {  // experts' gradients -> tokens
+    Act& A = act(mb, id);
+    if (!A.dout.defined()) fail(t, "returns the dispatch's output gradient before the experts' backward produced it");
+    A.moe_dcopies = moe_exchange(route_of(mb, id), A.dout, false, rows_tag);
+  } else {
+    fail(t, fmt::format("an expert-parallel all-to-all of \"{}\" with role {}", o.name, plan::tensor_role_name(t.role)));
+  }
+  record(t, start, Backend::now_s());
+}
+
+Tensor RankState::moe_forward(int mb, int id) {
   const models::Op& o = L_.op(id);
   Backend& be = *backend_;
   Stream& s = *stream_;
@@ -156,12 +186,18 @@ Tensor RankState::moe_forward(int mb, int id, bool recompute) {
       be.router_forward(s, out, A.moe_experts, A.moe_probs, logits);
       return out;
     }
-    case OpKind::moe_dispatch: moe_dispatch_forward(mb, id, recompute); return A.out;
+    case OpKind::moe_dispatch: moe_dispatch_forward(mb, id); return A.out;
     case OpKind::moe_combine: {
       const Tensor& y = input_of(mb, id, o.inputs[0]);
       const Tensor& w = input_of(mb, id, o.inputs[1]);
       const MoeRoute& r = route_of(mb, id);
-      A.moe_copies = L_.ep > 1 ? moe_exchange(r, y, false, moe_tag(id, mb, recompute, kCombineRows)) : y;
+      if (L_.ep == 1)
+        A.moe_copies = y;
+      else if (!A.moe_copies.defined())
+        throw Error(fmt::format("rank {}: \"{}\" (micro-batch {}) runs before the all-to-all that returns its experts' "
+                                "outputs",
+                                rank_, o.name, mb))
+            .hint("with ep > 1 the program all-to-alls the combine's input (purpose ep, role input) first");
       Tensor out = be.empty(dt, {w.rows(), y.cols()});
       be.moe_combine_forward(s, out, A.moe_copies, w, r.combine_rows);
       return out;
@@ -196,7 +232,11 @@ void RankState::moe_backward(int mb, int id) {
     }
     case OpKind::moe_dispatch: {  // the copies' gradients summed into their tokens
       const MoeRoute& r = route_of(mb, id);
-      Tensor d = L_.ep > 1 ? moe_exchange(r, A.dout, false, moe_tag(id, mb, false, kBackwardRows)) : A.dout;
+      const Tensor d = L_.ep > 1 ? A.moe_dcopies : A.dout;
+      if (!d.defined())
+        throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) before the all-to-all that returns its "
+                                "copies' gradients",
+                                rank_, o.name, mb));
       Tensor dx = be.zeros(s, dt, saved(o.inputs[0]).shape());
       be.embedding_backward(s, dx, d, r.copy_token, 0);
       add_grad(act(mb, o.inputs[0]).dout, dx);
@@ -208,8 +248,10 @@ void RankState::moe_backward(int mb, int id) {
       Tensor dcopies = be.empty(dt, A.moe_copies.shape()), dw = be.empty(dt, w.shape());
       be.moe_combine_backward(s, dcopies, dw, A.dout, A.moe_copies, w, r.combine_rows);
       add_grad(act(mb, o.inputs[1]).dout, dw);
-      Tensor dy = L_.ep > 1 ? moe_exchange(r, dcopies, true, moe_tag(id, mb, false, kBackwardRows)) : dcopies;
-      add_grad(act(mb, o.inputs[0]).dout, dy);
+      if (L_.ep > 1)  // the program's all-to-all (role grad_input) takes them to the experts
+        act(mb, o.inputs[0]).moe_dcopies = dcopies;
+      else
+        add_grad(act(mb, o.inputs[0]).dout, dcopies);
       return;
     }
     default: TP_ASSERT_MSG(false, "not a MoE op");
@@ -266,38 +308,6 @@ void RankState::expert_linear_backward(int mb, int id, const Tensor& dx, const T
     at += n;
   }
   TP_ASSERT(at == x.rows());
-}
-
-void RankState::reduce_expert_grads() {
-  if (L_.ep == 1 || expert_grads_reduced_) return;
-  expert_grads_reduced_ = true;
-  std::vector<Param*> experts;
-  for (Param& p : params_)
-    if (L_.expert_sharded(p.def)) experts.push_back(&p);
-  if (experts.empty()) return;
-  note_implicit("MoE: all-reduce of the routed experts' gradients over the expert-data-parallel group");
-  int64_t K = 0;
-  for (Param* p : experts) K += p->numel;
-  Tensor buf = backend_->zeros(*stream_, options_.dtype, {K});
-  int64_t off = 0;
-  for (Param* p : experts) {
-    if (p->reduced.defined())
-      throw Error(fmt::format("rank {}: the program reduced the gradient of {}, which the runtime reduces over its "
-                              "expert-data-parallel group",
-                              rank_, L_.params[static_cast<size_t>(p->def)].name));
-    if (p->grad.defined()) backend_->copy(*stream_, buf.flat(off, off + p->numel), p->grad.view({p->numel}));
-    off += p->numel;
-  }
-  const CommGroup g = expert_dp_group();
-  if (g.size() > 1) comm_->all_reduce(g, tag(kExpertGradCommId), buf, ReduceOp::sum);
-  off = 0;
-  for (Param* p : experts) {
-    p->reduced = buf.flat(off, off + p->numel);
-    p->reduced_is_shard = false;
-    if (p->grad.defined()) backend_->fill(*stream_, p->grad, 0.0);
-    p->grad_dirty = false;
-    off += p->numel;
-  }
 }
 
 }  // namespace trainplan::executor::rt

@@ -183,7 +183,7 @@ void RankState::forward(int mb, int id, bool recompute) {
       break;
     case OpKind::router:
     case OpKind::moe_dispatch:
-    case OpKind::moe_combine: out = moe_forward(mb, id, recompute); break;
+    case OpKind::moe_combine: out = moe_forward(mb, id); break;
     case OpKind::loss: {
       const Tensor& logits = input_of(mb, id, o.inputs[0]);
       const Tensor& labels = batch(mb).labels;

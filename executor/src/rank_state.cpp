@@ -159,7 +159,9 @@ Tensor RankState::effective_grad(Param& p) {
           .hint("a gradient bucket must be reduced after the last backward that writes it");
     return p.reduced_is_shard ? p.reduced.flat(0, p.own_len()) : p.reduced.flat(p.own_begin, p.own_end);
   }
-  if (L_.dp > 1)
+  // A rank's experts have no replica when ep = dp (expert_dp 1): their gradient is complete here.
+  const bool lone_expert = L_.expert_sharded(p.def) && L_.dp / L_.ep == 1;
+  if (L_.dp > 1 && !lone_expert)
     throw Error(fmt::format("rank {}: the program never reduced the gradient of {} over its data-parallel group", rank_,
                             name))
         .hint("every parameter must be in one data-parallel (or ZeRO) gradient bucket");
@@ -187,7 +189,6 @@ Tensor RankState::local_grad_norm_sq() {
       }
     }
   }
-  reduce_expert_grads();
   Tensor acc = backend_->zeros(*stream_, options_.dtype, {1});
   for (Param& p : params_) {
     Tensor g = effective_grad(p);

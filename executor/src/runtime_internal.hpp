@@ -151,6 +151,7 @@ struct Param {
 struct MoeRoute {
   Tensor copy_token;                  // (R) i32: the token of each copy, in dispatch order
   Tensor combine_rows;                // (N, k) i32: where copy (token, i) is in dispatch order
+  std::vector<int64_t> per_expert;    // copies of each expert (all E) in dispatch order
   std::vector<int64_t> send_rows;     // per ep member: copies this rank sends it
   std::vector<int64_t> recv_rows;     // per ep member: copies this rank receives from it
   Tensor regroup, ungroup;            // (Rl) i32: received row of each local row, and the inverse
@@ -177,7 +178,11 @@ struct Act {
   bool drop_out = false;         // ... and before every local consumer's backward: out may go
   Tensor pp_chunk;               // pipeline scatter-gather: this tp rank's received piece
   Tensor moe_experts, moe_probs; // router: chosen experts (N, k) i32 and probabilities (N, E)
-  Tensor moe_copies;             // combine: the expert outputs back in dispatch order (R, C)
+  Tensor moe_copies;             // dispatch (ep > 1): copies before the all-to-all; combine: the
+                                 // expert outputs in dispatch order (R, C)
+  Tensor moe_dcopies;            // ep > 1, between a backward and its all-to-all: the dispatch's
+                                 // copies' gradients (dispatch order), or (on the combine's
+                                 // input op) the combine's input gradient
   std::shared_ptr<MoeRoute> route;  // moe_dispatch
 };
 
@@ -285,24 +290,22 @@ class RankState {
   /// Expert parallelism (rank_ops.cpp): this rank's ep group and expert-data-parallel group.
   CommGroup ep_group() const;
   CommGroup expert_dp_group() const;
-  /// Implicit tag of MoE communication for (op, micro-batch, recompute, part).
-  int64_t moe_tag(int op_id, int mb, bool recompute, int part) const;
   /// The routing of the moe_dispatch `op_id` follows in micro-batch mb.
   MoeRoute& route_of(int mb, int op_id);
   /// Routed-expert linear forward / backward: each local expert's rows with its weights.
   void expert_linear_forward(int mb, int op_id, const Tensor& out, const Tensor& x);
   void expert_linear_backward(int mb, int op_id, const Tensor& dx, const Tensor& dout, const Tensor& x);
-  void moe_dispatch_forward(int mb, int op_id, bool recompute);
+  void moe_dispatch_forward(int mb, int op_id);
   /// Forward of a router, moe_dispatch or moe_combine (returns its output), and backward.
-  Tensor moe_forward(int mb, int op_id, bool recompute);
+  Tensor moe_forward(int mb, int op_id);
   void moe_backward(int mb, int op_id);
   /// Moves rows between this rank's dispatch order and its experts' order (ep > 1) with an
   /// all-to-all over the ep group: to_experts (dispatch / combine backward) or back.
   Tensor moe_exchange(const MoeRoute& r, const Tensor& rows, bool to_experts, int64_t tag);
-  /// Sums the expert parameters' gradients over the expert-data-parallel group (ep > 1),
-  /// once per step, before the gradient norm.
-  void reduce_expert_grads();
-  void note_implicit(const std::string& what);
+  /// The program's expert-parallel all-to-all task (purpose ep), run to completion.
+  void start_moe_all_to_all(const plan::Task& t);
+  /// Exchanges the per-expert counts over the ep group and fills the expert side of `route`.
+  void moe_route_exchange(MoeRoute& route, int64_t tag);
   [[noreturn]] void fail(const plan::Task& t, const std::string& message) const;
 
   const ModelLayout& L_;
@@ -326,7 +329,6 @@ class RankState {
   std::vector<MicroBatchData> batches_;
   std::vector<std::vector<std::pair<int, int64_t>>> release_after_task_;  // ZeRO-3: (param, generation)
   bool clip_ready_ = false;
-  bool expert_grads_reduced_ = false;
   int ep_rank_ = 0;
   Tensor clip_scale_;
   RankStepResult result_;
@@ -342,7 +344,7 @@ class RankState {
 inline constexpr int64_t kTagStride = int64_t{1} << 40;
 inline constexpr int64_t kGradNormCommId = kTagStride - 1;
 inline constexpr int64_t kSpGradCommId = kTagStride - 2;  // minus the parameter's position
-inline constexpr int64_t kExpertGradCommId = kTagStride / 2;  // expert gradients over expert dp
-inline constexpr int64_t kMoeCommBase = kTagStride / 4;       // MoE all-to-alls (moe_tag)
+/// An expert-parallel all-to-all task exchanges its counts under comm id + this.
+inline constexpr int64_t kMoeCountsCommBase = kTagStride / 2;
 
 }  // namespace trainplan::executor::rt
