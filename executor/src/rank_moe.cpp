@@ -7,6 +7,7 @@
 // the per-expert counts (the receivers size their buffers), then the rows; it runs to
 // completion when it starts (every member of an ep group reaches it in the same order).
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -54,14 +55,19 @@ void RankState::moe_dispatch_forward(int mb, int id) {
     throw Error(fmt::format("rank {}: \"{}\" (micro-batch {}) runs before its router", rank_, o.name, mb));
   const int64_t N = x.rows(), k = R.moe_experts.cols(), E = o.num_experts;
   const std::vector<int32_t> chosen = be.download_ids(s, R.moe_experts);
-  // Dispatch order: grouped by expert, stable in (token, choice) order.
+  // Dispatch order: grouped by expert, stable in (token, choice) order. With a capacity factor
+  // c > 0 each expert keeps at most ceil(c N k / E) of this rank's copies, lowest token index
+  // first; a dropped copy adds nothing to its token (combine row -1).
+  const double c = L_.plan->moe_capacity_factor;
+  const int64_t capacity = c > 0 ? static_cast<int64_t>(std::ceil(c * static_cast<double>(N * k) / static_cast<double>(E)))
+                                 : N * k;
   auto route = std::make_shared<MoeRoute>();
-  std::vector<int32_t> copy_token, combine_rows(static_cast<size_t>(N * k));
+  std::vector<int32_t> copy_token, combine_rows(static_cast<size_t>(N * k), -1);
   route->per_expert.assign(static_cast<size_t>(E), 0);
   for (int64_t e = 0; e < E; ++e)
     for (int64_t j = 0; j < N; ++j)
       for (int64_t i = 0; i < k; ++i)
-        if (chosen[static_cast<size_t>(j * k + i)] == e) {
+        if (chosen[static_cast<size_t>(j * k + i)] == e && route->per_expert[static_cast<size_t>(e)] < capacity) {
           combine_rows[static_cast<size_t>(j * k + i)] = static_cast<int32_t>(copy_token.size());
           copy_token.push_back(static_cast<int32_t>(j));
           ++route->per_expert[static_cast<size_t>(e)];
@@ -212,14 +218,7 @@ void RankState::moe_backward(int mb, int id) {
   Stream& s = *stream_;
   Act& A = act(mb, id);
   const DType dt = options_.dtype;
-  auto saved = [&](int producer) -> const Tensor& {
-    const Act& a = act(mb, producer);
-    if (!a.out.defined())
-      throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) needs the output of \"{}\", which was "
-                              "dropped and not recomputed",
-                              rank_, o.name, mb, L_.op(producer).name));
-    return a.out;
-  };
+  auto saved = [&](int producer) -> const Tensor& { return saved_output(mb, id, producer); };
   switch (o.kind) {
     case OpKind::router: {
       const Tensor& x = saved(o.inputs[0]);

@@ -64,6 +64,16 @@ const Tensor& RankState::input_of(int mb, int consumer, int producer) {
   return a.out;
 }
 
+const Tensor& RankState::saved_output(int mb, int consumer, int producer) {
+  const Act& a = act(mb, producer);
+  if (!a.out.defined())
+    throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) needs the output of \"{}\", which was "
+                            "dropped and not recomputed",
+                            rank_, L_.op(consumer).name, mb, L_.op(producer).name))
+        .hint("a recompute task must re-create dropped activations before the backward that reads them");
+  return a.out;
+}
+
 void RankState::add_grad(Tensor& target, const Tensor& g) {
   if (!target.defined()) {
     target = backend_->empty(g.dtype(), g.shape());
@@ -241,15 +251,7 @@ void RankState::backward(int mb, int id) {
     throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) before any gradient of its output arrived",
                             rank_, o.name, mb))
         .hint("check the order of backward and pipeline recv tasks in the program");
-  auto saved = [&](int producer) -> const Tensor& {
-    const Act& a = act(mb, producer);
-    if (!a.out.defined())
-      throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) needs the output of \"{}\", which was "
-                              "dropped and not recomputed",
-                              rank_, o.name, mb, L_.op(producer).name))
-          .hint("a recompute task must re-create dropped activations before the backward that reads them");
-    return a.out;
-  };
+  auto saved = [&](int producer) -> const Tensor& { return saved_output(mb, id, producer); };
   switch (o.kind) {
     case OpKind::embedding: {
       const Tensor gw = grad_for(id, false);

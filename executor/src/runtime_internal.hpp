@@ -257,6 +257,8 @@ class RankState {
   Act& act(int mb, int op_id) { return acts_[static_cast<size_t>(mb)][static_cast<size_t>(op_id)]; }
   /// The forward output of `producer` as `consumer` reads it (checks it is reduced).
   const Tensor& input_of(int mb, int consumer, int producer);
+  /// The saved forward output of `producer` that `consumer`'s backward reads (Error if dropped).
+  const Tensor& saved_output(int mb, int consumer, int producer);
   void add_grad(Tensor& target, const Tensor& g);
   void release_after_backward(int mb, int op_id);
   void after_forward(int mb, int op_id);

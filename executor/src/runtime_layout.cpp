@@ -119,12 +119,6 @@ void check_executable(const plan::Plan& plan, const std::string& plan_file) {
         .at(plan_file, "/parallelism/cp")
         .hint("the simulator models it (trainplan simulate); to execute the plan, set parallelism.cp to 1 and fold its GPUs "
               "into dp");
-  if (plan.moe_capacity_factor > 0)
-    throw Error(fmt::format("a MoE capacity factor ({}) is not executed by the runtime: it routes dropless",
-                            plan.moe_capacity_factor))
-        .at(plan_file, "/moe/capacity_factor")
-        .hint("the simulator models dropped tokens (trainplan simulate); to execute the plan, set the capacity factor to 0 "
-              "(dropless)");
   if (plan.ep > 1 && plan.zero_stage > 0)
     throw Error(fmt::format("expert parallelism (ep = {}) with ZeRO stage {} is not executed by the runtime", plan.ep,
                             plan.zero_stage))

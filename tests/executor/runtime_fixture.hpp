@@ -111,4 +111,23 @@ inline StepRecord run_steps(Runtime& rt, int steps) {
   return rec;
 }
 
+/// A parallel run (`got`, by `rt`) computes the single-rank run `ref`: each step's loss and every
+/// parameter's gradient and value within `rel_tol` (relative_error per tensor), every copy of
+/// every parameter identical, and no communication the runtime had to add to the program.
+inline void check_matches_one_rank(const Runtime& rt, const StepRecord& got, const StepRecord& ref, double rel_tol) {
+  const std::vector<std::string> names = rt.parameter_names();
+  REQUIRE(got.losses.size() == ref.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(rel_tol));
+  }
+  for (size_t p = 0; p < names.size(); ++p) {
+    INFO(names[p]);
+    CHECK(relative_error(got.grads[p], ref.grads[p]) < rel_tol);
+    CHECK(relative_error(got.params[p], ref.params[p]) < rel_tol);
+  }
+  CHECK(rt.check_replicas() == "");
+  CHECK(got.implicit.empty());
+}
+
 }  // namespace trainplan::executor::testing
