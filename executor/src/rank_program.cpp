@@ -392,10 +392,7 @@ void RankState::start_collective(const plan::Task& t, std::vector<Pending>& pend
     start_pp_gather(t, g, pending);
     return;
   }
-  if (t.purpose == plan::CommPurpose::ep) {  // MoE tokens to and from their experts (rank_moe.cpp)
-    start_moe_all_to_all(t);
-    return;
-  }
+  if (t.purpose == plan::CommPurpose::ep) return start_moe_all_to_all(t);  // MoE tokens (rank_moe.cpp)
   if (t.role == TensorRole::grads && t.ops.empty() && t.op < 0 && g.size() == L_.program->world_size) {
     // The gradient-norm all-reduce: the squared norms of the ranks' disjoint gradient pieces.
     if (kind != CollectiveKind::all_reduce) fail(t, "the gradient norm is all-reduced");
