@@ -662,4 +662,92 @@ void Backend::adamw_step(Stream& s, const Tensor& params, const Tensor& grads, c
   if (p > 0) adamw_step_impl(s, params, grads, m, v, scale, c, step, model_copy);
 }
 
+// ---- mixture of experts -------------------------------------------------------------------------
+
+namespace {
+[[noreturn]] void no_moe_kernel(const Backend& b, std::string_view kernel) {
+  throw Error(fmt::format("{}: the {} backend has no mixture-of-experts kernel; router, moe_dispatch and moe_combine "
+                          "run on the CPU backend",
+                          kernel, b.name()))
+      .hint("execute MoE models with --backend cpu");
+}
+}  // namespace
+
+void Backend::router_forward_impl(Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_moe_kernel(*this, "router_forward");
+}
+void Backend::router_backward_impl(Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_moe_kernel(*this, "router_backward");
+}
+void Backend::moe_combine_forward_impl(Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  no_moe_kernel(*this, "moe_combine_forward");
+}
+void Backend::moe_combine_backward_impl(Stream&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                        const Tensor&, const Tensor&) {
+  no_moe_kernel(*this, "moe_combine_backward");
+}
+
+void Backend::router_forward(Stream& s, const Tensor& weights, const Tensor& experts, const Tensor& probs,
+                             const Tensor& logits) {
+  Args a(*this, "router_forward");
+  a.floating(logits, "logits");
+  const int64_t n = logits.rows(), e = logits.cols();
+  a.matrix(probs, "probs", n, e, "(as logits)");
+  a.floating(weights, "weights");
+  const int64_t k = weights.cols();
+  a.matrix(weights, "weights", n, k, "(N rows of logits x k)");
+  a.ids_numel(experts, "experts", n * k, "(N x k, as weights)");
+  if (k < 1 || k > e) a.fail(fmt::format("top-k {} (the columns of weights) must be in [1, {}] experts", k, e));
+  a.disjoint(probs, "probs", logits, "logits");
+  a.disjoint(weights, "weights", logits, "logits");
+  a.disjoint(weights, "weights", probs, "probs");
+  if (n > 0) router_forward_impl(s, weights, experts, probs, logits);
+}
+
+void Backend::router_backward(Stream& s, const Tensor& dlogits, const Tensor& dweights, const Tensor& weights,
+                              const Tensor& experts, const Tensor& probs) {
+  Args a(*this, "router_backward");
+  a.floating(probs, "probs");
+  const int64_t n = probs.rows(), e = probs.cols();
+  a.floating(weights, "weights");
+  const int64_t k = weights.cols();
+  a.matrix(weights, "weights", n, k, "(N rows of probs x k)");
+  a.matrix(dweights, "dweights", n, k, "(as weights)");
+  a.matrix(dlogits, "dlogits", n, e, "(as probs)");
+  a.ids_numel(experts, "experts", n * k, "(N x k, as weights)");
+  for (const auto* in : {&dweights, &weights, &probs}) a.disjoint(dlogits, "dlogits", *in, "an input");
+  if (n > 0) router_backward_impl(s, dlogits, dweights, weights, experts, probs);
+}
+
+void Backend::moe_combine_forward(Stream& s, const Tensor& out, const Tensor& y, const Tensor& weights,
+                                  const Tensor& rows) {
+  Args a(*this, "moe_combine_forward");
+  a.floating(y, "y");
+  a.floating(weights, "weights");
+  const int64_t n = weights.rows(), k = weights.cols(), c = y.cols();
+  a.matrix(out, "out", n, c, "(N rows of weights x C columns of y)");
+  a.ids_numel(rows, "rows", n * k, "(N x k, as weights)");
+  a.disjoint(out, "out", y, "y");
+  a.disjoint(out, "out", weights, "weights");
+  if (out.numel() > 0) moe_combine_forward_impl(s, out, y, weights, rows);
+}
+
+void Backend::moe_combine_backward(Stream& s, const Tensor& dy, const Tensor& dweights, const Tensor& dout,
+                                   const Tensor& y, const Tensor& weights, const Tensor& rows) {
+  Args a(*this, "moe_combine_backward");
+  a.floating(y, "y");
+  a.floating(weights, "weights");
+  const int64_t n = weights.rows(), k = weights.cols(), c = y.cols();
+  a.matrix(dout, "dout", n, c, "(N rows of weights x C columns of y)");
+  a.matrix(dy, "dy", y.rows(), c, "(as y)");
+  a.matrix(dweights, "dweights", n, k, "(as weights)");
+  a.ids_numel(rows, "rows", n * k, "(N x k, as weights)");
+  for (const auto* in : {&dout, &y, &weights}) {
+    a.disjoint(dy, "dy", *in, "an input");
+    a.disjoint(dweights, "dweights", *in, "an input");
+  }
+  a.disjoint(dy, "dy", dweights, "dweights");
+  if (dy.numel() > 0 || dweights.numel() > 0) moe_combine_backward_impl(s, dy, dweights, dout, y, weights, rows);
+}
+
 }  // namespace trainplan::executor

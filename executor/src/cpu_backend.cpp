@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -195,6 +196,52 @@ class CpuBackend final : public Backend {
       using T = decltype(t);
       cpu::swiglu_backward<T>(ptr<T>(dinp), ptr<T>(inp), ptr<T>(dout), dout.rows(), dout.cols());
     });
+  }
+  void router_forward_impl(Stream& s, const Tensor& weights, const Tensor& experts, const Tensor& probs,
+                           const Tensor& logits) override {
+    run(s, "router_forward", {&weights, &probs, &logits}, [&](auto t) {
+      using T = decltype(t);
+      cpu::router_forward<T>(ptr<T>(weights), ptr<int32_t>(experts), ptr<T>(probs), ptr<T>(logits), logits.rows(),
+                             logits.cols(), weights.cols());
+    });
+  }
+  void router_backward_impl(Stream& s, const Tensor& dlogits, const Tensor& dweights, const Tensor& weights,
+                            const Tensor& experts, const Tensor& probs) override {
+    run(s, "router_backward", {&dlogits, &dweights, &weights, &probs}, [&](auto t) {
+      using T = decltype(t);
+      cpu::router_backward<T>(ptr<T>(dlogits), ptr<T>(dweights), ptr<T>(weights), ptr<int32_t>(experts),
+                              ptr<T>(probs), probs.rows(), probs.cols(), weights.cols());
+    });
+  }
+  void moe_combine_forward_impl(Stream& s, const Tensor& out, const Tensor& y, const Tensor& weights,
+                                const Tensor& rows) override {
+    check_rows(rows, y.rows(), "moe_combine_forward");
+    run(s, "moe_combine_forward", {&out, &y, &weights}, [&](auto t) {
+      using T = decltype(t);
+      cpu::moe_combine_forward<T>(ptr<T>(out), ptr<T>(y), ptr<T>(weights), ptr<int32_t>(rows), out.rows(),
+                                  out.cols(), weights.cols());
+    });
+  }
+  void moe_combine_backward_impl(Stream& s, const Tensor& dy, const Tensor& dweights, const Tensor& dout,
+                                 const Tensor& y, const Tensor& weights, const Tensor& rows) override {
+    check_rows(rows, y.rows(), "moe_combine_backward");
+    run(s, "moe_combine_backward", {&dy, &dweights, &dout, &y, &weights}, [&](auto t) {
+      using T = decltype(t);
+      cpu::moe_combine_backward<T>(ptr<T>(dy), ptr<T>(dweights), ptr<T>(dout), ptr<T>(y), ptr<T>(weights),
+                                   ptr<int32_t>(rows), dout.rows(), dout.cols(), weights.cols(), y.rows());
+    });
+  }
+  // Every row index of a combine names a routed copy (or is negative: dropped), each at most once.
+  static void check_rows(const Tensor& rows, int64_t copies, std::string_view kernel) {
+    const int32_t* r = rows.data_as<int32_t>();
+    std::vector<bool> seen(static_cast<size_t>(copies), false);
+    for (int64_t i = 0; i < rows.numel(); ++i) {
+      if (r[i] < 0) continue;
+      if (r[i] >= copies || seen[static_cast<size_t>(r[i])])
+        throw Error(fmt::format("{}: rows[{}] = {} is outside [0, {}) or repeated", kernel, i, r[i], copies))
+            .hint("each token's routed copy is one row of y");
+      seen[static_cast<size_t>(r[i])] = true;
+    }
   }
   void attention_forward_impl(Stream& s, const Tensor& out, const Tensor& lse, const Tensor& qkv,
                               const AttentionShape& sh) override {

@@ -475,6 +475,94 @@ void rotary(T* out, const T* inp, int64_t batch, int64_t seq, int64_t heads, int
   }
 }
 
+template <class T>
+void router_forward(T* weights, int32_t* experts, T* probs, const T* logits, int64_t n, int64_t e, int64_t k) {
+  std::vector<int64_t> order(static_cast<size_t>(e));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* z = logits + j * e;
+    T* p = probs + j * e;
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t x = 0; x < e; ++x) mx = std::max(mx, static_cast<double>(z[x]));
+    double sum = 0;
+    for (int64_t x = 0; x < e; ++x) sum += std::exp(static_cast<double>(z[x]) - mx);
+    for (int64_t x = 0; x < e; ++x) p[x] = static_cast<T>(std::exp(static_cast<double>(z[x]) - mx) / sum);
+    for (int64_t x = 0; x < e; ++x) order[static_cast<size_t>(x)] = x;
+    // Larger probability first; equal probabilities keep the lower expert index first.
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    double kept = 0;
+    for (int64_t i = 0; i < k; ++i) kept += static_cast<double>(p[order[static_cast<size_t>(i)]]);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t x = order[static_cast<size_t>(i)];
+      experts[j * k + i] = static_cast<int32_t>(x);
+      weights[j * k + i] = static_cast<T>(static_cast<double>(p[x]) / kept);
+    }
+  }
+}
+
+template <class T>
+void router_backward(T* dlogits, const T* dweights, const T* weights, const int32_t* experts, const T* probs,
+                     int64_t n, int64_t e, int64_t k) {
+  std::vector<double> g(static_cast<size_t>(e));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* p = probs + j * e;
+    // w_i = p_{x_i} / S with S the kept sum: dL/dp_{x_i} = (dw_i - sum_l dw_l w_l) / S.
+    double kept = 0, dot = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      kept += static_cast<double>(p[experts[j * k + i]]);
+      dot += static_cast<double>(dweights[j * k + i]) * static_cast<double>(weights[j * k + i]);
+    }
+    std::fill(g.begin(), g.end(), 0.0);
+    for (int64_t i = 0; i < k; ++i)
+      g[static_cast<size_t>(experts[j * k + i])] = (static_cast<double>(dweights[j * k + i]) - dot) / kept;
+    // Softmax: dz_x = p_x (g_x - sum_y p_y g_y).
+    double pg = 0;
+    for (int64_t x = 0; x < e; ++x) pg += static_cast<double>(p[x]) * g[static_cast<size_t>(x)];
+    for (int64_t x = 0; x < e; ++x)
+      dlogits[j * e + x] = static_cast<T>(static_cast<double>(p[x]) * (g[static_cast<size_t>(x)] - pg));
+  }
+}
+
+template <class T>
+void moe_combine_forward(T* out, const T* y, const T* weights, const int32_t* rows, int64_t n, int64_t c,
+                         int64_t k) {
+  for (int64_t j = 0; j < n; ++j) {
+    T* o = out + j * c;
+    for (int64_t x = 0; x < c; ++x) o[x] = T(0);
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t r = rows[j * k + i];
+      if (r < 0) continue;
+      const T w = weights[j * k + i];
+      const T* yr = y + static_cast<int64_t>(r) * c;
+      for (int64_t x = 0; x < c; ++x) o[x] += w * yr[x];
+    }
+  }
+}
+
+template <class T>
+void moe_combine_backward(T* dy, T* dweights, const T* dout, const T* y, const T* weights, const int32_t* rows,
+                          int64_t n, int64_t c, int64_t k, int64_t r) {
+  std::fill(dy, dy + r * c, T(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* g = dout + j * c;
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t row = rows[j * k + i];
+      if (row < 0) {
+        dweights[j * k + i] = T(0);
+        continue;
+      }
+      const T w = weights[j * k + i];
+      const T* yr = y + static_cast<int64_t>(row) * c;
+      T* d = dy + static_cast<int64_t>(row) * c;
+      double dot = 0;
+      for (int64_t x = 0; x < c; ++x) {
+        d[x] += w * g[x];
+        dot += static_cast<double>(g[x]) * static_cast<double>(yr[x]);
+      }
+      dweights[j * k + i] = static_cast<T>(dot);
+    }
+  }
+}
+
 #define TP_CPU_KERNELS(T)                                                                                      \
   template void gemm<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, T*, bool, const T*);  \
   template void fill<T>(T*, int64_t, T);                                                                       \
@@ -505,6 +593,11 @@ void rotary(T* out, const T* inp, int64_t batch, int64_t seq, int64_t heads, int
   template void ce_combine<T>(T*, const T*, const T*, const T*, int64_t);                                      \
   template void ce_backward<T>(T*, const T*, const int32_t*, const T*, const T*, int64_t, int64_t, int64_t,    \
                                double);                                                                        \
+  template void router_forward<T>(T*, int32_t*, T*, const T*, int64_t, int64_t, int64_t);                     \
+  template void router_backward<T>(T*, const T*, const T*, const int32_t*, const T*, int64_t, int64_t, int64_t); \
+  template void moe_combine_forward<T>(T*, const T*, const T*, const int32_t*, int64_t, int64_t, int64_t);      \
+  template void moe_combine_backward<T>(T*, T*, const T*, const T*, const T*, const int32_t*, int64_t, int64_t, \
+                                        int64_t, int64_t);                                                     \
   template void sum_squares<T>(T*, const T*, int64_t);                                                         \
   template void clip_scale<T>(T*, const T*, double);                                                           \
   template void adamw_step<T>(T*, const T*, T*, T*, const T*, int64_t, double, double, double, double, double, \

@@ -90,6 +90,24 @@ template <class T>
 void ce_backward(T* dlogits, const T* logits, const int32_t* targets, const T* max, const T* sum_exp, int64_t n,
                  int64_t v, int64_t vocab_begin, double dloss_scale);
 
+// Mixture of experts. logits, probs: (n,e); weights: (n,k); experts: (n,k) i32.
+// probs = softmax(logits); each row keeps its k largest probabilities (ties: the lower
+// expert index), in decreasing order, and weights = kept probs / their sum.
+template <class T>
+void router_forward(T* weights, int32_t* experts, T* probs, const T* logits, int64_t n, int64_t e, int64_t k);
+// dlogits (n,e) = the gradient through the renormalised kept weights and the softmax.
+template <class T>
+void router_backward(T* dlogits, const T* dweights, const T* weights, const int32_t* experts, const T* probs,
+                     int64_t n, int64_t e, int64_t k);
+// out (n,c) = sum_i weights[j,i] y[rows[j,i]] (rows < 0: dropped, adds nothing); y: (r,c).
+template <class T>
+void moe_combine_forward(T* out, const T* y, const T* weights, const int32_t* rows, int64_t n, int64_t c,
+                         int64_t k);
+// dy (r,c) = (rows no token reads are 0); dweights (n,k) = dot(dout[j], y[rows[j,i]]).
+template <class T>
+void moe_combine_backward(T* dy, T* dweights, const T* dout, const T* y, const T* weights, const int32_t* rows,
+                          int64_t n, int64_t c, int64_t k, int64_t r);
+
 // out[0] += sum x^2.
 template <class T> void sum_squares(T* out, const T* x, int64_t count);
 template <class T> void clip_scale(T* scale, const T* sum_squares, double max_norm);

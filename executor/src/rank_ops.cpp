@@ -64,6 +64,16 @@ const Tensor& RankState::input_of(int mb, int consumer, int producer) {
   return a.out;
 }
 
+const Tensor& RankState::saved_output(int mb, int consumer, int producer) {
+  const Act& a = act(mb, producer);
+  if (!a.out.defined())
+    throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) needs the output of \"{}\", which was "
+                            "dropped and not recomputed",
+                            rank_, L_.op(consumer).name, mb, L_.op(producer).name))
+        .hint("a recompute task must re-create dropped activations before the backward that reads them");
+  return a.out;
+}
+
 void RankState::add_grad(Tensor& target, const Tensor& g) {
   if (!target.defined()) {
     target = backend_->empty(g.dtype(), g.shape());
@@ -132,6 +142,11 @@ void RankState::forward(int mb, int id, bool recompute) {
       } else {
         x = input_of(mb, id, o.inputs[0]);
       }
+      if (o.expert) {  // routed experts: each local expert's rows with its weights
+        out = be.empty(dt, {x.rows(), o.n});
+        expert_linear_forward(mb, id, out, x);
+        break;
+      }
       const Tensor W = weight(id, false);
       out = be.empty(dt, {x.rows(), W.dim(0)});
       be.linear_forward(s, out, x, W, weight(id, true));
@@ -176,6 +191,9 @@ void RankState::forward(int mb, int id, bool recompute) {
     case OpKind::dropout:  // identity: the executor runs without dropout masks (README)
       out = input_of(mb, id, o.inputs[0]);
       break;
+    case OpKind::router:
+    case OpKind::moe_dispatch:
+    case OpKind::moe_combine: out = moe_forward(mb, id); break;
     case OpKind::loss: {
       const Tensor& logits = input_of(mb, id, o.inputs[0]);
       const Tensor& labels = batch(mb).labels;
@@ -233,15 +251,7 @@ void RankState::backward(int mb, int id) {
     throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) before any gradient of its output arrived",
                             rank_, o.name, mb))
         .hint("check the order of backward and pipeline recv tasks in the program");
-  auto saved = [&](int producer) -> const Tensor& {
-    const Act& a = act(mb, producer);
-    if (!a.out.defined())
-      throw Error(fmt::format("rank {}: backward of \"{}\" (micro-batch {}) needs the output of \"{}\", which was "
-                              "dropped and not recomputed",
-                              rank_, o.name, mb, L_.op(producer).name))
-          .hint("a recompute task must re-create dropped activations before the backward that reads them");
-    return a.out;
-  };
+  auto saved = [&](int producer) -> const Tensor& { return saved_output(mb, id, producer); };
   switch (o.kind) {
     case OpKind::embedding: {
       const Tensor gw = grad_for(id, false);
@@ -290,7 +300,10 @@ void RankState::backward(int mb, int id) {
                                 rank_, o.name, mb))
             .hint("under sequence parallelism a row-parallel linear's output gradient is all-gathered first");
       Tensor dx = o.inputs.empty() ? Tensor() : be.empty(dt, x.shape());
-      be.linear_backward(s, dx, grad_for(id, false), grad_for(id, true), g, x, weight(id, false));
+      if (o.expert)
+        expert_linear_backward(mb, id, dx, g, x);
+      else
+        be.linear_backward(s, dx, grad_for(id, false), grad_for(id, true), g, x, weight(id, false));
       if (dx.defined()) {
         Act& in = act(mb, o.inputs[0]);
         add_grad(L_.column_like(id) ? in.dpartial : in.dout, dx);
@@ -327,6 +340,9 @@ void RankState::backward(int mb, int id) {
       add_grad(act(mb, o.inputs[1]).dout, A.dout);
       break;
     case OpKind::dropout: add_grad(act(mb, o.inputs[0]).dout, A.dout); break;
+    case OpKind::router:
+    case OpKind::moe_dispatch:
+    case OpKind::moe_combine: moe_backward(mb, id); break;
     case OpKind::loss: {
       const Tensor& logits = saved(o.inputs[0]);
       const int64_t N = logits.rows();

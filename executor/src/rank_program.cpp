@@ -392,6 +392,7 @@ void RankState::start_collective(const plan::Task& t, std::vector<Pending>& pend
     start_pp_gather(t, g, pending);
     return;
   }
+  if (t.purpose == plan::CommPurpose::ep) return start_moe_all_to_all(t);  // MoE tokens (rank_moe.cpp)
   if (t.role == TensorRole::grads && t.ops.empty() && t.op < 0 && g.size() == L_.program->world_size) {
     // The gradient-norm all-reduce: the squared norms of the ranks' disjoint gradient pieces.
     if (kind != CollectiveKind::all_reduce) fail(t, "the gradient norm is all-reduced");
@@ -569,6 +570,13 @@ void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vecto
   const double start = Backend::now_s();
   const int64_t tg = tag(t.comm_id);
   std::vector<Param*> params = bucket_params(t, dp_group);
+  // Routed experts split over ep: their buckets run on the expert-data-parallel group (the
+  // ranks holding the same experts), never on the whole data-parallel group.
+  const auto expert = [&](const Param* p) { return L_.expert_sharded(p->def); };
+  const bool expert_group = L_.ep > 1 && !params.empty() && std::all_of(params.begin(), params.end(), expert) &&
+                            g.ranks == expert_dp_group().ranks;
+  if (dp_group && std::any_of(params.begin(), params.end(), expert))
+    fail(t, "reduces routed experts' gradients over the whole data-parallel group; they go over the expert-dp group");
   if (params.empty() && !dp_group && !tp_group)
     fail(t, "moves no parameter of this rank");
   const DType dt = options_.dtype;
@@ -582,8 +590,8 @@ void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vecto
   }
 
   // Gradients.
-  if (dp_group) {
-    if (g.index_of(rank_) != dp_rank_) fail(t, "the data-parallel group must list its ranks in dp order");
+  if (dp_group || expert_group) {
+    if (dp_group && g.index_of(rank_) != dp_rank_) fail(t, "the data-parallel group must list its ranks in dp order");
     auto clear_local = [&](Param* p) {
       if (L_.zero_stage >= 2)
         p->grad = Tensor();

@@ -22,6 +22,7 @@ RankState::RankState(const ModelLayout& layout, const RuntimeOptions& options, c
   dp_rank_ = rp.dp_rank;
   tp_rank_ = rp.tp_rank;
   pp_rank_ = rp.pp_rank;
+  ep_rank_ = dp_rank_ % L_.ep;
   local_op_.assign(L_.graph->ops().size(), false);
   for (const models::Op& op : L_.graph->ops()) local_op_[static_cast<size_t>(op.id)] = L_.op_on_stage(op.id, pp_rank_);
   materialize_params();
@@ -39,7 +40,7 @@ void RankState::materialize_params() {
     Param q;
     q.def = def;
     q.tied_copy = tied_copy;
-    q.slice = L_.slice(def, tp_rank_);
+    q.slice = L_.slice(def, tp_rank_, ep_rank_);
     q.numel = q.slice.numel();
     if (q.numel == 0) return -1;  // the row-parallel bias on tp ranks other than 0
     const ParamDef& d = L_.params[static_cast<size_t>(def)];
@@ -52,7 +53,9 @@ void RankState::materialize_params() {
       q.own_begin = 0;
       q.own_end = q.numel;
     }
-    q.canonical = !tied_copy && (!L_.tp_replicated(def) || tp_rank_ == 0) && (L_.sharded || dp_rank_ == 0);
+    // dp replicas count on dp rank 0; a rank's experts on the first rank holding them.
+    const int first_replica = L_.expert_sharded(def) ? ep_rank_ : 0;
+    q.canonical = !tied_copy && (!L_.tp_replicated(def) || tp_rank_ == 0) && (L_.sharded || dp_rank_ == first_replica);
     const std::vector<double> full = L_.initial_values(def, options_.seed);
     std::vector<double> local;
     local.reserve(static_cast<size_t>(q.numel));
@@ -157,7 +160,9 @@ Tensor RankState::effective_grad(Param& p) {
           .hint("a gradient bucket must be reduced after the last backward that writes it");
     return p.reduced_is_shard ? p.reduced.flat(0, p.own_len()) : p.reduced.flat(p.own_begin, p.own_end);
   }
-  if (L_.dp > 1)
+  // A rank's experts have no replica when ep = dp (expert_dp 1): their gradient is complete here.
+  const bool lone_expert = L_.expert_sharded(p.def) && L_.dp / L_.ep == 1;
+  if (L_.dp > 1 && !lone_expert)
     throw Error(fmt::format("rank {}: the program never reduced the gradient of {} over its data-parallel group", rank_,
                             name))
         .hint("every parameter must be in one data-parallel (or ZeRO) gradient bucket");

@@ -54,6 +54,9 @@ struct ParamDef {
   double stddev = 0.02;
   bool decay = true;        // AdamW weight decay (matrices and embeddings)
   models::TpSplit split = models::TpSplit::replicated;
+  /// Routed experts: the full tensor is E blocks of rows (weight (E * out, in), bias (E * out)),
+  /// expert e's rows [e out, (e + 1) out); under expert parallelism a rank holds its experts'.
+  int64_t experts = 0;
 };
 
 /// Facts about the model and the plan that every rank shares (read-only during a step).
@@ -62,6 +65,11 @@ struct ModelLayout {
   const models::ModelGraph* graph = nullptr;
   const plan::StepProgram* program = nullptr;
   int dp = 1, tp = 1, pp = 1, vp = 1, zero_stage = 0;
+  /// Expert parallelism: the ep consecutive dp ranks (dp_rank / ep) * ep + i form an
+  /// expert-parallel group; member i holds experts [i E / ep, (i + 1) E / ep) of every MoE
+  /// layer, and the dp ranks with equal dp_rank % ep (the expert-data-parallel group) hold the
+  /// same experts.
+  int ep = 1;
   bool sp = false;
   /// Optimizer state sharded over dp (ZeRO 1-3, or a parameter server's shards).
   bool sharded = false;
@@ -74,6 +82,9 @@ struct ModelLayout {
   std::vector<ParamDef> params;              // graph order
   std::vector<std::vector<int>> op_params;   // op -> indices into params (weight first)
   std::vector<int> unit_stage;               // unit -> pipeline rank
+  /// MoE: for routed-expert ops and moe_combine, the moe_dispatch op whose routing they follow
+  /// (-1 for other ops).
+  std::vector<int> moe_dispatch_of;
 
   /// Builds the layout; throws Error for models or ops the executor cannot run.
   static ModelLayout build(const plan::Plan& plan, const models::ModelGraph& graph, const plan::StepProgram& program);
@@ -85,6 +96,12 @@ struct ModelLayout {
   /// Slice of parameter `p` held by tp rank `r` (empty rows when the rank holds none: the
   /// row-parallel bias lives on tp rank 0 only).
   TpSlice slice(int p, int tp_rank) const;
+  /// Slice of parameter `p` held by a rank: its tp slice, and of a routed expert's parameter
+  /// only the rows of the experts of expert-parallel rank `ep_rank`.
+  TpSlice slice(int p, int tp_rank, int ep_rank) const;
+  /// Experts per expert-parallel rank, and whether parameter `p` is split over ep.
+  int64_t local_experts(int64_t experts) const { return experts / ep; }
+  bool expert_sharded(int p) const { return ep > 1 && params[static_cast<size_t>(p)].experts > 0; }
   /// Whether every tp rank holds the same values of parameter `p`.
   bool tp_replicated(int p) const;
   /// Vocabulary range [begin, end) of tp rank r.
@@ -126,6 +143,21 @@ struct Param {
   int64_t own_len() const { return own_end - own_begin; }
 };
 
+/// How one moe_dispatch routed one micro-batch (shared by the expert ops and the combine).
+/// Source side: this rank's N tokens, k copies each, in dispatch order (grouped by expert,
+/// stable in token order). Expert side (ep > 1): the copies received from the ep members for
+/// this rank's experts, regrouped by local expert (for each local expert, member 0's copies,
+/// then member 1's...).
+struct MoeRoute {
+  Tensor copy_token;                  // (R) i32: the token of each copy, in dispatch order
+  Tensor combine_rows;                // (N, k) i32: where copy (token, i) is in dispatch order
+  std::vector<int64_t> per_expert;    // copies of each expert (all E) in dispatch order
+  std::vector<int64_t> send_rows;     // per ep member: copies this rank sends it
+  std::vector<int64_t> recv_rows;     // per ep member: copies this rank receives from it
+  Tensor regroup, ungroup;            // (Rl) i32: received row of each local row, and the inverse
+  std::vector<int64_t> expert_rows;   // rows of each local expert in the expert ops' order
+};
+
 /// Activations and gradients of one op for one micro-batch on one rank.
 struct Act {
   Tensor out;
@@ -145,6 +177,13 @@ struct Act {
   bool recomputed = false;       // a recompute task re-creates its state before its backward
   bool drop_out = false;         // ... and before every local consumer's backward: out may go
   Tensor pp_chunk;               // pipeline scatter-gather: this tp rank's received piece
+  Tensor moe_experts, moe_probs; // router: chosen experts (N, k) i32 and probabilities (N, E)
+  Tensor moe_copies;             // dispatch (ep > 1): copies before the all-to-all; combine: the
+                                 // expert outputs in dispatch order (R, C)
+  Tensor moe_dcopies;            // ep > 1, between a backward and its all-to-all: the dispatch's
+                                 // copies' gradients (dispatch order), or (on the combine's
+                                 // input op) the combine's input gradient
+  std::shared_ptr<MoeRoute> route;  // moe_dispatch
 };
 
 struct MicroBatchData {
@@ -223,6 +262,8 @@ class RankState {
   Act& act(int mb, int op_id) { return acts_[static_cast<size_t>(mb)][static_cast<size_t>(op_id)]; }
   /// The forward output of `producer` as `consumer` reads it (checks it is reduced).
   const Tensor& input_of(int mb, int consumer, int producer);
+  /// The saved forward output of `producer` that `consumer`'s backward reads (Error if dropped).
+  const Tensor& saved_output(int mb, int consumer, int producer);
   void add_grad(Tensor& target, const Tensor& g);
   void release_after_backward(int mb, int op_id);
   void after_forward(int mb, int op_id);
@@ -251,6 +292,25 @@ class RankState {
   void record(const plan::Task& t, double start_s, double end_s);
   int64_t tag(int64_t comm_id) const;
   CommGroup tp_group() const;
+  /// Expert parallelism (rank_ops.cpp): this rank's ep group and expert-data-parallel group.
+  CommGroup ep_group() const;
+  CommGroup expert_dp_group() const;
+  /// The routing of the moe_dispatch `op_id` follows in micro-batch mb.
+  MoeRoute& route_of(int mb, int op_id);
+  /// Routed-expert linear forward / backward: each local expert's rows with its weights.
+  void expert_linear_forward(int mb, int op_id, const Tensor& out, const Tensor& x);
+  void expert_linear_backward(int mb, int op_id, const Tensor& dx, const Tensor& dout, const Tensor& x);
+  void moe_dispatch_forward(int mb, int op_id);
+  /// Forward of a router, moe_dispatch or moe_combine (returns its output), and backward.
+  Tensor moe_forward(int mb, int op_id);
+  void moe_backward(int mb, int op_id);
+  /// Moves rows between this rank's dispatch order and its experts' order (ep > 1) with an
+  /// all-to-all over the ep group: to_experts (dispatch / combine backward) or back.
+  Tensor moe_exchange(const MoeRoute& r, const Tensor& rows, bool to_experts, int64_t tag);
+  /// The program's expert-parallel all-to-all task (purpose ep), run to completion.
+  void start_moe_all_to_all(const plan::Task& t);
+  /// Exchanges the per-expert counts over the ep group and fills the expert side of `route`.
+  void moe_route_exchange(MoeRoute& route, int64_t tag);
   [[noreturn]] void fail(const plan::Task& t, const std::string& message) const;
 
   const ModelLayout& L_;
@@ -274,6 +334,7 @@ class RankState {
   std::vector<MicroBatchData> batches_;
   std::vector<std::vector<std::pair<int, int64_t>>> release_after_task_;  // ZeRO-3: (param, generation)
   bool clip_ready_ = false;
+  int ep_rank_ = 0;
   Tensor clip_scale_;
   RankStepResult result_;
   /// Compute tasks of the step and their events on the stream (times are read at the end).
@@ -288,5 +349,7 @@ class RankState {
 inline constexpr int64_t kTagStride = int64_t{1} << 40;
 inline constexpr int64_t kGradNormCommId = kTagStride - 1;
 inline constexpr int64_t kSpGradCommId = kTagStride - 2;  // minus the parameter's position
+/// An expert-parallel all-to-all task exchanges its counts under comm id + this.
+inline constexpr int64_t kMoeCountsCommBase = kTagStride / 2;
 
 }  // namespace trainplan::executor::rt

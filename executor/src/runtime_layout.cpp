@@ -119,6 +119,11 @@ void check_executable(const plan::Plan& plan, const std::string& plan_file) {
         .at(plan_file, "/parallelism/cp")
         .hint("the simulator models it (trainplan simulate); to execute the plan, set parallelism.cp to 1 and fold its GPUs "
               "into dp");
+  if (plan.ep > 1 && plan.zero_stage > 0)
+    throw Error(fmt::format("expert parallelism (ep = {}) with ZeRO stage {} is not executed by the runtime", plan.ep,
+                            plan.zero_stage))
+        .at(plan_file, "/parallelism/ep")
+        .hint("execute expert parallelism with zero_stage 0, or set ep to 1");
 }
 
 void check_accelerator_executable(const plan::PlanContext& ctx, const std::string& plan_file) {
@@ -184,6 +189,8 @@ void check_supported(const models::ModelGraph& g) {
       case OpKind::linear:
         if (op.inputs.empty() && op.batch_input != models::BatchInput::features)
           throw unsupported(op, "a linear without an input op must read the batch features");
+        if (op.expert && (op.num_experts < 1 || op.weight_shape.size() != 3 || op.weight_shape[0] != op.num_experts))
+          throw unsupported(op, "a routed-expert linear's weight must be {num_experts, in, out}");
         break;
       case OpKind::activation:
         if (op.activation == models::Activation::geglu) throw unsupported(op, "no GeGLU kernel yet (gelu(gate) * up)");
@@ -199,6 +206,14 @@ void check_supported(const models::ModelGraph& g) {
       case OpKind::rmsnorm:
       case OpKind::residual:
       case OpKind::dropout:
+        break;
+      case OpKind::router:
+        if (op.top_k < 1 || op.top_k > op.num_experts) throw unsupported(op, "top-k must be in [1, num_experts]");
+        break;
+      case OpKind::moe_dispatch:
+      case OpKind::moe_combine:
+        if (op.inputs.size() != 2 || g.op(op.inputs[1]).kind != OpKind::router)
+          throw unsupported(op, "its inputs must be [rows, router]");
         break;
       case OpKind::loss:
         if (op.batch_input != models::BatchInput::labels) throw unsupported(op, "the loss must read the batch labels");
@@ -225,6 +240,7 @@ ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph&
   L.vp = plan.vp;
   L.zero_stage = plan.zero_stage;
   L.sp = plan.sequence_parallel && plan.tp > 1;
+  L.ep = std::max(1, plan.ep);
   L.sharded = plan.zero_stage >= 1 || (plan.dp_algorithm == plan::DpAlgorithm::parameter_server && plan.dp > 1);
   L.params_sharded = plan.zero_stage == 3 && plan.dp > 1;
   L.micro_batch = plan.micro_batch;
@@ -256,6 +272,40 @@ ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph&
     if (L.unit_stage[static_cast<size_t>(u)] < 0)
       throw Error(fmt::format("the plan's stages do not cover unit {} ({})", u, graph.unit(u).name)).at("", "/stages");
 
+  // Mixture of experts: each expert op and combine follows the routing of its dispatch.
+  L.moe_dispatch_of.assign(graph.ops().size(), -1);
+  int64_t num_experts = 0;
+  for (const models::Op& op : graph.ops()) {
+    if (op.kind == OpKind::moe_combine) {
+      for (const models::Op& d : graph.ops())
+        if (d.kind == OpKind::moe_dispatch && d.inputs[1] == op.inputs[1]) L.moe_dispatch_of[static_cast<size_t>(op.id)] = d.id;
+    } else if (op.expert) {
+      const models::Op& in = graph.op(op.inputs.at(0));
+      L.moe_dispatch_of[static_cast<size_t>(op.id)] = in.kind == OpKind::moe_dispatch ? in.id : L.moe_dispatch_of[static_cast<size_t>(in.id)];
+    } else {
+      continue;
+    }
+    if (L.moe_dispatch_of[static_cast<size_t>(op.id)] < 0)
+      throw unsupported(op, "no moe_dispatch routes its rows (expert ops sit between a dispatch and its combine)");
+    num_experts = std::max(num_experts, op.num_experts);
+  }
+  if (num_experts > 0 && plan.tp > 1)
+    throw Error(fmt::format("{} has mixture-of-experts layers, which the runtime executes with tp = 1, not {}", spec.name,
+                            plan.tp))
+        .at("", "/parallelism/tp")
+        .hint("set tp to 1 and use dp (and ep) for the GPUs");
+  if (L.ep > 1) {
+    if (num_experts == 0)
+      throw Error(fmt::format("expert parallelism (ep = {}) needs a mixture-of-experts model; {} has no experts", L.ep,
+                              spec.name))
+          .at("", "/parallelism/ep")
+          .hint("set ep to 1");
+    if (plan.dp % L.ep != 0 || num_experts % L.ep != 0)
+      throw Error(fmt::format("ep = {} must divide dp = {} and the {} experts", L.ep, plan.dp, num_experts))
+          .at("", "/parallelism/ep")
+          .hint("choose ep among the common divisors of dp and num_experts");
+  }
+
   // Parameters in graph order.
   const bool mlp = spec.family == models::Family::mlp;
   const double out_proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(1, spec.layers)));
@@ -281,13 +331,19 @@ ModelLayout ModelLayout::build(const plan::Plan& plan, const models::ModelGraph&
         const double stddev = mlp ? 1.0 / std::sqrt(static_cast<double>(op.k))
                               : op.tp_split == TpSplit::row ? out_proj_std
                                                             : 0.02;
+        const int64_t e = op.expert ? op.num_experts : 0, blocks = std::max<int64_t>(1, e);
         if (op.tied_weight_op < 0)
-          add({op.name + ".weight", -1, false, {op.n, op.k}, ParamDef::Init::normal, stddev, true});
+          add({op.name + ".weight", -1, false, {blocks * op.n, op.k}, ParamDef::Init::normal, stddev, true,
+               TpSplit::replicated, e});
         else
           L.op_params[static_cast<size_t>(op.id)].push_back(-1);  // weight slot: the tied table
-        if (op.has_bias) add({op.name + ".bias", -1, true, {op.n}, ParamDef::Init::zeros, 0, false});
+        if (op.has_bias)
+          add({op.name + ".bias", -1, true, {blocks * op.n}, ParamDef::Init::zeros, 0, false, TpSplit::replicated, e});
         break;
       }
+      case OpKind::router:  // a linear h -> E without bias: weight (E, h)
+        add({op.name + ".weight", -1, false, {op.n, op.k}, ParamDef::Init::normal, 0.02, true});
+        break;
       default: break;
     }
   }
@@ -334,6 +390,16 @@ int64_t ModelLayout::out_cols_local(int op_id, int tp_rank) const {
   }
   if (o.tp_split == TpSplit::column || o.tp_split == TpSplit::heads) return full / tp;
   return full;
+}
+
+TpSlice ModelLayout::slice(int p, int tp_rank, int ep_rank) const {
+  TpSlice s = slice(p, tp_rank);
+  if (!expert_sharded(p)) return s;
+  const ParamDef& d = params[static_cast<size_t>(p)];
+  TP_ASSERT_MSG(tp == 1 && s.rows.size() == 1, "routed experts run with tp = 1");
+  const int64_t per_expert = d.shape.at(0) / d.experts, local = local_experts(d.experts);
+  s.rows = {{ep_rank * local * per_expert, (ep_rank + 1) * local * per_expert}};
+  return s;
 }
 
 TpSlice ModelLayout::slice(int p, int r) const {

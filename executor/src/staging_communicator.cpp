@@ -93,6 +93,12 @@ class StagingCommunicator final : public Communicator {
     return wrap(host_.start_recv(peer, tag, h), h, data);
   }
 
+  std::shared_ptr<CommRequest> start_all_to_all_v(const CommGroup& g, int64_t tag, const Tensor& out,
+                                                  std::span<const int64_t> out_counts, const Tensor& in,
+                                                  std::span<const int64_t> in_counts) override {
+    Tensor h_in = stage_in(in), h_out = host_like(out);
+    return wrap(host_.start_all_to_all_v(g, tag, h_out, out_counts, h_in, in_counts), h_out, out, h_in);
+  }
   bool wait_any(std::span<const std::shared_ptr<CommRequest>> requests, double timeout_s) override {
     std::vector<std::shared_ptr<CommRequest>> inner;
     for (const auto& r : requests) {

@@ -23,6 +23,8 @@ inline std::string tiny_model(const std::string& name) {
 struct RunSpec {
   std::string model = "tiny-gpt";
   int dp = 1, tp = 1, pp = 1, vp = 1;
+  int ep = 1;                       // expert parallelism (MoE models)
+  double capacity_factor = 0;       // MoE capacity factor (0: dropless)
   int zero = 0;
   bool sp = false;
   plan::Recompute recompute = plan::Recompute::none;
@@ -46,6 +48,8 @@ inline std::unique_ptr<Resolved> resolve_run(const RunSpec& s) {
   p.instance_type = "g5.xlarge";  // one GPU per instance
   p.instance_count = s.dp * s.tp * s.pp;
   p.dp = s.dp, p.tp = s.tp, p.pp = s.pp, p.vp = s.vp;
+  p.ep = s.ep;
+  p.moe_capacity_factor = s.capacity_factor;
   p.zero_stage = s.zero;
   p.sequence_parallel = s.sp;
   p.recompute = s.recompute;
@@ -105,6 +109,25 @@ inline StepRecord run_steps(Runtime& rt, int steps) {
     rec.params.push_back(rt.parameter(n));
   }
   return rec;
+}
+
+/// A parallel run (`got`, by `rt`) computes the single-rank run `ref`: each step's loss and every
+/// parameter's gradient and value within `rel_tol` (relative_error per tensor), every copy of
+/// every parameter identical, and no communication the runtime had to add to the program.
+inline void check_matches_one_rank(const Runtime& rt, const StepRecord& got, const StepRecord& ref, double rel_tol) {
+  const std::vector<std::string> names = rt.parameter_names();
+  REQUIRE(got.losses.size() == ref.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(rel_tol));
+  }
+  for (size_t p = 0; p < names.size(); ++p) {
+    INFO(names[p]);
+    CHECK(relative_error(got.grads[p], ref.grads[p]) < rel_tol);
+    CHECK(relative_error(got.params[p], ref.params[p]) < rel_tol);
+  }
+  CHECK(rt.check_replicas() == "");
+  CHECK(got.implicit.empty());
 }
 
 }  // namespace trainplan::executor::testing

@@ -199,3 +199,56 @@ TEST_CASE("executor: an aborted world wakes every waiting rank with the failing 
   CHECK(w.aborted());
   for (int r = 0; r < 2; ++r) CHECK_THAT(errors[static_cast<size_t>(r)], Catch::Contains("rank 2 failed: out of memory in op block3.mlp.fc1"));
 }
+
+TEST_CASE("executor: in-process all-to-all delivers each member's chunk for every other member, in member order",
+          "[executor][communicator]") {
+  const int world = 3;
+  // Member i sends c(i, j) = (i + 2 j) % 3 elements to member j (zero for some pairs); element
+  // values encode (sender, receiver, index), so the definition is the values themselves.
+  auto count = [](int i, int j) { return static_cast<int64_t>((i + 2 * j) % 3); };
+  auto value = [](int i, int j, int64_t x) { return 100.0 * i + 10.0 * j + static_cast<double>(x); };
+  Ranks ranks(world);
+  InProcessWorld w(world, {.timeout_s = 10});
+  CommGroup g{0, {2, 0, 1}, "ep"};  // collective order differs from rank order
+  std::vector<std::vector<double>> got(world);
+  auto errors = run_ranks(world, [&](int r) {
+    const int me = g.index_of(r);
+    std::vector<int64_t> send, recv;
+    std::vector<double> in;
+    for (int j = 0; j < world; ++j) {
+      send.push_back(count(me, j));
+      recv.push_back(count(j, me));
+      for (int64_t x = 0; x < count(me, j); ++x) in.push_back(value(me, j, x));
+    }
+    int64_t total = 0;
+    for (int64_t c : recv) total += c;
+    Tensor out = ranks[r].zeros({total});
+    w.communicator(r).all_to_all_v(g, 5, out, recv, ranks[r].put({static_cast<int64_t>(in.size())}, in), send);
+    got[static_cast<size_t>(r)] = ranks[r].get(out);
+  });
+  for (const auto& e : errors) REQUIRE(e.empty());
+  for (int r = 0; r < world; ++r) {
+    const int me = g.index_of(r);
+    std::vector<double> want;
+    for (int i = 0; i < world; ++i)
+      for (int64_t x = 0; x < count(i, me); ++x) want.push_back(value(i, me, x));
+    CHECK(got[static_cast<size_t>(r)] == want);
+  }
+}
+
+TEST_CASE("executor: all-to-all counts that disagree between two members fail naming both sizes",
+          "[executor][communicator]") {
+  Ranks ranks(2);
+  InProcessWorld w(2, {.timeout_s = 5});
+  const CommGroup g = all_ranks(2);
+  auto errors = run_ranks(2, [&](int r) {
+    // Rank 0 sends 2 elements to rank 1, which expects 3.
+    std::vector<int64_t> send = r == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{0, 1};
+    std::vector<int64_t> recv = r == 0 ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{3, 1};
+    int64_t ns = send[0] + send[1], nr = recv[0] + recv[1];
+    Tensor in = ranks[r].zeros({ns}), out = ranks[r].zeros({nr});
+    w.communicator(r).all_to_all_v(g, 9, out, recv, in, send);
+  });
+  CHECK(errors[0].empty());
+  CHECK_THAT(errors[1], Catch::Contains("the send has 16 bytes of f64, the recv expects"));
+}

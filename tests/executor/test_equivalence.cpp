@@ -68,21 +68,9 @@ void check_equivalent(const RunSpec& spec) {
   const StepRecord& ref = reference(spec.model, spec.global_batch);
   auto rt = make_runtime(spec, equivalence_options());
   const StepRecord got = run_steps(*rt, kSteps);
-  const std::vector<std::string> names = rt->parameter_names();
-  REQUIRE(got.losses.size() == ref.losses.size());
-  for (size_t i = 0; i < got.losses.size(); ++i) {
-    INFO("step " << i + 1);
-    CHECK(got.losses[i] == Approx(ref.losses[i]).epsilon(kRelTol));
-  }
-  for (size_t p = 0; p < names.size(); ++p) {
-    INFO(names[p]);
-    CHECK(relative_error(got.grads[p], ref.grads[p]) < kRelTol);
-    CHECK(relative_error(got.params[p], ref.params[p]) < kRelTol);
-  }
-  // Every copy of every parameter (replicas, tp-replicated tensors, tied copies) is identical.
-  CHECK(rt->check_replicas() == "");
-  // The program carries all the communication (the runtime added none of its own).
-  CHECK(got.implicit.empty());
+  // Every copy of every parameter (replicas, tp-replicated tensors, tied copies) is identical,
+  // and the program carries all the communication (the runtime added none of its own).
+  check_matches_one_rank(*rt, got, ref, kRelTol);
 }
 
 void check_all(const std::vector<RunSpec>& specs) {

@@ -8,7 +8,14 @@
 #include <functional>
 #include <thread>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+
 #include "executor_test_util.hpp"
+#include "runtime_fixture.hpp"
 #include "trainplan/executor/in_process.hpp"
 #include "trainplan/executor/tcp_world.hpp"
 
@@ -94,8 +101,21 @@ std::vector<std::vector<std::byte>> exercise(const std::function<Communicator&(i
       reqs.push_back(c.start_broadcast(g, tag + 6, bc, g.ranks.back()));
       reqs.push_back(c.start_reduce(g, tag + 7, red, ReduceOp::sum, g.ranks[static_cast<size_t>(n / 2)]));
       reqs.push_back(c.start_barrier(g, tag + 8));
+      // All-to-all with counts that vary per pair (some zero): member i sends (3 i + 5 j + id) % 4
+      // elements to member j.
+      auto count = [&](int i, int j) { return static_cast<int64_t>((3 * i + 5 * j + g.id) % 4); };
+      std::vector<int64_t> send_counts, recv_counts;
+      for (int j = 0; j < n; ++j) {
+        send_counts.push_back(count(me, j));
+        recv_counts.push_back(count(j, me));
+      }
+      int64_t total_send = 0, total_recv = 0;
+      for (int j = 0; j < n; ++j) total_send += send_counts[static_cast<size_t>(j)], total_recv += recv_counts[static_cast<size_t>(j)];
+      Tensor a2a_in = dev.put(DType::f32, {total_send}, random_values(rng, static_cast<size_t>(total_send)));
+      Tensor a2a_out = dev.zeros({total_recv}, DType::f32);
       for (auto& q : reqs) q->wait();
-      for (const Tensor& t : {ar, ard, mx, rs_out, ag_out, bc, red}) results.push_back(t);
+      c.all_to_all_v(g, tag + 9, a2a_out, recv_counts, a2a_in, send_counts);
+      for (const Tensor& t : {ar, ard, mx, rs_out, ag_out, bc, red, a2a_out}) results.push_back(t);
     }
     // A ring of messages (across processes and inside one), received before and after the send.
     Tensor msg = dev.put(DType::f32, {17}, random_values(rng, 17));
@@ -181,4 +201,48 @@ TEST_CASE("executor: a tcp collective some rank never joins times out naming the
   auto rb = job.comm(2).start_all_reduce(pair, 9, b, ReduceOp::sum);
   REQUIRE_ERROR_CONTAINS(rb->wait(), "members pass different sizes");
   REQUIRE_ERROR_CONTAINS(ra->wait(), "members pass different sizes");
+}
+
+TEST_CASE("executor: a MoE plan with ep 2 over tcp (one process per rank) leaves the in-process run's bits",
+          "[executor][communicator][tcp][moe]") {
+  // The expert all-to-alls (all_to_all_v over eager sends) and the expert gradients' reduction
+  // cross the processes: the same losses and the same checkpoint shard bytes as in-process.
+  RunSpec s;
+  s.model = "tiny-moe";
+  s.dp = 2, s.ep = 2;
+  const int steps = 2;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "trainplan-moe-tcp";
+  std::filesystem::remove_all(dir);
+  auto in_process = make_runtime(s);
+  std::vector<double> expected;
+  for (int i = 0; i < steps; ++i) expected.push_back(in_process->step().loss);
+  in_process->save_checkpoint((dir / "in-process").string());
+
+  Job job({0, 1}, 20, "moe");
+  std::vector<std::vector<double>> losses(2);
+  const std::vector<std::string> errors = run_ranks(2, [&](int p) {
+    RuntimeOptions o = test_options();
+    o.world = std::shared_ptr<CommWorld>(job.worlds[static_cast<size_t>(p)].get(), [](CommWorld*) {});
+    auto rt = make_runtime(s, o);
+    for (int i = 0; i < steps; ++i) losses[static_cast<size_t>(p)].push_back(rt->step().loss);
+    rt->save_checkpoint((dir / "tcp").string());
+  });
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  CHECK(losses[0] == expected);
+  CHECK(losses[1] == expected);
+  auto bytes = [](const std::filesystem::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  for (int r = 0; r < 2; ++r) {
+    const std::string shard = fmt::format("rank-{:05d}.bin", r);
+    INFO(shard);
+    const std::vector<char> want = bytes(dir / "in-process" / shard);
+    CHECK(!want.empty());
+    CHECK(bytes(dir / "tcp" / shard) == want);
+  }
+  std::vector<std::thread> closers;
+  for (auto& w : job.worlds) closers.emplace_back([&w] { w->close(); });
+  for (auto& t : closers) t.join();
+  std::filesystem::remove_all(dir);
 }

@@ -164,26 +164,40 @@ TEST_CASE("executor mp: mpirun -np 8 (dp2 x tp2 x pp2, interleaved 1F1B) and -np
   check_mpirun(2, {sel});
 }
 
+namespace {
+
+// `trainplan launch --nproc-per-node n` with execute's arguments (without "execute").
+std::function<std::vector<std::string>(const std::vector<std::string>&)> launch_cmd(int n) {
+  return [n](const std::vector<std::string>& args) {
+    std::vector<std::string> c = {cli(), "launch", "--nproc-per-node", std::to_string(n)};
+    c.insert(c.end(), args.begin() + 1, args.end());
+    return c;
+  };
+}
+
+}  // namespace
+
 TEST_CASE("executor mp: trainplan launch --nproc-per-node 4 and 2 equal the in-process run and one rank",
           "[executor_mp][launch]") {
   RunSpec all = spec("tiny-gpt", 2, 2, 2);
   all.micro_batch = 2;
   all.sp = true;
   all.zero = 1;
-  check_against_in_process(all, "launch-4", [](const std::vector<std::string>& args) {
-    std::vector<std::string> c = {cli(), "launch", "--nproc-per-node", "4"};
-    c.insert(c.end(), args.begin() + 1, args.end());  // without "execute"
-    return c;
-  });
+  check_against_in_process(all, "launch-4", launch_cmd(4));
   RunSpec mlp = spec("tiny-mlp", 2, 1, 2);
   mlp.micro_batch = 2;
   mlp.zero = 1;
   mlp.recompute = plan::Recompute::full;
-  check_against_in_process(mlp, "launch-2", [](const std::vector<std::string>& args) {
-    std::vector<std::string> c = {cli(), "launch", "--nproc-per-node", "2"};
-    c.insert(c.end(), args.begin() + 1, args.end());
-    return c;
-  });
+  check_against_in_process(mlp, "launch-2", launch_cmd(2));
+}
+
+TEST_CASE("executor mp: trainplan launch of a MoE plan with ep 2 (the all-to-alls across processes) equals the "
+          "in-process run and one rank",
+          "[executor_mp][launch][moe]") {
+  RunSpec moe = spec("tiny-moe", 2, 1, 1);
+  moe.ep = 2;
+  moe.micro_batch = 2;
+  check_against_in_process(moe, "launch-moe", launch_cmd(2));
 }
 
 namespace {

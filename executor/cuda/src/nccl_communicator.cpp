@@ -501,6 +501,15 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  // MoE expert parallelism runs on the CPU backend; its all-to-all is not an NCCL operation here.
+  std::shared_ptr<CommRequest> start_all_to_all_v(const CommGroup& g, int64_t tag, const Tensor&,
+                                                  std::span<const int64_t>, const Tensor&,
+                                                  std::span<const int64_t>) override {
+    throw Error(fmt::format("NCCL communicator: all_to_all_v (tag {} on {}) is not implemented: MoE expert "
+                            "parallelism runs on the CPU backend",
+                            tag, g.describe()))
+        .hint("execute MoE plans with --backend cpu");
+  }
   bool wait_any(std::span<const std::shared_ptr<CommRequest>> requests, double timeout_s) override {
     const double deadline = now_s() + timeout_s;
     auto pause = std::chrono::microseconds(20);

@@ -299,6 +299,29 @@ class Backend {
   void cross_entropy_forward(Stream& stream, const Tensor& losses, const Tensor& max, const Tensor& sum_exp,
                              const Tensor& logits, const Tensor& targets);
 
+  // ---- mixture of experts ------------------------------------------------------------------
+  // The router's logits come from linear_forward (weight (E, C)); moe_dispatch moves token rows
+  // with embedding_forward / embedding_backward (a row gather / scatter-add by index). These
+  // kernels are the rest. Backends without them (all but the CPU) throw an Error naming the
+  // kernel: MoE runs on the CPU backend.
+  /// probs (N,E) = softmax(logits (N,E)); each row keeps its k largest probabilities (ties:
+  /// the lower expert index) in decreasing order: experts (N,k) i32 = their indices, weights
+  /// (N,k) = the kept probabilities over their sum (renormalised).
+  void router_forward(Stream& stream, const Tensor& weights, const Tensor& experts, const Tensor& probs,
+                      const Tensor& logits);
+  /// dlogits (N,E) = from dweights (N,k) through the renormalisation and the softmax (kept
+  /// experts only: the top-k choice itself has no gradient).
+  void router_backward(Stream& stream, const Tensor& dlogits, const Tensor& dweights, const Tensor& weights,
+                       const Tensor& experts, const Tensor& probs);
+  /// out (N,C) = sum_i weights[n,i] y[rows[n,i]], i in order; rows (N,k) i32 index the routed
+  /// copies y (R,C); a negative row (a dropped copy) adds nothing.
+  void moe_combine_forward(Stream& stream, const Tensor& out, const Tensor& y, const Tensor& weights,
+                           const Tensor& rows);
+  /// dy (R,C) = weights[n,i] dout[n] at rows[n,i] (0 elsewhere); dweights (N,k) =
+  /// dot(dout[n], y[rows[n,i]]) (0 for a dropped copy).
+  void moe_combine_backward(Stream& stream, const Tensor& dy, const Tensor& dweights, const Tensor& dout,
+                            const Tensor& y, const Tensor& weights, const Tensor& rows);
+
   // ---- optimizer ---------------------------------------------------------------------------
   // Global-norm gradient clipping, split so it works on sharded gradients:
   //   sum_squares on every local gradient tensor -> all-reduce sum -> clip_scale -> adamw_step
@@ -375,6 +398,15 @@ class Backend {
   virtual void ce_backward_impl(Stream& s, const Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                 int64_t vocab_begin, const Tensor& max, const Tensor& sum_exp,
                                 double dloss_scale) = 0;
+  // MoE kernels: the default throws an Error naming the kernel (the CPU backend overrides them).
+  virtual void router_forward_impl(Stream& s, const Tensor& weights, const Tensor& experts, const Tensor& probs,
+                                   const Tensor& logits);
+  virtual void router_backward_impl(Stream& s, const Tensor& dlogits, const Tensor& dweights, const Tensor& weights,
+                                    const Tensor& experts, const Tensor& probs);
+  virtual void moe_combine_forward_impl(Stream& s, const Tensor& out, const Tensor& y, const Tensor& weights,
+                                        const Tensor& rows);
+  virtual void moe_combine_backward_impl(Stream& s, const Tensor& dy, const Tensor& dweights, const Tensor& dout,
+                                         const Tensor& y, const Tensor& weights, const Tensor& rows);
   virtual void sum_squares_impl(Stream& s, const Tensor& out, const Tensor& x) = 0;
   virtual void clip_scale_impl(Stream& s, const Tensor& scale, const Tensor& sum_squares, double max_norm) = 0;
   virtual void adamw_step_impl(Stream& s, const Tensor& params, const Tensor& grads, const Tensor& m,

@@ -107,6 +107,20 @@ class Communicator {
   /// data <- the data of the send from global rank `peer` with this tag (equal size).
   virtual std::shared_ptr<CommRequest> start_recv(int peer, int64_t tag, const Tensor& data) = 0;
 
+  /// All-to-all with per-pair counts (MoE dispatch and combine over the expert-parallel group):
+  /// member i sends elements [sum of in_counts[0..j), + in_counts[j]) of `in` to member j and
+  /// receives out_counts[j] elements from member j into `out`, placed in member order. Counts
+  /// are elements (group size each); they must agree pairwise (member i's in_counts[j] is
+  /// member j's out_counts[i]), else the receiving member fails naming both sizes. Pure data
+  /// movement: the same bits whatever the order of arrival. out must not overlap in.
+  /// The default sends and receives each chunk with start_send / start_recv under `tag` and
+  /// copies the member's own chunk on the host (host-accessible tensors: the in-process and
+  /// TCP communicators); the staging communicator stages device tensors through it. Its
+  /// request is a composite: wait on it (or test it), it cannot be passed to wait_any.
+  virtual std::shared_ptr<CommRequest> start_all_to_all_v(const CommGroup& group, int64_t tag, const Tensor& out,
+                                                          std::span<const int64_t> out_counts, const Tensor& in,
+                                                          std::span<const int64_t> in_counts);
+
   /// Blocks until one of `requests` has completed (true), or `timeout_s` has passed or the
   /// world was aborted (false / Error). Lets a rank wait for "any communication" while its
   /// streams are blocked.
@@ -133,6 +147,11 @@ class Communicator {
     start_reduce(group, tag, data, op, root)->wait();
   }
   void barrier(const CommGroup& group, int64_t tag) { start_barrier(group, tag)->wait(); }
+  void all_to_all_v(const CommGroup& group, int64_t tag, const Tensor& out, std::span<const int64_t> out_counts,
+                    const Tensor& in, std::span<const int64_t> in_counts) {
+    start_all_to_all_v(group, tag, out, out_counts, in, in_counts)->wait();
+  }
+
   void send(int peer, int64_t tag, const Tensor& data) { start_send(peer, tag, data)->wait(); }
   void recv(int peer, int64_t tag, const Tensor& data) { start_recv(peer, tag, data)->wait(); }
 };
