@@ -578,7 +578,10 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       // parameters after the optimizer step (the other half, exposed).
       const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
       zero_grad_exposed = exposed_after_backward(half);
-      zero_param_exposed = ring_gather_s(dp_net, stages[heavy].param_bytes);
+      // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params):
+      // the non-expert part over dp * cp, the experts over expert-dp.
+      const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;
+      zero_param_exposed = ring_gather_s(dp_net, dense_bytes * gathered) + ring_gather_s(edp_net, expert_bytes * gathered);
       if (p.zero_stage == 3) {
         // Parameters are gathered per unit in forward and again in backward; with prefetch
         // the gather hides behind the previous unit's compute when that is longer.

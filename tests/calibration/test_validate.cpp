@@ -449,7 +449,7 @@ TEST_CASE("validate: SMDDP-vs-DDP speedups and Horovod scaling efficiencies are 
   CHECK(calibration::to_json(r)["libraries"]["points"] == 5);
 }
 
-TEST_CASE("validate: a MoE point maps onto its catalog model with ep, a MoE shape the catalog lacks is unmapped", "[calibration][moe]") {
+TEST_CASE("validate: MoE points map onto their catalog models with ep (Qwen3-30B-A3B, DeepSeek-V3 with MLA)", "[calibration][moe]") {
   const auto r = calibration::validate_published(testing::source_path("calibration/data/published-moe.json"), hw::Catalog::builtin());
   const auto& qwen = point(r, "nemo-automodel-h100-qwen3-30b-a3b-8gpu");
   REQUIRE(qwen.mapped);
@@ -458,6 +458,7 @@ TEST_CASE("validate: a MoE point maps onto its catalog model with ep, a MoE shap
   CHECK(std::any_of(qwen.assumptions.begin(), qwen.assumptions.end(),
                     [](const std::string& a) { return a.find("modelled as ZeRO-1") != std::string::npos; }));
   const auto& dsv3 = point(r, "nemo-automodel-h100-deepseek-v3-256gpu");
-  CHECK_FALSE(dsv3.mapped);
-  CHECK(dsv3.reason.find("256 experts") != std::string::npos);
+  REQUIRE(dsv3.mapped);
+  CHECK(dsv3.setup.find("deepseek-v3") == 0);
+  CHECK(dsv3.setup.find(" ep") != std::string::npos);
 }
