@@ -398,13 +398,18 @@ struct detail::TcpWorldState {
     }
     std::lock_guard lock(mutex);
     peer.gone = true;
-    if (!peer.bye && !closing) {
-      std::vector<int> ranks = ranks_of(peer.process);
-      abort_locked(fmt::format("rank{} {} ({}) disconnected without saying goodbye: the process died or was killed{}",
-                               ranks.size() > 1 ? "s" : "", ranks_text(ranks), peer.name,
-                               failure.empty() ? "" : " (" + failure + ")"));
-    }
+    if (!peer.bye && !closing) peer_lost_locked(peer, failure);
     cv.notify_all();
+  }
+
+  // Caller holds the mutex. A peer's connection broke before its goodbye, seen by the receive
+  // thread (end of stream) or the send thread (EPIPE / ECONNRESET), whichever comes first: both
+  // name the peer's ranks, so every survivor reports the same cause.
+  void peer_lost_locked(const Peer& peer, const std::string& detail) {
+    std::vector<int> ranks = ranks_of(peer.process);
+    abort_locked(fmt::format("rank{} {} ({}) disconnected without saying goodbye: the process died or was killed{}",
+                             ranks.size() > 1 ? "s" : "", ranks_text(ranks), peer.name,
+                             detail.empty() ? "" : " (" + detail + ")"));
   }
 
   void send_loop(Peer& peer) {
@@ -421,7 +426,7 @@ struct detail::TcpWorldState {
         net::send_all(peer.fd, f->data(), f->size(), peer.name);
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
-        if (!closing && !peer.bye) abort_locked(e.what());
+        if (!closing && !peer.bye) peer_lost_locked(peer, e.what());
         return;
       }
     }
