@@ -109,6 +109,11 @@ void print_job(const std::string& file, const plan::Plan& p, const sim::JobSpec&
   std::printf("cost without interruptions: %s (all on-demand: %s; $%.2f on-demand, $%.2f spot per instance-hour)\n",
               units::format_usd(e.cost_usd).c_str(), units::format_usd(e.cost_on_demand_usd).c_str(),
               job.prices.on_demand_usd_per_hour, job.prices.spot_usd_per_hour);
+  if (e.inter_az_transfer_usd > 0)
+    std::printf("  of which inter-AZ traffic: %s ($%.4f per step)\n", units::format_usd(e.inter_az_transfer_usd).c_str(),
+                job.inter_az_usd_per_step);
+  if (e.data_transfer_usd > 0)
+    std::printf("  of which training data from another region: %s\n", units::format_usd(e.data_transfer_usd).c_str());
 }
 
 void print_monte_carlo(const sim::MonteCarloResult& r, const std::optional<sim::ClosedForm>& cf, const JobArgs& a,

@@ -20,6 +20,7 @@
 #include "trainplan/planner/convergence.hpp"
 #include "trainplan/planner/partition.hpp"
 #include "trainplan/planner/search.hpp"
+#include "trainplan/simulator/job_builder.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -112,7 +113,16 @@ void print_best_notes(const planner::SearchResult& res, const planner::SearchReq
   for (const auto& c : res.ranked) types.push_back(c.plan.instance_type);
   if (const std::string note = planner::not_executed_note(catalog, types); !note.empty()) std::printf("\n%s\n", note.c_str());
   plan::Plan p = best.plan;
-  const auto warnings = planner::convergence_warnings(p, plan::resolve(p, catalog, "<best>"), req.global_batch);
+  const plan::PlanContext ctx = plan::resolve(p, catalog, "<best>");
+  std::printf("\nplacement of #1: %s\n", sim::placement_assumption(p, ctx).c_str());
+  if (best.transfer_usd > 0)
+    std::printf("data transfer in #1's cost: %s (%s%s%s)\n", units::format_usd(best.transfer_usd).c_str(),
+                best.simulated && best.simulated->inter_az_bytes > 0
+                    ? fmt::format("{} per step between AZs, simulated", units::format_bytes(best.simulated->inter_az_bytes)).c_str()
+                    : "",
+                best.simulated && best.simulated->inter_az_bytes > 0 && !p.data_region.empty() ? "; " : "",
+                p.data_region.empty() ? "" : fmt::format("training data read from {}", p.data_region).c_str());
+  const auto warnings = planner::convergence_warnings(p, ctx, req.global_batch);
   if (warnings.empty()) return;
   std::printf("\nwarnings on #1 (training dynamics; they change no ranking and no exit code):\n");
   for (const auto& w : warnings) std::printf("  warning: %s [%s]\n", w.message.c_str(), w.source.c_str());
@@ -224,6 +234,7 @@ void run(const PlanArgs& a) {
     throw Error(fmt::format("applies to --model xgboost, not to {}", a.search.model))
         .at(flag)
         .hint("classic ML options (--rows, --features, --rounds, --repeat, --keep-alive, ...) size an XGBoost job");
+  check_data_region_flag(a.search.data_region);
   const planner::SearchRequest req = planner::search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
   planner::SearchResult res = run_search(req);

@@ -105,6 +105,8 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
     double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
     plan::Plan p = plan::read_plan_file(a.plan_file);
+    // --azs above 1, --data-region and --dataset-size override the plan's placement and data.
+    apply_placement_options(p, a.search.azs > 1 ? a.search.azs : 0, a.search.data_region, a.search.dataset_size);
     double epochs = 0, samples = 0;
     if (!a.search.samples.empty() || !a.search.epochs.empty()) {
       // The work as samples x epochs, in the plan's model's tokens per sample.
@@ -126,6 +128,7 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   if (a.search.model.empty() || (a.search.tokens.empty() && a.search.samples.empty()))
     throw Error("trainplan report needs --model and --tokens or --samples (a search) or --plan FILE (one plan)")
         .hint("trainplan report --model gpt2-124m --tokens 1e9 --instances p3.8xlarge --max-gpus 16");
+  check_data_region_flag(a.search.data_region);
   planner::SearchRequest req = planner::search_request(a.search);
   req.exact_top = std::max<size_t>(req.exact_top, a.search.top);
   planner::SearchResult res = run_search(req);

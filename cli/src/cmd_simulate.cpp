@@ -14,6 +14,7 @@
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/timeline.hpp"
 #include "trainplan/planner/analytical.hpp"
+#include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
 
 namespace trainplan::cli {
@@ -27,7 +28,30 @@ struct SimulateArgs : sim::SimulateRequest {
   std::string json_out;
   bool on_calibrated_hardware = false;
   bool any_hardware = false;
+  int64_t azs = 0;  // 0: the plan's
+  std::string data_region, dataset_size;
 };
+
+// Where the instances and the data sit, and what crossing AZs and Regions costs.
+void print_placement(const plan::Plan& p, const plan::PlanContext& ctx, const sim::StepResult& s) {
+  std::printf("placement: %s\n", sim::placement_assumption(p, ctx).c_str());
+  const hw::PlacementFacts& f = ctx.cluster.placement_facts();
+  const double steps = p.training_tokens > 0
+                           ? std::ceil(p.training_tokens / (static_cast<double>(p.global_batch) * ctx.graph.tokens_per_sample()))
+                           : 0.0;
+  if (s.inter_az_bytes > 0) {
+    const double usd = hw::inter_az_transfer_usd(s.inter_az_bytes, f);
+    std::printf("inter-AZ traffic: %s per step, $%.4f per step at $%g/GB in each direction%s\n", units::format_bytes(s.inter_az_bytes).c_str(),
+                usd, f.inter_az_usd_per_gb, steps > 0 ? fmt::format(" (${:.2f} over {:.0f} steps)", usd * steps, steps).c_str() : "");
+  }
+  // The plan's tokens, read once (a job given in samples x epochs: `trainplan job`).
+  const double token_bytes = p.training_tokens * sim::default_sample_bytes(ctx) / std::max<int64_t>(1, ctx.seq_len);
+  if (auto d = sim::data_transfer(p, ctx, token_bytes, 1.0))
+    std::printf("training data in %s, job in %s: $%g/GB out of %s%s\n", p.data_region.c_str(), ctx.instance->prices.region.c_str(),
+                d->usd_per_gb, p.data_region.c_str(),
+                d->bytes > 0 ? fmt::format(", {} read once: ${:.2f}", units::format_bytes(d->bytes), d->usd()).c_str()
+                             : " (give data.bytes or training tokens for the total)");
+}
 
 void write_outputs(const SimulateArgs& a, const sim::StepResult& s, const std::string& calibration_used,
                    const json::Json* extra) {
@@ -50,6 +74,7 @@ void write_outputs(const SimulateArgs& a, const sim::StepResult& s, const std::s
 
 void run(const SimulateArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_path);
+  apply_placement_options(p, a.azs, a.data_region, a.dataset_size);
   plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_path);
   plan::validate(p, ctx, a.plan_path);
 
@@ -151,6 +176,7 @@ void run(const SimulateArgs& a) {
     std::printf("%s tokens = %.0f steps: %s of training at the simulated step time\n", units::format_count(p.training_tokens).c_str(),
                 steps, units::format_duration(steps * s.step_time_s).c_str());
   }
+  print_placement(p, ctx, s);
   if (o.sim.record_timeline) std::printf("timeline and trace events: %s\n", shown.c_str());
   json::Json extra = sim::to_json(r, p, ctx);
   extra["analytical_step_time_s"] = est.step_time_s;
@@ -177,6 +203,7 @@ void add_simulate_command(CLI::App& app) {
   add_real(cmd, "--straggler-stddev", a->straggler_stddev, 0, sim::kMaxStragglerStddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
   add_int(cmd, "--seed", a->seed, 0, std::numeric_limits<int64_t>::max(), "Seed of the straggler jitter");
   add_real(cmd, "--overlap-slowdown", a->overlap_slowdown, 0, sim::kMaxOverlapSlowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");
+  add_placement_options(cmd, a->azs, a->data_region, a->dataset_size);
   cmd->add_option("--trace-ranks", a->trace_ranks,
                   fmt::format("Ranks in --trace / --timeline: all, auto (every rank up to {} GPUs, else data-parallel "
                               "replica 0) or a list such as 0,8-15",

@@ -39,6 +39,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
                                                     limits::kMaxInstances));
   add_int(cmd, "--max-gpus", a.max_gpus, 1, planner::kMaxSearchGpus, "Largest cluster to consider, in GPUs");
   add_int(cmd, "--max-instances", a.max_instances, 0, limits::kMaxInstances, "Largest cluster to consider, in instances (0: no limit)");
+  add_placement_options(cmd, a.azs, a.data_region, a.dataset_size);
   add_choice(cmd, "--objective", a.objective, {"time", "cost", "cost-under-deadline", "time-under-budget"},
              "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget); a deadline or budget "
              "that no plan meets exits with code 3");

@@ -98,6 +98,7 @@ Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> 
   c.cpu_order_ = std::move(parsed.cpu_order);
   c.cb_rules_ = std::move(parsed.capacity_block_rules);
   c.cb_offers_ = std::move(parsed.capacity_block_offers);
+  c.placement_ = std::move(parsed.placement);
   for (auto& [name, inst] : c.instances_) c.price_capacity_block(inst);
   return c;
 }

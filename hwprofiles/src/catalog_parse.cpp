@@ -257,6 +257,43 @@ void parse_capacity_blocks(const Reader& r, std::vector<SourceRef>& refs, Parsed
   r.finish();
 }
 
+// ---- placement (AZs, data transfer) ---------------------------------------------------------
+
+// {"inter_az_latency", "single_flow_bandwidth", "nccl_socket_flows", "inter_az_usd_per_gb",
+//  "sources": {fact: id}, "inter_region": [{"from", "usd_per_gb", "to": {region: usd}, "source"}]};
+// one file of the catalog may hold it.
+void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
+  if (out.placement.present())
+    throw r.error("placement facts are defined twice").hint("keep one \"placement\" table in the catalog");
+  PlacementFacts& f = out.placement;
+  f.inter_az_latency_s = positive_quantity(r.field("inter_az_latency"), Dimension::duration);
+  f.single_flow_bandwidth_bytes_per_s = positive_quantity(r.field("single_flow_bandwidth"), Dimension::bandwidth);
+  f.nccl_socket_flows = static_cast<int>(r.field("nccl_socket_flows").as_positive_int(1024));
+  f.inter_az_usd_per_gb = r.field("inter_az_usd_per_gb").as_nonnegative(100.0);
+  Reader src = r.field("sources");
+  for (const char* fact : {"efa_one_az", "inter_az_latency", "single_flow_bandwidth", "nccl_socket_flows", "inter_az_usd_per_gb"}) {
+    add_source_refs(src.field(fact), refs);
+    f.sources[fact] = src.field(fact).as_string();
+  }
+  src.finish();
+  for (auto& item : r.field("inter_region").items()) {
+    InterRegionPrice p;
+    p.from = item.field("from").as_string();
+    p.usd_per_gb = item.field("usd_per_gb").as_nonnegative(100.0);
+    if (auto to = item.optional_field("to"))
+      for (auto& [region, value] : to->entries()) p.to[region] = value.as_nonnegative(100.0);
+    add_source_refs(item.field("source"), refs);
+    p.source = item.field("source").as_string();
+    for (const auto& other : f.inter_region)
+      if (other.from == p.from)
+        throw item.field("from").error(fmt::format("a second inter-region price out of {}", p.from)).hint("one entry per source region");
+    item.finish();
+    f.inter_region.push_back(std::move(p));
+  }
+  r.ignore("comment");
+  r.finish();
+}
+
 // ---- instances -----------------------------------------------------------------------------
 
 IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
@@ -635,6 +672,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
       }
     }
     if (auto cb = r.optional_field("capacity_blocks")) parse_capacity_blocks(*cb, refs, out);
+    if (auto pl = r.optional_field("placement")) parse_placement(*pl, refs, out);
     if (auto g = r.optional_field("gpus")) {
       for (auto& [name, value] : g->entries()) {
         if (out.gpus.count(name))
@@ -658,6 +696,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     r.ignore("sources");
     r.ignore("gpus");
     r.ignore("capacity_blocks");
+    r.ignore("placement");
     if (auto cpu = r.optional_field("cpu_families")) parse_cpu_families(*cpu, refs, out);
     std::unique_ptr<DefaultsNode> defaults;
     if (auto d = r.optional_field("defaults")) {

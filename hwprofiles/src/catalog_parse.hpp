@@ -28,6 +28,7 @@ struct ParsedCatalog {
   CapacityBlockRules capacity_block_rules;
   std::vector<CapacityBlockOffer> capacity_block_offers;
   std::vector<std::pair<std::string, std::string>> capacity_block_locations;  // (file, pointer) per offer
+  PlacementFacts placement;
 };
 
 /// Checks (display name, parsed document) files. Errors name the file and the JSON pointer.

@@ -25,6 +25,7 @@ std::string_view vertex_kind_name(VertexKind k) {
     case VertexKind::nic: return "nic";
     case VertexKind::fabric: return "fabric";
     case VertexKind::nvlink_domain: return "nvlink_domain";
+    case VertexKind::region: return "region";
   }
   return "?";
 }
@@ -37,6 +38,7 @@ std::string_view link_kind_name(LinkKind k) {
     case LinkKind::inter_socket: return "inter_socket";
     case LinkKind::nic: return "nic";
     case LinkKind::network: return "network";
+    case LinkKind::inter_az: return "inter_az";
   }
   return "?";
 }
@@ -54,6 +56,7 @@ struct NodeLayout {
   int first_nic = 0;
   int nic_vertices = 0;
   int devices_per_nic_vertex = 1;
+  int ena = -1;             // local vertex of the ENA (TCP to other AZs), -1 if none
   int vertices = 0;         // per node
   std::vector<int> gpu_socket;  // per local GPU
   std::vector<int> gpu_switch;  // per local GPU: PCIe switch index, -1 if on a root port
@@ -61,7 +64,7 @@ struct NodeLayout {
   std::vector<int> nic_first_gpu;  // per NIC vertex: first GPU it serves
 };
 
-NodeLayout make_layout(const InstanceType& t) {
+NodeLayout make_layout(const InstanceType& t, bool zoned) {
   NodeLayout L;
   const int g = t.gpu_count;
   L.gpus = g;
@@ -78,6 +81,7 @@ NodeLayout make_layout(const InstanceType& t) {
   L.devices_per_nic_vertex = nics >= g ? nics / g : 1;
   L.first_nic = next;
   next += L.nic_vertices;
+  if (zoned) L.ena = next++;
   L.vertices = next;
   const int per_socket = g > 1 ? g / L.sockets : 1;
   for (int i = 0; i < g; ++i) {
@@ -99,6 +103,13 @@ struct Cluster::Impl {
   // instance. Domain vertices exist whenever the type's nvlink_domain_instances > 1, so that
   // every node's link block is the same whatever the grouping.
   int domain = 1;
+  Placement placement;
+  PlacementFacts facts;
+  std::vector<int> node_az;     // AZ per node
+  std::vector<int> az_fabric;   // fabric vertex per AZ (az_fabric[0] == fabric)
+  int region = -1;              // the region vertex joining the nodes' ENAs (zoned graphs)
+  double inter_az_bandwidth = 0;
+  double inter_az_latency = 0;
   NodeLayout layout;
   int links_per_node = 0;
   int fabric = 0;
@@ -111,6 +122,8 @@ struct Cluster::Impl {
   // Node 0 -> 1 and 1 -> 0 when the two are in different NVLink domains (only when domain > 1
   // and the cluster spans several domains): the EFA routes.
   std::vector<Route> up_x, down_x;
+  // Node 0 -> 1 and 1 -> 0 when the two are in different AZs (zoned graphs): over the ENAs.
+  std::vector<Route> up_z, down_z;
   // Routes between other nodes, translated from the templates on first use.
   mutable std::shared_mutex mutex;
   mutable std::unordered_map<uint64_t, Route> cache;
@@ -121,9 +134,13 @@ struct Cluster::Impl {
 
   Impl() = default;
   Impl(const Impl& o)
-      : type(o.type), gpu(o.gpu), count(o.count), domain(o.domain), layout(o.layout), links_per_node(o.links_per_node),
+      : type(o.type), gpu(o.gpu), count(o.count), domain(o.domain), placement(o.placement), facts(o.facts), node_az(o.node_az),
+        az_fabric(o.az_fabric), region(o.region), inter_az_bandwidth(o.inter_az_bandwidth),
+        inter_az_latency(o.inter_az_latency), layout(o.layout), links_per_node(o.links_per_node),
         fabric(o.fabric), vertices(o.vertices), links(o.links), graph(o.graph), intra(o.intra),
-        up(o.up), down(o.down), up_x(o.up_x), down_x(o.down_x) {}
+        up(o.up), down(o.down), up_x(o.up_x), down_x(o.down_x), up_z(o.up_z), down_z(o.down_z) {}
+
+  bool zoned() const { return layout.ena >= 0; }
 
   bool has_domains() const { return type.topology.nvlink_domain_instances > 1; }
   // Vertex of the NVLink domain that node k belongs to (after the fabric vertex).
@@ -168,6 +185,7 @@ struct Cluster::Impl {
     for (int s = 0; s < L.sockets; ++s) add_vertex(VertexKind::cpu, k, s, n + fmt::format("cpu{}", s));
     for (int j = 0; j < L.nic_vertices; ++j)
       add_vertex(VertexKind::nic, k, j, n + fmt::format("nic{}", j), L.devices_per_nic_vertex);
+    if (L.ena >= 0) add_vertex(VertexKind::nic, k, L.nic_vertices, n + "ena", 1);
   }
 
   void link_node(int k) {
@@ -208,8 +226,13 @@ struct Cluster::Impl {
                t.pcie_bandwidth_bytes_per_s * L.devices_per_nic_vertex, t.pcie_latency_s);
     }
     for (int j = 0; j < L.nic_vertices; ++j)
-      add_link(vertex(k, L.first_nic + j), fabric, LinkKind::network,
+      add_link(vertex(k, L.first_nic + j), az_fabric[static_cast<size_t>(node_az[static_cast<size_t>(k)])], LinkKind::network,
                net.nic_bandwidth_bytes_per_s() * L.devices_per_nic_vertex, 0.5 * net.latency_s);
+    // Other AZs: TCP from host memory (socket 0) over the ENA, then the Region's network.
+    if (L.ena >= 0) {
+      add_link(vertex(k, L.first_cpu), vertex(k, L.ena), LinkKind::nic, inter_az_bandwidth, t.pcie_latency_s, " ena");
+      add_link(vertex(k, L.ena), region, LinkKind::inter_az, inter_az_bandwidth, 0.5 * inter_az_latency);
+    }
     // The node's NVSwitch joins its UltraServer's NVLink switch domain: wide enough for every
     // GPU's full NVLink bandwidth and without latency of its own, since the NVLink switch
     // trays are one tier (a GPU reaches any GPU of the domain in the same two NVLink hops as
@@ -225,10 +248,16 @@ struct Cluster::Impl {
   Route search(int na, int a, int nb, int b) const {
     const int src = vertex(na, a), dst = vertex(nb, b);
     detail::RouteScope scope{na, nb, {}};
+    // Two nodes of one AZ talk over EFA only: their ENAs are for other AZs.
+    if (zoned() && na != nb && node_az[static_cast<size_t>(na)] == node_az[static_cast<size_t>(nb)]) {
+      scope.excluded.assign(vertices.size(), 0);
+      scope.excluded[static_cast<size_t>(vertex(na, layout.ena))] = 1;
+      scope.excluded[static_cast<size_t>(vertex(nb, layout.ena))] = 1;
+    }
     auto best = detail::search_route(graph, vertices, links, src, dst, scope);
     TP_ASSERT_MSG(best.has_value(), "cluster graph is disconnected");
     if (na == nb) return *best;
-    scope.excluded.assign(vertices.size(), 0);
+    if (scope.excluded.empty()) scope.excluded.assign(vertices.size(), 0);
     for (int j = 0; j < layout.nic_vertices; ++j) {
       if (j != layout.gpu_nic[a]) scope.excluded[static_cast<size_t>(vertex(na, layout.first_nic + j))] = 1;
       if (j != layout.gpu_nic[b]) scope.excluded[static_cast<size_t>(vertex(nb, layout.first_nic + j))] = 1;
@@ -260,10 +289,28 @@ Cluster::Cluster(const Cluster& other) : impl_(std::make_unique<Impl>(*other.imp
 Cluster::~Cluster() = default;
 
 Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catalog) {
-  return build_grouped(type, count, catalog, type.topology.nvlink_domain_instances);
+  return build(type, count, catalog, Placement{});
 }
 
-Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain) {
+Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catalog, const Placement& placement) {
+  if (count < 1)
+    throw Error(fmt::format("a cluster needs at least 1 instance, got {}", count)).hint("use an instance count of 1 or more");
+  const int azs = placement.azs;
+  if (azs < 1 || azs > kMaxAzs || azs > count)
+    throw Error(fmt::format("cannot place {} instance{} in {} Availability Zones", count, count == 1 ? "" : "s", azs))
+        .hint(fmt::format("use 1 to {} AZs (at most one per instance; a Region has at most {})", std::min(count, kMaxAzs), kMaxAzs));
+  if (azs > 1 && !catalog.placement().present())
+    throw Error("the catalog has no placement facts (inter-AZ latency and bandwidth)")
+        .hint("add a \"placement\" table to the catalog (as hwprofiles/catalog/placement.json) or use one AZ");
+  if (azs > 1 && type.topology.nvlink_domain_instances > 1)
+    throw Error(fmt::format("{} instances form NVLink domains of {} (UltraServers) that lie in one AZ", type.name,
+                            type.topology.nvlink_domain_instances))
+        .hint("place the job in one AZ");
+  return build_grouped(type, count, catalog, type.topology.nvlink_domain_instances, placement, az_of_nodes(count, azs));
+}
+
+Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain,
+                               const Placement& placement, const std::vector<int>& node_az) {
   if (count < 1)
     throw Error(fmt::format("a cluster needs at least 1 instance, got {}", count)).hint("use an instance count of 1 or more");
   if (static_cast<int64_t>(count) * type.gpu_count > limits::kMaxGpus)
@@ -281,13 +328,31 @@ Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalo
   impl->gpu = catalog.gpu(type.gpu);
   impl->count = count;
   impl->domain = domain;
-  impl->layout = make_layout(type);
+  impl->placement = placement;
+  impl->facts = catalog.placement();
+  impl->node_az = node_az;
+  const bool zoned = placement.azs > 1;
+  impl->layout = make_layout(type, zoned);
+  if (zoned) {
+    impl->inter_az_bandwidth = inter_az_bandwidth_bytes_per_s(type, catalog.placement());
+    impl->inter_az_latency = catalog.placement().inter_az_latency_s;
+  }
   const int vn = impl->layout.vertices;
   impl->fabric = count * vn;
   for (int k = 0; k < count; ++k) impl->build_node(k);
   impl->add_vertex(VertexKind::fabric, -1, 0, "fabric");
+  impl->az_fabric.push_back(impl->fabric);
   if (impl->has_domains())
     for (int d = 0; d * domain < count; ++d) impl->add_vertex(VertexKind::nvlink_domain, -1, d, fmt::format("nvl_domain{}", d));
+  if (zoned) {
+    // AZ 0's fabric is "fabric"; the other AZs' fabrics and the region follow.
+    for (int z = 1; z < placement.azs; ++z) {
+      impl->az_fabric.push_back(static_cast<int>(impl->vertices.size()));
+      impl->add_vertex(VertexKind::fabric, -1, z, fmt::format("fabric_az{}", z));
+    }
+    impl->region = static_cast<int>(impl->vertices.size());
+    impl->add_vertex(VertexKind::region, -1, 0, "region");
+  }
   for (int k = 0; k < count; ++k) {
     impl->link_node(k);
     if (k == 0) impl->links_per_node = static_cast<int>(impl->links.size());
@@ -301,14 +366,20 @@ Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalo
   if (impl->has_domains() && domain > 1 && count > domain) {
     // Nodes in different NVLink domains: the routes of a 2-node cluster whose nodes are in
     // domains of their own (same link ids: every node's link block is the same).
-    Cluster apart = build_grouped(type, 2, catalog, 1);
+    Cluster apart = build_grouped(type, 2, catalog, 1, placement, {0, 0});
     impl->up_x = std::move(apart.impl_->up);
     impl->down_x = std::move(apart.impl_->down);
+  }
+  if (zoned && count > 2) {
+    // Nodes in different AZs: the routes of a 2-node cluster whose nodes are in two AZs.
+    Cluster apart = build_grouped(type, 2, catalog, domain, placement, {0, 1});
+    impl->up_z = std::move(apart.impl_->up);
+    impl->down_z = std::move(apart.impl_->down);
   }
   if (count > 2) {
     // Nodes 0 and 1 and their link ids are the same in a 2-node cluster, whose graph is far
     // smaller to search: take the route templates from there.
-    Cluster pair = build_grouped(type, 2, catalog, domain);
+    Cluster pair = build_grouped(type, 2, catalog, domain, placement, {0, 0});
     impl->intra = std::move(pair.impl_->intra);
     impl->up = std::move(pair.impl_->up);
     impl->down = std::move(pair.impl_->down);
@@ -330,6 +401,10 @@ Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalo
         impl->up[static_cast<size_t>(a * g + b)] = impl->search(0, a, 1, b);
         impl->down[static_cast<size_t>(a * g + b)] = impl->search(1, a, 0, b);
       }
+    if (zoned && node_az[0] != node_az[1]) {
+      impl->up_z = impl->up;
+      impl->down_z = impl->down;
+    }
   }
   return Cluster(std::move(impl));
 }
@@ -338,6 +413,12 @@ const InstanceType& Cluster::instance() const { return impl_->type; }
 const GpuSpec& Cluster::gpu_spec() const { return impl_->gpu; }
 int Cluster::num_nodes() const { return impl_->count; }
 int Cluster::gpus_per_node() const { return impl_->type.gpu_count; }
+const Placement& Cluster::placement() const { return impl_->placement; }
+const PlacementFacts& Cluster::placement_facts() const { return impl_->facts; }
+int Cluster::az_of_node(int node) const {
+  TP_ASSERT(node >= 0 && node < impl_->count);
+  return impl_->node_az[static_cast<size_t>(node)];
+}
 const std::vector<Vertex>& Cluster::vertices() const { return impl_->vertices; }
 const std::vector<Link>& Cluster::links() const { return impl_->links; }
 
@@ -362,9 +443,10 @@ const Route& Cluster::route(int gpu_a, int gpu_b) const {
   const size_t index = static_cast<size_t>(a * g + b);
   const int d = impl_->domain;
   const bool apart = d > 1 && na / d != nb / d;  // different NVLink domains: over EFA
+  const bool zones = impl_->zoned() && impl_->node_az[static_cast<size_t>(na)] != impl_->node_az[static_cast<size_t>(nb)];
   if (na == 0 && nb == 0) return impl_->intra[index];
-  if (!apart && na == 0 && nb == 1) return impl_->up[index];
-  if (!apart && na == 1 && nb == 0) return impl_->down[index];
+  if (!apart && !zones && na == 0 && nb == 1) return impl_->up[index];
+  if (!apart && !zones && na == 1 && nb == 0) return impl_->down[index];
 
   const uint64_t key = (static_cast<uint64_t>(gpu_a) << 32) | static_cast<uint32_t>(gpu_b);
   {
@@ -372,8 +454,8 @@ const Route& Cluster::route(int gpu_a, int gpu_b) const {
     auto it = impl_->cache.find(key);
     if (it != impl_->cache.end()) return it->second;
   }
-  const auto& up = apart ? impl_->up_x : impl_->up;
-  const auto& down = apart ? impl_->down_x : impl_->down;
+  const auto& up = zones ? impl_->up_z : apart ? impl_->up_x : impl_->up;
+  const auto& down = zones ? impl_->down_z : apart ? impl_->down_x : impl_->down;
   Route r = na == nb  ? impl_->translate(impl_->intra[index], 0, na, na)
             : na < nb ? impl_->translate(up[index], 0, na, nb)
                       : impl_->translate(down[index], 1, na, nb);

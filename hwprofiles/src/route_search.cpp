@@ -34,7 +34,8 @@ struct VertexOk {
     const Vertex& x = (*vertices)[v_index];
     if (x.kind == VertexKind::gpu) return false;  // GPUs never forward traffic
     if (!scope->excluded.empty() && scope->excluded[v_index]) return false;
-    if (x.kind == VertexKind::fabric || x.kind == VertexKind::nvlink_domain) return scope->node_a != scope->node_b;
+    if (x.kind == VertexKind::fabric || x.kind == VertexKind::nvlink_domain || x.kind == VertexKind::region)
+      return scope->node_a != scope->node_b;
     return x.node == scope->node_a || x.node == scope->node_b;
   }
 };

@@ -1,6 +1,7 @@
 // Resolving a plan against the catalogs, and its cross-field rules.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 
@@ -96,7 +97,7 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec sp
   const hw::InstanceType& inst =
       located(file, "/cluster/instance_type", [&]() -> const hw::InstanceType& { return catalog.instance(plan.instance_type); });
   const hw::GpuSpec& gpu = catalog.gpu(inst.gpu);
-  hw::Cluster cluster = located(file, "/cluster", [&] { return hw::Cluster::build(inst, plan.instance_count, catalog); });
+  hw::Cluster cluster = located(file, "/cluster", [&] { return hw::Cluster::build(inst, plan.instance_count, catalog, plan.placement); });
   if (!plan.precision) plan.precision = gpu.preferred_half_precision();
   if (plan.num_micro_batches == 0 && plan.micro_batch > 0 && plan.dp > 0 &&
       plan.global_batch % (plan.micro_batch * plan.dp) == 0)
@@ -145,6 +146,13 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
   };
   const models::ModelSpec& m = ctx.model_spec;
   const int gpus = ctx.cluster.num_gpus();
+  if (!p.data_region.empty()) {
+    const auto regions = hw::priced_regions(ctx.cluster.placement_facts());
+    if (std::find(regions.begin(), regions.end(), p.data_region) == regions.end())
+      return err("/data/region", fmt::format("no inter-region transfer price for region \"{}\"", p.data_region),
+                 regions.empty() ? std::string("the catalog has no \"placement\" table (hwprofiles/catalog/placement.json)")
+                                 : fmt::format("known regions: {}", join(regions, ", ")));
+  }
   if (p.world_size() != gpus) {
     const std::string product = p.cp > 1 ? fmt::format("dp*tp*pp*cp = {}*{}*{}*{}", p.dp, p.tp, p.pp, p.cp)
                                          : fmt::format("dp*tp*pp = {}*{}*{}", p.dp, p.tp, p.pp);

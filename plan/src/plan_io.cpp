@@ -168,6 +168,21 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (auto f = tr->optional_field("platform")) p.platform = parse_enum(*f, {Platform::ec2, Platform::sagemaker}, platform_name);
     tr->finish();
   }
+  if (auto pl = r.optional_field("placement")) {
+    if (auto f = pl->optional_field("azs")) p.placement.azs = static_cast<int>(f->as_positive_int(hw::kMaxAzs));
+    if (auto f = pl->optional_field("placement_group")) {
+      if (f->as_string() != "cluster")
+        throw f->error(fmt::format("unknown placement group \"{}\"", f->as_string()))
+            .hint("\"cluster\" (one cluster placement group per AZ) is the one modelled");
+    }
+    pl->finish();
+  }
+  if (auto d = r.optional_field("data")) {
+    if (auto f = d->optional_field("region")) p.data_region = f->as_string();
+    if (auto f = d->optional_field("bytes")) p.dataset_bytes = f->as_nonnegative(limits::kMaxBytes);
+    if (auto f = d->optional_field("size")) p.dataset_bytes = f->as_quantity(units::Dimension::bytes);
+    d->finish();
+  }
   if (auto f = r.optional_field("predicted")) p.predicted = f->value();
   r.ignore("comment");
   r.finish();
@@ -212,6 +227,14 @@ json::Json to_json(const Plan& p) {
   j["training"] = {{"tokens", p.training_tokens},
                    {"purchase", std::string(purchase_name(p.purchase))},
                    {"platform", std::string(platform_name(p.platform))}};
+  if (p.placement.azs > 1)  // written across AZs; absent = one AZ, one cluster placement group
+    j["placement"] = {{"azs", p.placement.azs}, {"placement_group", std::string(hw::placement_group_name(p.placement.group))}};
+  if (!p.data_region.empty() || p.dataset_bytes > 0) {
+    json::Json data = json::Json::object();
+    if (!p.data_region.empty()) data["region"] = p.data_region;
+    if (p.dataset_bytes > 0) data["bytes"] = p.dataset_bytes;
+    j["data"] = data;
+  }
   if (!p.predicted.is_null()) j["predicted"] = p.predicted;
   return j;
 }

@@ -55,6 +55,7 @@ void check_option_values(const SearchOptions& a) {
   if (a.seq_len != 0) flag_in_range("--seq-len", a.seq_len, 1, limits::kMaxSeqLen);
   flag_in_range("--max-gpus", a.max_gpus, 1, kMaxSearchGpus);
   flag_in_range("--max-instances", a.max_instances, 0, limits::kMaxInstances);
+  flag_in_range("--azs", a.azs, 1, hw::kMaxAzs);
   flag_choice("--platform", a.platform, {"ec2", "sagemaker"});
   flag_choice("--purchase", a.purchase, {"on-demand", "spot", "both", "capacity-block"});
   flag_in_range("--simulate-top", static_cast<int64_t>(a.simulate_top), 0, limits::kMaxRows);
@@ -141,6 +142,9 @@ SearchRequest search_request(const SearchOptions& a) {
   });
   req.max_gpus = static_cast<int>(a.max_gpus);
   req.max_instances = static_cast<int>(a.max_instances);
+  req.azs = static_cast<int>(a.azs);
+  req.data_region = a.data_region;
+  if (!a.dataset_size.empty()) req.dataset_bytes = flag_positive_quantity("--dataset-size", a.dataset_size, units::Dimension::bytes);
   req.objective = at_flag("--objective", [&] { return parse_objective(a.objective); });
   if (!a.deadline.empty()) req.deadline_s = flag_positive_quantity("--deadline", a.deadline, units::Dimension::duration);
   if (!a.budget.empty()) {

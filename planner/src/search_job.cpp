@@ -16,6 +16,8 @@ std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::Plan
   jo.tokens = req.tokens;
   jo.purchase = spot ? sim::PurchaseOption::spot : sim::PurchaseOption::on_demand;
   jo.platform = req.platform;
+  if (c.simulated) jo.inter_az_bytes_per_step = c.simulated->inter_az_bytes;
+  if (req.samples_per_epoch > 0) jo.epochs = req.epochs;  // epochs of the data read (the steps come from tokens)
   sim::JobSpec job;
   try {
     job = sim::build_job_spec(c.plan, ctx, jo);
@@ -63,6 +65,7 @@ SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& c
   out.breakdown = r.step.breakdown;
   out.tasks_simulated = r.step.stats.tasks_simulated;
   out.wall_s = r.step.stats.wall_s;
+  out.inter_az_bytes = r.step.inter_az_bytes;
   return out;
 }
 

@@ -211,6 +211,9 @@ plan::Plan base_plan(const SearchRequest& req, const std::string& instance, int 
   p.sync_batch_norm = req.sync_batch_norm;
   p.moe_capacity_factor = req.moe_capacity_factor;
   p.moe_load_imbalance = req.moe_load_imbalance;
+  p.placement.azs = std::min(req.azs, count);
+  p.data_region = req.data_region;
+  p.dataset_bytes = req.dataset_bytes;
   return p;
 }
 

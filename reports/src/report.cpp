@@ -400,6 +400,7 @@ void best_plan_parts(Report& r, const plan::PlanContext& ctx, const ReportOption
     else r.notes.push_back("SageMaker job section: left out, no training work given (--tokens)");
   }
   watch.lap("job");
+  r.assumptions.push_back(sim::placement_assumption(best.candidate.plan, ctx));  // also from the spot study: kept once below
   std::sort(r.assumptions.begin(), r.assumptions.end());
   r.assumptions.erase(std::unique(r.assumptions.begin(), r.assumptions.end()), r.assumptions.end());
 }

@@ -190,6 +190,7 @@ void best_plan(Doc& d, const Report& r) {
     text += fmt::format("; {} steps, {} to train ({}), {} on-demand", units::format_count(c.steps), dur(c.time_to_train_s),
                         source_of(c), usd_or(c.cost_on_demand_usd));
     if (r.epochs > 0) text += fmt::format("; {} per epoch over {:g} epochs", dur(c.time_to_train_s / r.epochs), r.epochs);
+    if (c.transfer_usd > 0) text += fmt::format(" (of which {} data transfer: traffic between AZs, data from another region)", usd(c.transfer_usd));
     if (b.spot && b.spot->monte_carlo)
       text += fmt::format("; spot {} p50, {} p90 for the whole job (Monte Carlo)", usd(b.spot->monte_carlo->cost_usd.p50),
                           usd(b.spot->monte_carlo->cost_usd.p90));

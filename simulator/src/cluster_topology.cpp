@@ -20,7 +20,8 @@ LinkClass link_class(hw::LinkKind k) {
     case hw::LinkKind::pcie:
     case hw::LinkKind::inter_socket: return LinkClass::pcie;
     case hw::LinkKind::nic:
-    case hw::LinkKind::network: return LinkClass::net;
+    case hw::LinkKind::network:
+    case hw::LinkKind::inter_az: return LinkClass::net;  // TCP between AZs: NCCL's net transport (sockets)
   }
   return LinkClass::other;
 }
@@ -137,6 +138,8 @@ const std::vector<int>& ClusterTopology::route(int gpu_a, int gpu_b) const {
 }
 
 int ClusterTopology::node_of(int gpu) const { return cluster_.node_of(gpu); }
+
+int ClusterTopology::zone_of(int gpu) const { return cluster_.az_of_gpu(gpu); }
 
 std::vector<int> ClusterTopology::ring_order(const std::vector<int>& gpus) const { return cluster_.ring_order(gpus); }
 

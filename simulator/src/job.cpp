@@ -168,6 +168,10 @@ JobEstimate estimate_job(const JobSpec& job) {
   e.cost_usd = spot * billed_cost_usd(e.billed_s_per_node, job.prices.spot_usd_per_hour, min_s) +
                on_demand * billed_cost_usd(e.billed_s_per_node, job.prices.on_demand_usd_per_hour, min_s);
   e.cost_on_demand_usd = job.nodes * billed_cost_usd(e.billed_s_per_node, job.prices.on_demand_usd_per_hour, min_s);
+  e.inter_az_transfer_usd = static_cast<double>(job.steps) * job.inter_az_usd_per_step;
+  e.data_transfer_usd = job.data_transfer_usd;
+  e.cost_usd += e.inter_az_transfer_usd + e.data_transfer_usd;
+  e.cost_on_demand_usd += e.inter_az_transfer_usd + e.data_transfer_usd;
   return e;
 }
 
@@ -243,6 +247,8 @@ json::Json to_json(const JobEstimate& e) {
   j["billed_s_per_node"] = e.billed_s_per_node;
   j["cost_usd"] = e.cost_usd;
   j["cost_on_demand_usd"] = e.cost_on_demand_usd;
+  if (e.inter_az_transfer_usd > 0) j["inter_az_transfer_usd"] = e.inter_az_transfer_usd;  // only when billed
+  if (e.data_transfer_usd > 0) j["data_transfer_usd"] = e.data_transfer_usd;
   return j;
 }
 

@@ -204,6 +204,95 @@ DataInputSpec data_input_spec(const plan::Plan& plan, const plan::PlanContext& c
   return in;
 }
 
+namespace {
+
+// The parallel groups (tp, cp, dp, pp) with members in two AZs. Rank r runs on GPU r; ranks
+// are numbered ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank (StepProgram::rank_of).
+std::vector<std::string> groups_across_azs(const plan::Plan& p, const hw::Cluster& c) {
+  std::vector<std::string> out;
+  auto az = [&](int pp_rank, int dp_rank, int cp_rank, int tp_rank) {
+    return c.az_of_gpu(((pp_rank * p.dp + dp_rank) * p.cp + cp_rank) * p.tp + tp_rank);
+  };
+  // Whether some group along `axis` (0 tp, 1 cp, 2 dp, 3 pp: that index varies, the others fixed) spans AZs.
+  auto crosses = [&](int axis) {
+    for (int s = 0; s < p.pp; ++s)
+      for (int d = 0; d < p.dp; ++d)
+        for (int k = 0; k < p.cp; ++k)
+          for (int t = 0; t < p.tp; ++t) {
+            const int here = az(s, d, k, t);
+            const int first = axis == 0 ? az(s, d, k, 0) : axis == 1 ? az(s, d, 0, t) : axis == 2 ? az(s, 0, k, t) : az(0, d, k, t);
+            if (here != first) return true;
+          }
+    return false;
+  };
+  const char* names[] = {"tp", "cp", "dp", "pp"};
+  for (int axis = 0; axis < 4; ++axis)
+    if (crosses(axis)) out.push_back(names[axis]);
+  return out;
+}
+
+}  // namespace
+
+std::string placement_assumption(const plan::Plan& plan, const plan::PlanContext& ctx) {
+  const hw::Cluster& c = ctx.cluster;
+  const int n = c.num_nodes(), azs = c.placement().azs;
+  if (azs <= 1)
+    return fmt::format("all {} instance{} in one AZ, cluster placement group{}", n, n == 1 ? "" : "s",
+                       ctx.instance->network.efa ? ", EFA" : "");
+  std::vector<std::string> blocks(static_cast<size_t>(azs));
+  std::vector<int> sizes(static_cast<size_t>(azs), 0);
+  for (int k = 0; k < n; ++k) ++sizes[static_cast<size_t>(c.az_of_node(k))];
+  for (int z = 0; z < azs; ++z) blocks[static_cast<size_t>(z)] = std::to_string(sizes[static_cast<size_t>(z)]);
+  const hw::PlacementFacts& f = c.placement_facts();
+  const auto across = groups_across_azs(plan, c);
+  return fmt::format("{} instances over {} AZs in contiguous blocks ({}), a cluster placement group each; {} inside an AZ, "
+                     "TCP between AZs (NCCL sockets, {} flows of {:.3g} Gbit/s, at most the instance's {:.3g} Gbit/s; {} one-way); "
+                     "groups across AZs: {}",
+                     n, azs, join(blocks, " + "), ctx.instance->network.efa ? "EFA" : "the instance network",
+                     f.nccl_socket_flows, f.single_flow_bandwidth_bytes_per_s * 8 / 1e9,
+                     ctx.instance->network.bandwidth_bytes_per_s * 8 / 1e9, units::format_duration(f.inter_az_latency_s),
+                     across.empty() ? std::string("none") : join(across, ", "));
+}
+
+std::optional<DataTransfer> data_transfer(const plan::Plan& plan, const plan::PlanContext& ctx, double dataset_bytes, double epochs) {
+  const hw::InstanceType& inst = *ctx.instance;
+  if (plan.data_region.empty() || plan.data_region == inst.prices.region) return std::nullopt;
+  if (inst.prices.region.empty())
+    throw Error(fmt::format("{} has no price region to compare the data's region {} with", inst.name, plan.data_region))
+        .hint("give the instance a region in a price file (--prices), or drop data.region");
+  DataTransfer d;
+  d.usd_per_gb = hw::inter_region_usd_per_gb(ctx.cluster.placement_facts(), plan.data_region, inst.prices.region);
+  d.bytes = (plan.dataset_bytes > 0 ? plan.dataset_bytes : dataset_bytes) * epochs;
+  return d;
+}
+
+namespace {
+
+// The placement's assumption, the inter-AZ traffic's price per step and the training data's
+// transfer from another Region (`dataset`: bytes of one epoch).
+void add_placement_costs(JobSpec& job, const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& o, double dataset) {
+  job.assumptions.push_back(placement_assumption(plan, ctx));
+  const hw::PlacementFacts& pf = ctx.cluster.placement_facts();
+  if (o.inter_az_bytes_per_step > 0) {
+    job.inter_az_usd_per_step = hw::inter_az_transfer_usd(o.inter_az_bytes_per_step, pf);
+    job.assumptions.push_back(fmt::format("{:.3g} GB per step cross AZ boundaries, billed ${}/GB leaving one AZ and again entering the other",
+                                          o.inter_az_bytes_per_step / 1e9, pf.inter_az_usd_per_gb));
+  }
+  // Bytes read from the data's Region: one epoch's bytes (data.size, --dataset-bytes, or the
+  // samples) x epochs; without a size the work's tokens, every one read once.
+  const bool per_epoch = plan.dataset_bytes > 0 || o.dataset_bytes > 0 || o.samples > 0;
+  const double epochs = per_epoch ? o.epochs : 1.0;
+  if (auto d = data_transfer(plan, ctx, dataset, epochs)) {
+    job.data_transfer_usd = d->usd();
+    job.assumptions.push_back(fmt::format("training data in {}: {:.3g} GB read once per epoch ({:g} epoch{}) at ${}/GB out of {} "
+                                          "(S3 reads in the job's own region are free)",
+                                          plan.data_region, d->bytes / 1e9, epochs, epochs == 1.0 ? "" : "s", d->usd_per_gb,
+                                          plan.data_region));
+  }
+}
+
+}  // namespace
+
 JobSpec build_job_spec(const plan::Plan& plan, const plan::PlanContext& ctx, const JobOptions& o) {
   TP_ASSERT(ctx.instance != nullptr);
   const hw::InstanceType& inst = *ctx.instance;
@@ -336,6 +425,8 @@ JobSpec build_job_spec(const plan::Plan& plan, const plan::PlanContext& ctx, con
   else if (spot && p.spot_min && p.spot_max)
     job.assumptions.push_back(fmt::format("spot price: midpoint of the sampled ${:.2f}-${:.2f}/h", *p.spot_min, *p.spot_max));
   if (!p.region.empty()) job.assumptions.push_back("prices of region " + p.region);
+
+  add_placement_costs(job, plan, ctx, o, dataset);
   job.assumptions.push_back(fmt::format("startup: provisioning {}, image pull {}, init {} (estimates in lifecycle.json)",
                                         units::format_duration(job.startup.provisioning_s),
                                         units::format_duration(job.startup.container_pull_s),

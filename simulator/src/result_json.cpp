@@ -75,6 +75,7 @@ json::Json to_json(const StepResult& r) {
   j["bytes_sent"] = array_of(r.bytes_sent);
   j["bytes_received"] = array_of(r.bytes_received);
   j["bytes_sent_by_purpose"] = by_purpose(r.bytes_sent_by_purpose);
+  if (r.inter_az_bytes > 0) j["inter_az_bytes"] = r.inter_az_bytes;  // only for plans across AZs
   json::Json s;
   s["events"] = r.stats.events;
   s["tasks_simulated"] = r.stats.tasks_simulated;

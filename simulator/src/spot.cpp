@@ -228,7 +228,8 @@ ClosedForm closed_form(const JobSpec& job, const InterruptionModel& model) {
   const int spot = job.spot_nodes();
   cf.expected_cost_usd = (spot * spot_billed * job.prices.spot_usd_per_hour +
                           (job.nodes - spot) * od_billed * job.prices.on_demand_usd_per_hour) /
-                         3600.0;
+                             3600.0 +
+                         job.transfer_usd();
   return cf;
 }
 

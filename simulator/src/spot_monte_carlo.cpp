@@ -119,7 +119,7 @@ class Ledger {
   RunOutcome& outcome() { return out_; }
   RunOutcome finish() {
     out_.time_s = t_;
-    out_.cost_usd = cost();
+    out_.cost_usd = cost() + s_.job->transfer_usd();  // data transfer as uninterrupted (redone steps not charged again)
     out_.billed_s_spot = spot_total_s_ + launch_s_;
     return out_;
   }

@@ -124,6 +124,7 @@ void StepSimulator::phase_done(int inst, int phase) {
       if (f.src_gpu >= 0) {
         gpu_sent_[static_cast<size_t>(f.src_gpu)] += bytes;
         sent_by_purpose_[static_cast<size_t>(in.purpose)] += bytes;
+        if (f.dst_gpu >= 0 && topo_.zone_of(f.src_gpu) != topo_.zone_of(f.dst_gpu)) inter_az_bytes_ += bytes;
       }
       if (f.dst_gpu >= 0) gpu_received_[static_cast<size_t>(f.dst_gpu)] += bytes;
     }

@@ -209,6 +209,7 @@ class StepSimulator {
   std::vector<std::vector<int>> ring_cache_[2];  // [chain_from_root][group]
   std::vector<double> gpu_sent_, gpu_received_;
   std::array<double, kNumPurposes> sent_by_purpose_{};
+  double inter_az_bytes_ = 0;
 };
 
 }  // namespace trainplan::sim::detail

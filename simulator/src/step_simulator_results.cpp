@@ -55,6 +55,7 @@ StepResult StepSimulator::collect(double wall_s) {
     r.bytes_received[rank] = gpu_received_[static_cast<size_t>(rp.gpu)];
   }
   r.bytes_sent_by_purpose = sent_by_purpose_;
+  r.inter_az_bytes = inter_az_bytes_;
 
   plan::Timeline& tl = r.timeline;
   tl.source = "predicted";

@@ -117,3 +117,50 @@ TEST_CASE("plan: even stage split puts the embedding first and the head last", "
   // 10 blocks per stage.
   CHECK(s[1].last_unit - s[1].first_unit + 1 == 10);
 }
+
+TEST_CASE("plan: one AZ and one cluster placement group by default, not written", "[plan]") {
+  plan::Plan p = parse(kMinimal);
+  CHECK(p.placement.azs == 1);
+  CHECK(p.placement.group == hw::PlacementGroup::cluster);
+  CHECK(p.data_region.empty());
+  const json::Json j = plan::to_json(p);
+  CHECK_FALSE(j.contains("placement"));
+  CHECK_FALSE(j.contains("data"));
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  CHECK(ctx.cluster.placement().azs == 1);
+}
+
+TEST_CASE("plan: placement across AZs and the data's region round-trip and reach the cluster", "[plan]") {
+  json::Json d = json::parse_text(kMinimal, "plan.json");
+  d["placement"] = {{"azs", 3}, {"placement_group", "cluster"}};
+  d["data"] = {{"region", "eu-west-1"}, {"size", "2TB"}};
+  plan::Plan p = plan::parse_plan(d, "plan.json");
+  CHECK(p.placement.azs == 3);
+  CHECK(p.data_region == "eu-west-1");
+  CHECK(p.dataset_bytes == Approx(2e12));
+  const json::Json j = plan::to_json(p);
+  CHECK(j["placement"]["azs"] == 3);
+  CHECK(j["data"]["bytes"] == 2e12);
+  plan::Plan q = plan::parse_plan(j, "again.json");
+  CHECK(json::dump(plan::to_json(q)) == json::dump(j));
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+  // 16 instances over 3 AZs: blocks of 6, 5 and 5.
+  CHECK(ctx.cluster.az_of_node(5) == 0);
+  CHECK(ctx.cluster.az_of_node(6) == 1);
+  CHECK(ctx.cluster.az_of_node(11) == 2);
+}
+
+TEST_CASE("plan: placement and data errors name the pointer and a fix", "[plan]") {
+  REQUIRE_ERROR_CONTAINS(with("/placement", json::Json{{"azs", 0}}), "plan.json: /placement/azs: must be a positive integer");
+  REQUIRE_ERROR_CONTAINS(with("/placement", json::Json{{"azs", 7}}), "plan.json: /placement/azs");
+  REQUIRE_ERROR_CONTAINS(with("/placement", json::Json{{"placement_group", "spread"}}),
+                         "plan.json: /placement/placement_group: unknown placement group \"spread\"");
+  REQUIRE_ERROR_CONTAINS(with("/placement", json::Json{{"az", 2}}), "unknown field \"az\"");
+  REQUIRE_ERROR_CONTAINS(with("/data", json::Json{{"size", "2 parsecs"}}), "/data/size");
+  // A data region without a price.
+  plan::Plan q = with("/data", json::Json{{"region", "mars-north-1"}});
+  auto ctx = plan::resolve(q, hw::Catalog::builtin(), "plan.json");
+  REQUIRE_ERROR_CONTAINS(plan::validate(q, ctx, "plan.json"),
+                         "plan.json: /data/region: no inter-region transfer price for region \"mars-north-1\"");
+}

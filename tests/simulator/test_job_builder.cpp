@@ -247,3 +247,40 @@ TEST_CASE("simulator: an image model's work in tokens counts one token per sampl
   o.epochs = 90;
   CHECK(sim::job_steps(r.plan, r.ctx, o) == static_cast<int64_t>(std::ceil(1'281'167.0 * 90 / 256)));
 }
+
+TEST_CASE("simulator: the job's cost has inter-AZ traffic and the data's inter-region transfer as their own lines", "[simulator][job]") {
+  Resolved r = resolve("gpt3-1.3b", "p4d.24xlarge", 4, 32, 1, 1, 256);
+  sim::JobOptions o;
+  o.step_time_s = 1.0;
+  o.tokens = 256.0 * 2048 * 1000;  // 1000 steps
+  const sim::JobEstimate base = sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o));
+  CHECK(base.inter_az_transfer_usd == 0.0);
+  CHECK(base.data_transfer_usd == 0.0);
+  sim::JobSpec one = sim::build_job_spec(r.plan, r.ctx, o);
+  CHECK(std::count(one.assumptions.begin(), one.assumptions.end(),
+                   "all 4 instances in one AZ, cluster placement group, EFA") == 1);
+
+  // 2 GB per step between AZs: 2 x $0.01 per GB (out of one AZ, into the other) x 1000 steps = $40.
+  o.inter_az_bytes_per_step = 2e9;
+  const sim::JobEstimate az = sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o));
+  CHECK(az.inter_az_transfer_usd == Approx(40.0));
+  CHECK(az.cost_usd == Approx(base.cost_usd + 40.0));
+  CHECK(az.cost_on_demand_usd == Approx(base.cost_on_demand_usd + 40.0));
+
+  // Data in eu-west-1, job in us-east-1: the tokens' bytes (2 bytes per GPT-3 token id) once at $0.02/GB.
+  o.inter_az_bytes_per_step = 0;
+  r.plan.data_region = "eu-west-1";
+  const double bytes = o.tokens * sim::default_sample_bytes(r.ctx) / r.ctx.seq_len;
+  const sim::JobEstimate data = sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o));
+  CHECK(data.data_transfer_usd == Approx(bytes / 1e9 * 0.02));
+  CHECK(data.cost_usd == Approx(base.cost_usd + data.data_transfer_usd));
+  // A given dataset size, read 3 epochs: 3 x 500 GB x $0.02.
+  r.plan.dataset_bytes = 500e9;
+  o.tokens = 0;
+  o.samples = 256.0 * 100;
+  o.epochs = 3;
+  CHECK(sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o)).data_transfer_usd == Approx(30.0));
+  // The data in the job's own region costs nothing.
+  r.plan.data_region = "us-east-1";
+  CHECK(sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o)).data_transfer_usd == 0.0);
+}

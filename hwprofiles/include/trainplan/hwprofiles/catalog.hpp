@@ -26,6 +26,7 @@
 #include "trainplan/core/json.hpp"
 #include "trainplan/core/precision.hpp"
 #include "trainplan/hwprofiles/capacity_block.hpp"
+#include "trainplan/hwprofiles/placement.hpp"
 
 namespace trainplan::hw {
 
@@ -301,6 +302,10 @@ class Catalog {
   /// The offer for `instance_type` in `region`, or nullptr (no published block price there).
   const CapacityBlockOffer* capacity_block_offer(const std::string& instance_type, const std::string& region) const;
 
+  /// Placement facts (catalog key "placement", placement.hpp): inter-AZ latency and bandwidth
+  /// rules, inter-AZ and inter-region transfer prices. Not present() in a catalog without one.
+  const PlacementFacts& placement() const { return placement_; }
+
  private:
   std::map<std::string, GpuSpec> gpus_;
   std::map<std::string, InstanceType> instances_;
@@ -310,6 +315,7 @@ class Catalog {
   std::vector<std::string> cpu_order_;
   CapacityBlockRules cb_rules_;
   std::vector<CapacityBlockOffer> cb_offers_;
+  PlacementFacts placement_;
   // Sets `instance`'s Capacity Block price from the offer of its price region (none: reset).
   void price_capacity_block(InstanceType& instance) const;
 };

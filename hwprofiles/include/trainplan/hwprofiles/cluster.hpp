@@ -26,6 +26,13 @@
 // vertex per n consecutive instances, joined to each of their NVSwitches; GPUs of one domain
 // route over NVLink (the same bandwidth and latency as inside an instance), GPUs of different
 // domains over the NICs and the fabric.
+//
+// Availability Zones (Placement::azs = n > 1, placement.hpp): the instances are split into n
+// contiguous blocks, one per AZ. Each AZ has its own fabric vertex (EFA does not cross AZs);
+// every node gets one more NIC vertex, "ena" (TCP, hanging off CPU socket 0: NCCL's socket
+// transport stages data in host memory), joined to one "region" vertex by an inter_az link of
+// inter_az_bandwidth_bytes_per_s() and half the catalog's inter-AZ latency. GPUs of one AZ
+// route over EFA as before; GPUs of two AZs only through their nodes' ENA and the region.
 #pragma once
 
 #include <memory>
@@ -36,8 +43,8 @@
 
 namespace trainplan::hw {
 
-enum class VertexKind { gpu, nvswitch, pcie_switch, cpu, nic, fabric, nvlink_domain };
-enum class LinkKind { nvlink, nvswitch, pcie, inter_socket, nic, network };
+enum class VertexKind { gpu, nvswitch, pcie_switch, cpu, nic, fabric, nvlink_domain, region };
+enum class LinkKind { nvlink, nvswitch, pcie, inter_socket, nic, network, inter_az };
 std::string_view vertex_kind_name(VertexKind k);
 std::string_view link_kind_name(LinkKind k);
 
@@ -74,6 +81,10 @@ class Cluster {
  public:
   /// Builds `count` instances of `type`. Throws Error if count < 1 or the type is malformed.
   static Cluster build(const InstanceType& type, int count, const Catalog& catalog);
+  /// The same placed over `placement.azs` AZs (placement.hpp). Throws Error when azs is not in
+  /// [1, min(count, kMaxAzs)], when the catalog has no placement facts (azs > 1), or for an
+  /// UltraServer type (its NVLink domain lies in one AZ) with azs > 1.
+  static Cluster build(const InstanceType& type, int count, const Catalog& catalog, const Placement& placement);
 
   Cluster(Cluster&&) noexcept;
   Cluster& operator=(Cluster&&) noexcept;
@@ -85,6 +96,13 @@ class Cluster {
   int num_nodes() const;
   int gpus_per_node() const;
   int num_gpus() const { return num_nodes() * gpus_per_node(); }
+  const Placement& placement() const;
+  /// The catalog's placement facts the cluster was built with (inter-AZ and inter-region
+  /// prices for the job's cost; not present() when the catalog has none).
+  const PlacementFacts& placement_facts() const;
+  /// AZ index (0..azs-1) of instance `node` (contiguous blocks, placement.hpp).
+  int az_of_node(int node) const;
+  int az_of_gpu(int gpu) const { return az_of_node(node_of(gpu)); }
   /// Global GPU index g = node * gpus_per_node + local.
   int node_of(int gpu) const { return gpu / gpus_per_node(); }
   /// Vertex id of global GPU g.
@@ -113,7 +131,10 @@ class Cluster {
   explicit Cluster(std::unique_ptr<Impl> impl);
   // build() with `domain` instances per NVLink domain (the route templates of nodes in
   // different domains come from a 2-node graph built with domain 1).
-  static Cluster build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain);
+  // `node_az`: AZ per node; `zoned`: the graph has the inter-AZ vertices (ENA per node, AZ
+  // fabrics, region), so that a 2-node template graph has the same link blocks.
+  static Cluster build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain,
+                               const Placement& placement, const std::vector<int>& node_az);
   std::unique_ptr<Impl> impl_;
 };
 

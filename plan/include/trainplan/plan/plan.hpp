@@ -166,6 +166,14 @@ struct Plan {
   double training_tokens = 0;
   Purchase purchase = Purchase::on_demand;
   Platform platform = Platform::ec2;
+  /// Where the instances sit: AZs (contiguous blocks of instances per AZ) and placement group
+  /// (hw/placement.hpp). Default: all in one AZ, one cluster placement group, EFA.
+  hw::Placement placement;
+  /// Training data: the Region its bucket is in (empty = the job's region) and its size in
+  /// bytes (0 = unknown), read once per epoch; another Region's data costs inter-region
+  /// transfer out of it.
+  std::string data_region;
+  double dataset_bytes = 0;
 
   /// What the tool that wrote the plan predicted (step time, memory, cost...). Kept verbatim
   /// on read so that a plan round-trips; never used as input.

@@ -119,6 +119,11 @@ struct SearchRequest {
   std::vector<int> instance_counts;         // empty = 1, 2, 4, ... within max_gpus / max_instances
   int max_gpus = 1024;
   int max_instances = 0;          // 0 = no limit
+  /// AZs each candidate's instances are split over (contiguous blocks; at most one AZ per
+  /// instance: min(azs, instances)); the training data's Region and size (plan.hpp).
+  int azs = 1;
+  std::string data_region;
+  double dataset_bytes = 0;
   Objective objective = Objective::time;
   double deadline_s = 0;          // cost_under_deadline
   double budget_usd = 0;          // time_under_budget
@@ -214,6 +219,7 @@ struct SimulatedStep {
   sim::Breakdown breakdown;
   int64_t tasks_simulated = 0;
   double wall_s = 0;  // not deterministic; never written to files compared in tests
+  double inter_az_bytes = 0;  // sent between AZs in one step (sim::StepResult::inter_az_bytes)
 };
 
 /// One simulated step of a plan: the plan's prediction wherever one is printed (the search's
@@ -237,6 +243,10 @@ struct Candidate {
   /// EC2 Capacity Block: instances x time_to_train rounded up to whole days (whole weeks past
   /// 14 days) x the block price, paid up front; nullopt without a published block price.
   std::optional<double> cost_capacity_block_usd;
+  /// Data transfer in each of the costs above: the simulated step's inter-AZ bytes x steps x
+  /// the inter-AZ price both ways (0 before simulation: the estimate does not count bytes),
+  /// and the training data read from another Region (hw/placement.hpp).
+  double transfer_usd = 0;
   std::optional<JobOutcome> on_demand_job;   // whole job (purchase both)
   std::optional<JobOutcome> spot_job;        // whole job with interruptions (purchase spot or both)
   std::optional<SimulatedStep> simulated;

@@ -43,6 +43,12 @@ struct SearchOptions {
   std::string counts;
   int64_t max_gpus = 1024;  // 64-bit, like every integer option, so a bound check sees the value as given
   int64_t max_instances = 0;
+  /// Placement (--azs, --data-region, --dataset-size): AZs the instances are split over (a
+  /// candidate with fewer instances takes one AZ each), the Region of the training data ("" =
+  /// the job's) and its size ("" = from the work).
+  int64_t azs = 1;
+  std::string data_region;
+  std::string dataset_size;
   std::string objective = "time";
   std::string deadline;
   std::string budget;

@@ -110,6 +110,11 @@ struct JobSpec {
   int64_t eval_every_steps = 0;    // 0 = no evaluation
   double eval_duration_s = 0;
   PriceSpec prices;
+  /// Data transfer billed per byte (hw/placement.hpp): the step's traffic between AZs (bytes
+  /// leaving one AZ x the inter-AZ price, charged in and out) and the training data read from
+  /// another Region (bytes read x that Region's outbound price). Added to the cost as they are.
+  double inter_az_usd_per_step = 0;
+  double data_transfer_usd = 0;
   /// Interruption rate of one GPU from hardware and host failures (1/s), on any purchase option.
   double hardware_failure_rate_per_gpu_per_s = 0;
   /// Notes printed with every result ("the spot rate is the p3 trace default", ...).
@@ -117,6 +122,8 @@ struct JobSpec {
 
   int spot_nodes() const;
   int total_gpus() const { return nodes * gpus_per_node; }
+  /// Data transfer of an uninterrupted run: steps x inter_az_usd_per_step + data_transfer_usd.
+  double transfer_usd() const { return static_cast<double>(steps) * inter_az_usd_per_step + data_transfer_usd; }
 
   /// Input time per step (s): input_time_per_step_s(data_input, nodes).
   double input_time_per_step_s() const;
@@ -160,8 +167,10 @@ struct JobEstimate {
   double startup_billed_s = 0;
   double total_s = 0;                   // wall clock from request to the final checkpoint
   double billed_s_per_node = 0;
-  double cost_usd = 0;
+  double cost_usd = 0;                  // instances + data transfer
   double cost_on_demand_usd = 0;        // the same run bought entirely on-demand
+  double inter_az_transfer_usd = 0;     // traffic between AZs (part of both costs)
+  double data_transfer_usd = 0;         // training data from another Region (part of both costs)
 };
 
 /// The job's time and cost assuming no interruption ever happens. Spot nodes are billed at the

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct JobOptions {
   double ebs_bytes_per_s = 0;  // 0 = gp3 baseline
 
   double checkpoint_interval_s = 0;  // 0 = final checkpoint only (choose with spot.hpp)
+  /// Bytes one step sends between AZs (sim::StepResult::inter_az_bytes); 0 in one AZ. Each is
+  /// billed leaving one AZ and entering the other (the catalog's inter-AZ price, twice).
+  double inter_az_bytes_per_step = 0;
   int64_t eval_every_steps = 0;
   double eval_duration_s = 0;
   /// < 0: the lifecycle default (Llama 3 measurement); 0 switches hardware failures off.
@@ -90,6 +94,23 @@ struct CheckpointSizes {
   double read_bytes_per_node = 0;
 };
 CheckpointSizes checkpoint_sizes(const plan::Plan& plan, const plan::PlanContext& ctx);
+
+/// What the plan's placement says, for the assumptions: "all 4 instances in one AZ, cluster
+/// placement group, EFA" or "8 instances over 2 AZs in contiguous blocks (4 + 4), a cluster
+/// placement group each; EFA inside an AZ, TCP over ENA between AZs (...); groups across AZs:
+/// dp" (the parallel groups, of tp, cp, dp and pp, with members in two AZs).
+std::string placement_assumption(const plan::Plan& plan, const plan::PlanContext& ctx);
+
+/// The training data read from another Region than the job's (the instance's price region):
+/// bytes = the plan's data.bytes, else `dataset_bytes` (one epoch), times `epochs`; priced
+/// out of the data's Region (hw::inter_region_usd_per_gb). nullopt when data.region is unset or
+/// is the job's. Throws Error when the instance has no region or the data's has no price.
+struct DataTransfer {
+  double bytes = 0;
+  double usd_per_gb = 0;
+  double usd() const { return bytes / 1e9 * usd_per_gb; }
+};
+std::optional<DataTransfer> data_transfer(const plan::Plan& plan, const plan::PlanContext& ctx, double dataset_bytes, double epochs);
 
 /// The JobSpec of `plan` (resolved in `ctx`) under `options`. Errors name the missing price or
 /// impossible combination (a blend on SageMaker, local-NVMe checkpoints on spot) with a hint.

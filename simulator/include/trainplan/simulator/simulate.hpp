@@ -139,6 +139,9 @@ struct StepResult {
   std::vector<double> bytes_received;
   /// Whole cluster: bytes sent by purpose.
   std::array<double, kNumPurposes> bytes_sent_by_purpose{};
+  /// Whole cluster: bytes sent from a GPU to a GPU of another Availability Zone (each byte
+  /// once; AWS bills it leaving one AZ and entering the other). 0 in one AZ.
+  double inter_az_bytes = 0;
   plan::Timeline timeline;       // empty events unless SimOptions::record_timeline
   SimStats stats;
 };

@@ -53,6 +53,9 @@ class Topology {
   virtual const std::vector<int>& route(int gpu_a, int gpu_b) const = 0;
   /// Instance (node) index of a GPU; hierarchical collectives group ranks by it.
   virtual int node_of(int gpu) const = 0;
+  /// Availability Zone of a GPU's instance (0 .. azs-1); bytes between two AZs are billed
+  /// (StepResult::inter_az_bytes). The default: one AZ.
+  virtual int zone_of(int /*gpu*/) const { return 0; }
   /// The order in which a ring collective visits `gpus` (a permutation of them).
   virtual std::vector<int> ring_order(const std::vector<int>& gpus) const = 0;
   /// Links between GPU `gpu` and the host memory (CPUs) of node `node`: GPU -> host when
@@ -135,6 +138,7 @@ class ClusterTopology final : public Topology {
   const std::vector<LinkSpec>& links() const override { return links_; }
   const std::vector<int>& route(int gpu_a, int gpu_b) const override;
   int node_of(int gpu) const override;
+  int zone_of(int gpu) const override;
   std::vector<int> ring_order(const std::vector<int>& gpus) const override;
   NcclHost nccl_host() const override;
   /// Between a GPU and the CPU socket its PCIe path leads to (its own node), or the socket the
