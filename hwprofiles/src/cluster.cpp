@@ -293,10 +293,8 @@ Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catal
 }
 
 Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catalog, const Placement& placement) {
-  if (count < 1)
-    throw Error(fmt::format("a cluster needs at least 1 instance, got {}", count)).hint("use an instance count of 1 or more");
   const int azs = placement.azs;
-  if (azs < 1 || azs > kMaxAzs || azs > count)
+  if (count >= 1 && (azs < 1 || azs > kMaxAzs || azs > count))
     throw Error(fmt::format("cannot place {} instance{} in {} Availability Zones", count, count == 1 ? "" : "s", azs))
         .hint(fmt::format("use 1 to {} AZs (at most one per instance; a Region has at most {})", std::min(count, kMaxAzs), kMaxAzs));
   if (azs > 1 && !catalog.placement().present())
@@ -306,7 +304,9 @@ Cluster Cluster::build(const InstanceType& type, int count, const Catalog& catal
     throw Error(fmt::format("{} instances form NVLink domains of {} (UltraServers) that lie in one AZ", type.name,
                             type.topology.nvlink_domain_instances))
         .hint("place the job in one AZ");
-  return build_grouped(type, count, catalog, type.topology.nvlink_domain_instances, placement, az_of_nodes(count, azs));
+  // count < 1: build_grouped says so.
+  return build_grouped(type, count, catalog, type.topology.nvlink_domain_instances, placement,
+                       count >= 1 ? az_of_nodes(count, azs) : std::vector<int>{});
 }
 
 Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalog& catalog, int domain,

@@ -220,6 +220,8 @@ json::Json to_json(const JobSpec& job) {
   p["on_demand_usd_per_hour"] = job.prices.on_demand_usd_per_hour;
   p["spot_usd_per_hour"] = job.prices.spot_usd_per_hour;
   p["minimum_billed_s"] = job.prices.minimum_billed_s;
+  if (job.inter_az_usd_per_step > 0) p["inter_az_usd_per_step"] = job.inter_az_usd_per_step;  // only when billed
+  if (job.data_transfer_usd > 0) p["data_transfer_usd"] = job.data_transfer_usd;
   j["prices"] = p;
   j["hardware_failure_rate_per_gpu_per_s"] = job.hardware_failure_rate_per_gpu_per_s;
   j["assumptions"] = job.assumptions;

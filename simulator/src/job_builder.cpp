@@ -208,7 +208,7 @@ namespace {
 
 // The parallel groups (tp, cp, dp, pp) with members in two AZs. Rank r runs on GPU r; ranks
 // are numbered ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank (StepProgram::rank_of).
-std::vector<std::string> groups_across_azs(const plan::Plan& p, const hw::Cluster& c) {
+std::vector<std::string> groups_across_azs(const plan::Plan& p, const hw::Cluster& c, bool tied) {
   std::vector<std::string> out;
   auto az = [&](int pp_rank, int dp_rank, int cp_rank, int tp_rank) {
     return c.az_of_gpu(((pp_rank * p.dp + dp_rank) * p.cp + cp_rank) * p.tp + tp_rank);
@@ -226,8 +226,11 @@ std::vector<std::string> groups_across_azs(const plan::Plan& p, const hw::Cluste
     return false;
   };
   const char* names[] = {"tp", "cp", "dp", "pp"};
-  for (int axis = 0; axis < 4; ++axis)
+  for (int axis = 0; axis < 3; ++axis)
     if (crosses(axis)) out.push_back(names[axis]);
+  // The pipeline sends, and with tied embeddings the first and last stages' all-reduce of the
+  // embedding's gradients (Megatron's embedding group: rank i of each).
+  if (crosses(3)) out.push_back(tied ? "pp (pipeline sends and the tied embedding's gradient all-reduce)" : "pp");
   return out;
 }
 
@@ -244,7 +247,7 @@ std::string placement_assumption(const plan::Plan& plan, const plan::PlanContext
   for (int k = 0; k < n; ++k) ++sizes[static_cast<size_t>(c.az_of_node(k))];
   for (int z = 0; z < azs; ++z) blocks[static_cast<size_t>(z)] = std::to_string(sizes[static_cast<size_t>(z)]);
   const hw::PlacementFacts& f = c.placement_facts();
-  const auto across = groups_across_azs(plan, c);
+  const auto across = groups_across_azs(plan, c, ctx.model_spec.tied_embeddings && plan.pp > 1);
   return fmt::format("{} instances over {} AZs in contiguous blocks ({}), a cluster placement group each; {} inside an AZ, "
                      "TCP between AZs (NCCL sockets, {} flows of {:.3g} Gbit/s, at most the instance's {:.3g} Gbit/s; {} one-way); "
                      "groups across AZs: {}",

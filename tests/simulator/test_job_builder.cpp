@@ -284,3 +284,38 @@ TEST_CASE("simulator: the job's cost has inter-AZ traffic and the data's inter-r
   r.plan.data_region = "us-east-1";
   CHECK(sim::estimate_job(sim::build_job_spec(r.plan, r.ctx, o)).data_transfer_usd == 0.0);
 }
+
+TEST_CASE("simulator: the placement assumption names the AZ blocks and the groups that cross AZs", "[simulator][job]") {
+  Resolved one = resolve("gpt3-1.3b", "p4d.24xlarge", 4, 32, 1, 1, 256);
+  CHECK(sim::placement_assumption(one.plan, one.ctx) == "all 4 instances in one AZ, cluster placement group, EFA");
+  // dp over all 32 GPUs, 4 instances on 2 AZs: the dp ring crosses.
+  plan::Plan p = one.plan;
+  p.placement.azs = 2;
+  Resolved dp(p, hw::Catalog::builtin());
+  const std::string a = sim::placement_assumption(dp.plan, dp.ctx);
+  CHECK_THAT(a, Catch::StartsWith("4 instances over 2 AZs in contiguous blocks (2 + 2), a cluster placement group each; EFA inside "
+                                  "an AZ, TCP between AZs (NCCL sockets, 16 flows of 5 Gbit/s, at most the instance's 400 Gbit/s"));
+  CHECK_THAT(a, Catch::EndsWith("groups across AZs: dp"));
+  // pp = 2 on 2 AZs: each stage is one AZ's block, dp and tp stay inside; the pipeline (and the
+  // tied embedding's all-reduce between the first and last stage) crosses.
+  p.dp = 4;
+  p.tp = 4;
+  p.pp = 2;
+  p.stages.clear();
+  p.num_micro_batches = 0;
+  Resolved pp(p, hw::Catalog::builtin());
+  CHECK_THAT(sim::placement_assumption(pp.plan, pp.ctx),
+             Catch::EndsWith("groups across AZs: pp (pipeline sends and the tied embedding's gradient all-reduce)"));
+  // 3 instances on 3 AZs with tp = 8 inside a node and dp across: dp crosses, tp never.
+  p = one.plan;
+  p.instance_count = 3;
+  p.dp = 3;
+  p.tp = 8;
+  p.global_batch = 240;
+  p.num_micro_batches = 0;
+  p.placement.azs = 3;
+  Resolved tp(p, hw::Catalog::builtin());
+  CHECK_THAT(sim::placement_assumption(tp.plan, tp.ctx), Catch::EndsWith("(1 + 1 + 1), a cluster placement group each; EFA inside an AZ, "
+                                                                          "TCP between AZs (NCCL sockets, 16 flows of 5 Gbit/s, at most "
+                                                                          "the instance's 400 Gbit/s; 500 us one-way); groups across AZs: dp"));
+}
