@@ -56,13 +56,16 @@ void check_option_values(const JobRequest& a) {
 // The job options of the request.
 sim::JobOptions job_options(const JobRequest& a, const plan::Plan& p, const plan::PlanContext& ctx) {
   sim::JobOptions o;
+  SearchRequest calibrated;
   if (!a.step_time.empty()) {
     o.step_time_s = flag_positive_quantity("--step-time", a.step_time, units::Dimension::duration);
   } else {
-    SearchRequest calibrated;
     load_calibration_profiles(calibrated, a.calibration);
     o.step_time_s = estimate_step(p, ctx, calibrated.analytical_for(*ctx.gpu)).step_time_s;
   }
+  // Across AZs the bytes one step sends between AZs come from one simulated step (the estimate
+  // does not count bytes); they are billed per step.
+  if (p.placement.azs > 1) o.inter_az_bytes_per_step = simulate_candidate(p, ctx, calibrated.analytical_for(*ctx.gpu)).inter_az_bytes;
   if (!a.tokens.empty()) o.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
   if (!a.samples.empty()) o.samples = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
   o.epochs = a.epochs;
