@@ -52,6 +52,19 @@ std::optional<JobOutcome> job_outcome(const SearchRequest& req, const plan::Plan
 
 namespace trainplan::planner {
 
+double transfer_usd(const plan::PlanContext& ctx, const Candidate& c, double tokens, double samples_per_epoch, double epochs) {
+  double usd = 0;
+  if (c.simulated && c.simulated->inter_az_bytes > 0)
+    usd += c.steps * hw::inter_az_transfer_usd(c.simulated->inter_az_bytes, ctx.cluster.placement_facts());
+  if (!c.plan.data_region.empty() && !ctx.instance->prices.region.empty()) {
+    const bool by_epoch = samples_per_epoch > 0;
+    const double epoch_bytes = (by_epoch ? samples_per_epoch : tokens / ctx.graph.tokens_per_sample()) * sim::default_sample_bytes(ctx);
+    if (auto d = sim::data_transfer(c.plan, ctx, epoch_bytes, by_epoch || c.plan.dataset_bytes > 0 ? std::max(1.0, epochs) : 1.0))
+      usd += d->usd();
+  }
+  return usd;
+}
+
 SimulatedStep simulate_candidate(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options) {
   sim::PlanSimOptions o;
   o.sim = with_calibration(o.sim, options);

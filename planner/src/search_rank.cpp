@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "search_internal.hpp"
-#include "trainplan/simulator/job_builder.hpp"
 #include "trainplan/core/units.hpp"
 
 namespace trainplan::planner {
@@ -52,32 +51,13 @@ std::pair<double, std::optional<double>> lower_bound(const SearchRequest& req, c
   return {time, cost};
 }
 
-namespace {
-
-// The candidate's data transfer (Candidate::transfer_usd): the simulated step's inter-AZ bytes
-// over every step, and the training data from another Region as build_job_spec counts it (one
-// epoch's bytes x epochs; the work's tokens read once when the work is not in epochs).
-double transfer_usd(const SearchRequest& req, const plan::PlanContext& ctx, const Candidate& c) {
-  double usd = 0;
-  if (c.simulated && c.simulated->inter_az_bytes > 0)
-    usd += c.steps * hw::inter_az_transfer_usd(c.simulated->inter_az_bytes, ctx.cluster.placement_facts());
-  if (!c.plan.data_region.empty() && !ctx.instance->prices.region.empty()) {
-    const bool by_epoch = req.samples_per_epoch > 0;
-    const double epoch_bytes = (by_epoch ? req.samples_per_epoch : req.tokens / ctx.graph.tokens_per_sample()) * sim::default_sample_bytes(ctx);
-    if (auto d = sim::data_transfer(c.plan, ctx, epoch_bytes, by_epoch || c.plan.dataset_bytes > 0 ? std::max(1.0, req.epochs) : 1.0))
-      usd += d->usd();
-  }
-  return usd;
-}
-
-}  // namespace
 
 void settle(const SearchRequest& req, const plan::PlanContext& ctx, Candidate& c) {
   c.time_to_train_s = c.steps * c.step_time_s();
   const double hours = c.time_to_train_s / 3600.0;
   c.cost_on_demand_usd.reset();
   c.cost_spot_usd.reset();
-  c.transfer_usd = transfer_usd(req, ctx, c);
+  c.transfer_usd = transfer_usd(ctx, c, req.tokens, req.samples_per_epoch, req.epochs);
   if (auto price = on_demand_price(*ctx.instance, req.platform))
     c.cost_on_demand_usd = hours * *price * c.plan.instance_count + c.transfer_usd;
   if (auto price = spot_price(*ctx.instance, req.platform)) c.cost_spot_usd = hours * *price * c.plan.instance_count + c.transfer_usd;

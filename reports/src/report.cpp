@@ -65,10 +65,12 @@ std::string purchase_label(sim::PurchaseOption purchase, int nodes, int on_deman
 }
 
 // The job model's options for `p`: its platform, the default data input and checkpoint
-// storage (S3), no evaluation.
-sim::JobOptions job_options(const plan::Plan& p, double step_time_s, double tokens, sim::PurchaseOption purchase,
-                            int on_demand_nodes) {
+// storage (S3), no evaluation; across AZs the bytes a simulated step sends between AZs (the
+// bytes do not depend on the calibration).
+sim::JobOptions job_options(const plan::Plan& p, const plan::PlanContext& ctx, double step_time_s, double tokens,
+                            sim::PurchaseOption purchase, int on_demand_nodes) {
   sim::JobOptions jo;
+  if (p.placement.azs > 1) jo.inter_az_bytes_per_step = planner::simulate_candidate(p, ctx).inter_az_bytes;
   jo.step_time_s = step_time_s;
   jo.tokens = tokens;
   jo.purchase = purchase;
@@ -83,7 +85,7 @@ sim::JobOptions job_options(const plan::Plan& p, double step_time_s, double toke
 PricedJob priced_job(const plan::Plan& p, const plan::PlanContext& ctx, double step_time_s, double tokens,
                      sim::PurchaseOption purchase, int on_demand_nodes, const ReportOptions& o, bool keep_runs) {
   PricedJob r;
-  r.job = sim::build_job_spec(p, ctx, job_options(p, step_time_s, tokens, purchase, on_demand_nodes));
+  r.job = sim::build_job_spec(p, ctx, job_options(p, ctx, step_time_s, tokens, purchase, on_demand_nodes));
   if (r.job.spot_nodes() > 0) r.model = sim::default_interruption_model(*ctx.instance);
   const double rate = sim::job_interruption_rate_per_s(r.job, r.model);
   if (rate > 0 && r.job.checkpoint.write_s() > 0)
@@ -109,7 +111,7 @@ ReportPlan plan_row(size_t position, const Candidate& c, const plan::PlanContext
                                 position, c.plan.instance_type, plan::platform_name(c.plan.platform)));
   } else if (tokens > 0) {
     const sim::JobSpec job =
-        sim::build_job_spec(c.plan, ctx, job_options(c.plan, c.step_time_s(), tokens, sim::PurchaseOption::on_demand, 0));
+        sim::build_job_spec(c.plan, ctx, job_options(c.plan, ctx, c.step_time_s(), tokens, sim::PurchaseOption::on_demand, 0));
     rp.input_time_per_step_s = job.input_time_per_step_s();
     rp.io_stall_per_step_s = std::max(0.0, rp.input_time_per_step_s - c.step_time_s());
     if (with_spot) {
@@ -143,8 +145,10 @@ Candidate candidate_of(const plan::Plan& p, const plan::PlanContext& ctx, double
     c.steps = std::ceil(tokens / tokens_per_step);
     c.time_to_train_s = c.steps * c.step_time_s();
     const double hours = c.time_to_train_s / 3600.0;
-    if (auto price = on_demand_price(*ctx.instance, p.platform)) c.cost_on_demand_usd = hours * *price * p.instance_count;
-    if (auto price = spot_price(*ctx.instance, p.platform)) c.cost_spot_usd = hours * *price * p.instance_count;
+    c.transfer_usd = planner::transfer_usd(ctx, c, tokens, 0, 0);
+    if (auto price = on_demand_price(*ctx.instance, p.platform))
+      c.cost_on_demand_usd = hours * *price * p.instance_count + c.transfer_usd;
+    if (auto price = spot_price(*ctx.instance, p.platform)) c.cost_spot_usd = hours * *price * p.instance_count + c.transfer_usd;
   }
   return c;
 }

@@ -229,6 +229,14 @@ struct SimulatedStep {
 /// `options` carries a calibration profile's compute settings (efficiencies, kernel overhead).
 SimulatedStep simulate_candidate(const plan::Plan& plan, const plan::PlanContext& ctx, const AnalyticalOptions& options = {});
 
+struct Candidate;
+/// A candidate's data transfer (Candidate::transfer_usd): its simulated step's inter-AZ bytes x
+/// steps x the inter-AZ price both ways (0 when not simulated: the estimate counts no bytes), and
+/// the training data from another Region as build_job_spec counts it (one epoch's bytes —
+/// data.size, else `samples_per_epoch` samples, else the work's `tokens` — x epochs, the tokens
+/// read once when the work is not in epochs).
+double transfer_usd(const plan::PlanContext& ctx, const Candidate& c, double tokens, double samples_per_epoch, double epochs);
+
 struct Candidate {
   plan::Plan plan;
   StepEstimate step;              // analytical
