@@ -67,6 +67,7 @@ void Catalog::apply_price_json(const json::Json& doc, const std::string& name) {
   for (const auto& u : updates) {
     InstanceType& inst = instances_.at(u.instance);
     Prices& p = inst.prices;
+    user_priced_.insert(u.instance);
     if (!u.region.empty() && u.region != p.region) {
       // The catalog's prices are for another region: keep only the family factors (uplift,
       // spot discount) so that prices the file does not give are estimated from its EC2 price.

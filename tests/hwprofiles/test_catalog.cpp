@@ -208,6 +208,7 @@ TEST_CASE("hwprofiles: every source id resolves and has a date, memory-only fact
     for (const auto& [group, ref] : cat.cpu_instance(name).sources) check_ref(ref);
   check_ref(cat.capacity_block_rules().source);
   for (const auto& offer : cat.capacity_block_offers()) check_ref(offer.source);
+  check_ref(cat.region_table().source);
   // No dead entries in the sources table.
   for (const auto& [id, source] : cat.sources()) {
     INFO("unused source " << id);
