@@ -218,6 +218,20 @@ std::vector<std::string> Catalog::gpu_names() const {
   return out;
 }
 
+void Catalog::move_to_region(InstanceType& inst, const std::string& region) {
+  Prices& p = inst.prices;
+  p.region = region;
+  p.ec2_on_demand.reset();
+  p.sagemaker_on_demand.reset();
+  p.sagemaker_estimated = false;
+  p.spot.reset();
+  p.spot_min.reset();
+  p.spot_max.reset();
+  p.spot_estimated = false;
+  p.interruption_bucket.clear();
+  for (const char* group : {"ec2_on_demand", "sagemaker", "spot", "interruption"}) inst.sources.erase(group);
+}
+
 std::optional<std::vector<std::string>> Catalog::offered_regions(const std::string& instance_type) const {
   const auto it = regions_.instances.find(instance_type);
   if (it == regions_.instances.end()) return std::nullopt;
@@ -245,18 +259,9 @@ void Catalog::select_region(const std::string& region) {
   for (auto& [name, inst] : instances_) {
     Prices& p = inst.prices;
     if (!inst.aws || p.region == region) continue;  // generic clusters have no AWS prices; the catalog's own region stays
-    // The catalog's prices are for another region: keep the family factors (uplift, spot
-    // discount) and take this region's figures from the table.
-    p.region = region;
-    p.ec2_on_demand.reset();
-    p.sagemaker_on_demand.reset();
-    p.sagemaker_estimated = false;
-    p.spot.reset();
-    p.spot_min.reset();
-    p.spot_max.reset();
-    p.spot_estimated = false;
-    p.interruption_bucket.clear();
-    for (const char* group : {"ec2_on_demand", "sagemaker", "spot", "interruption"}) inst.sources.erase(group);
+    // The catalog's prices are for another region: keep the family factors and take this
+    // region's figures from the table.
+    move_to_region(inst, region);
     const auto listed = regions_.instances.find(name);
     if (listed == regions_.instances.end()) {
       inst.notes.push_back(fmt::format("no price for {} in the catalog (its region table does not list this type): give one with --prices FILE", region));

@@ -358,6 +358,9 @@ class Catalog {
   std::set<std::string> user_priced_;  // instances a user price file priced
   // Sets `instance`'s Capacity Block price from the offer of its price region (none: reset).
   void price_capacity_block(InstanceType& instance) const;
+  // Makes `region` the instance's price region, dropping the prices of the old one (and their
+  // sources); the family factors (SageMaker uplift, spot discount) stay.
+  static void move_to_region(InstanceType& instance, const std::string& region);
 };
 
 /// The catalog a command should use: the built-in one, or every *.json under `dir` when
