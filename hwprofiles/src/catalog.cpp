@@ -271,6 +271,9 @@ void Catalog::select_region(const std::string& region) {
       p.spot_max = o->second.spot_max;
       if (p.ec2_on_demand) inst.sources["ec2_on_demand"] = regions_.source;
       if (p.spot_min) inst.sources["spot"] = regions_.source;
+      if (!inst.notes.empty())
+        inst.notes.push_back(fmt::format("prices are {}'s (region table); the notes above on prices describe the catalog's {} figures",
+                                         region, kCatalogRegion));
       if (const auto note = regions_.notes.find(name); note != regions_.notes.end()) inst.notes.push_back(note->second);
     } else {
       inst.notes.push_back(fmt::format("not offered in {} (offered in {})", region, join(*offered_regions(name), ", ")));
