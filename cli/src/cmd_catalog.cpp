@@ -1,7 +1,7 @@
-// `trainplan catalog [NAME] [--json]`: the hardware catalog. Without NAME, one line per
-// instance type (GPUs, memory, interconnect, network, prices); with NAME, one instance in
-// detail: GPU peaks, topology and its GPU-to-GPU link matrix, network, storage, prices and
-// the source and date of each figure.
+// `trainplan catalog [NAME] [--json] [--regions]`: the hardware catalog. Without NAME, one line
+// per instance type (GPUs, memory, interconnect, network, prices); with NAME, one instance in
+// detail: GPU peaks, topology and its GPU-to-GPU link matrix, network, storage, prices, the
+// regions offering it and the source and date of each figure; --regions: the region table.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -102,7 +102,7 @@ void print_list(const hw::Catalog& cat) {
     const auto& inst = cat.instance(name);
     const auto& gpu = cat.gpu(inst.gpu);
     const auto& p = inst.prices;
-    std::string ec2 = p.ec2_on_demand ? usd(p.ec2_on_demand, false) : inst.aws ? "n/a" : "-";
+    std::string ec2 = p.ec2_on_demand ? usd(p.ec2_on_demand, false) : !inst.aws ? "-" : cat.offered_in_selected_region(name) ? "n/a" : "not offered";
     std::vector<std::string> row{
         name, fmt::format("{}x {}", inst.gpu_count, inst.gpu), units::format_bytes(gpu.memory_bytes), interconnect(inst, !gpu.executable()),
         network(inst), ec2, usd(p.sagemaker_on_demand, p.sagemaker_estimated), usd(p.spot, p.spot_estimated),
@@ -117,6 +117,79 @@ void print_list(const hw::Catalog& cat) {
       "prices. n/a = no on-demand listing; ? = Spot Advisor interruption bucket unknown; - = not an AWS\n"
       "instance. `trainplan catalog NAME` shows one instance with the source and date of each figure.\n",
       region_column ? "region as listed" : ("region " + join(std::vector<std::string>(regions.begin(), regions.end()), ", ")).c_str());
+}
+
+// "32.77 | 5.09-9.61 | 3 AZ": one type's figures in one region; "-" where it is not offered.
+std::string region_cell(const hw::RegionOffer& o) {
+  const std::string spot = o.spot_min ? fmt::format("{}-{}", *o.spot_min, *o.spot_max) : "no sample";
+  return fmt::format("{} | {} | {} AZ", o.ec2_on_demand ? fmt::format("{}", *o.ec2_on_demand) : "n/a", spot, o.zones.size());
+}
+
+void print_region_note(const hw::Catalog& cat) {
+  const auto& rt = cat.region_table();
+  std::printf("\ncells: EC2 on-demand USD/h | lowest-highest spot sample over the zones | availability zones offering it;\n"
+              "- = not offered in that region, n/a = no on-demand price listed. Source: %s. The catalog's own\n"
+              "%s prices (`trainplan catalog`) are used there; this table's %s column is the snapshot's, for comparison.\n"
+              "Prices: --region R (default %s).\n",
+              source_line(cat, rt.source).c_str(), hw::kCatalogRegion, hw::kCatalogRegion, hw::kCatalogRegion);
+}
+
+// `catalog --regions`: every type of the region table, one column per region.
+void print_regions(const hw::Catalog& cat) {
+  const auto& rt = cat.region_table();
+  if (rt.names.empty()) {
+    std::printf("the catalog has no region table: prices are %s's (give others with --prices FILE)\n", hw::kCatalogRegion);
+    return;
+  }
+  std::vector<std::string> headers{"instance"};
+  headers.insert(headers.end(), rt.names.begin(), rt.names.end());
+  Table t(headers);
+  std::vector<std::string> unlisted;
+  for (const auto& name : cat.instance_names()) {
+    if (!cat.instance(name).aws) continue;
+    const auto it = rt.instances.find(name);
+    if (it == rt.instances.end()) {
+      unlisted.push_back(name);
+      continue;
+    }
+    std::vector<std::string> row{name};
+    for (const auto& region : rt.names) {
+      const auto o = it->second.find(region);
+      row.push_back(o == it->second.end() ? "-" : region_cell(o->second));
+    }
+    t.add(row);
+  }
+  std::fputs(t.render().c_str(), stdout);
+  print_region_note(cat);
+  if (!unlisted.empty())
+    std::printf("not in the table (prices for %s only; elsewhere no price, give one with --prices FILE): %s\n", hw::kCatalogRegion,
+                join(unlisted, ", ").c_str());
+}
+
+// `catalog NAME`: the type's row of the region table.
+void print_instance_regions(const hw::Catalog& cat, const hw::InstanceType& inst) {
+  if (!inst.aws) return;
+  const auto& rt = cat.region_table();
+  const auto it = rt.instances.find(inst.name);
+  if (it == rt.instances.end()) {
+    std::printf("\nregions: not in the catalog's region table (its prices above are %s's; other regions: --prices FILE)\n", hw::kCatalogRegion);
+    return;
+  }
+  std::printf("\nregions (%zu of %zu in the table offer it):\n", it->second.size(), rt.names.size());
+  Table t({"region", ">EC2 $/h", ">spot min-max", ">AZs", "zones"});
+  for (const auto& region : rt.names) {
+    const auto o = it->second.find(region);
+    if (o == it->second.end()) {
+      t.add({region, "-", "-", "0", "not offered"});
+      continue;
+    }
+    t.add({region, o->second.ec2_on_demand ? fmt::format("{}", *o->second.ec2_on_demand) : "n/a",
+           o->second.spot_min ? fmt::format("{}-{}", *o->second.spot_min, *o->second.spot_max) : "no sample",
+           std::to_string(o->second.zones.size()), join(o->second.zones, ", ")});
+  }
+  std::fputs(t.render("  ").c_str(), stdout);
+  std::printf("  source: %s; in %s the catalog's own prices above are used\n", source_line(cat, rt.source).c_str(),
+              hw::kCatalogRegion);
 }
 
 std::string cpu_network(const hw::CpuInstanceType& c) {
@@ -291,6 +364,7 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
           bucket ? "Spot Advisor bucket" : inst.aws ? "Spot Advisor bucket not found" : "not an AWS instance",
           src("interruption")});
   std::fputs(pt.render("  ").c_str(), stdout);
+  print_instance_regions(cat, inst);
 
   if (!inst.notes.empty()) {
     std::printf("\nnotes:\n");
@@ -312,8 +386,14 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   for (const auto& id : shown) std::printf("  [%s] %s\n", id.c_str(), cat.source(id).description.c_str());
 }
 
-void run(const std::string& name, bool as_json) {
+void run(const std::string& name, bool as_json, bool regions) {
   const hw::Catalog& cat = user_catalog();
+  if (regions) {
+    if (!name.empty()) throw Error("--regions lists every type; `trainplan catalog NAME` shows one type's regions").at("--regions").hint("give one or the other");
+    if (as_json) std::fputs(json::dump(hw::region_table_json(cat.region_table())).c_str(), stdout);
+    else print_regions(cat);
+    return;
+  }
   if (name.empty()) {
     if (as_json) {
       std::fputs(json::dump(hw::catalog_json(cat)).c_str(), stdout);
@@ -343,8 +423,10 @@ void add_catalog_command(CLI::App& app) {
   auto name = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
   cmd->add_option("name", *name, "Instance type to show (e.g. p3dn.24xlarge); all when omitted");
+  auto regions = std::make_shared<bool>(false);
   cmd->add_flag("--json", *as_json, "Write JSON (SI units) instead of text");
-  cmd->callback([name, as_json] { run(*name, *as_json); });
+  cmd->add_flag("--regions", *regions, "Per-region EC2 on-demand price, spot samples and availability zones of each type");
+  cmd->callback([name, as_json, regions] { run(*name, *as_json, *regions); });
 }
 
 }  // namespace trainplan::cli

@@ -25,7 +25,7 @@ std::string precision_label(const plan::Plan& p) {
 
 void run(const std::string& path) {
   plan::Plan p = plan::read_plan_file(path);
-  const hw::Catalog& catalog = user_catalog();
+  const hw::Catalog& catalog = user_catalog(p, path);
   plan::PlanContext ctx = plan::resolve(p, catalog, path);
   plan::validate(p, ctx, path);
   const auto& spec = ctx.model_spec;

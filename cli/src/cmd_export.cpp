@@ -30,7 +30,7 @@ void run(const ExportArgs& a) {
   if (!a.max_run.empty()) o.max_run_s = flag_positive_quantity("--max-run", a.max_run, units::Dimension::duration);
   if (!a.max_wait.empty()) o.max_wait_s = flag_positive_quantity("--max-wait", a.max_wait, units::Dimension::duration);
   plan::Plan p = plan::read_plan_file(a.plan_file);
-  const plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_file);
+  const plan::PlanContext ctx = plan::resolve(p, user_catalog(p, a.plan_file), a.plan_file);
   const std::string text = planner::export_plan(p, ctx, target, o, a.plan_file);
   // The text is checked against the frameworks' rules before it is written: a violation is a
   // bug of the exporter (exit 2), never the user's.

@@ -182,7 +182,7 @@ void run_job(const JobArgs& a) {
     return;
   }
   plan::Plan p = plan::parse_plan(doc, a.plan_file);
-  const hw::Catalog& catalog = user_catalog();
+  const hw::Catalog& catalog = user_catalog(p, a.plan_file);
   plan::PlanContext ctx = plan::resolve(p, catalog, a.plan_file);
   plan::validate(p, ctx, a.plan_file);
   const planner::JobAnalysis an = planner::analyze_job(p, ctx, a);

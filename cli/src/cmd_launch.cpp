@@ -87,6 +87,7 @@ void run(const LaunchArgs& a) {
   const GlobalOptions& g = global_options();
   if (!g.catalog_dir.empty()) argv_text.insert(argv_text.end(), {"--catalog-dir", g.catalog_dir});
   if (!g.price_file.empty()) argv_text.insert(argv_text.end(), {"--prices", g.price_file});
+  if (!g.region.empty()) argv_text.insert(argv_text.end(), {"--region", g.region});
   argv_text.push_back("execute");
   argv_text.insert(argv_text.end(), a.execute_args.begin(), a.execute_args.end());
   std::vector<char*> argv;

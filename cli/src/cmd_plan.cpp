@@ -89,15 +89,16 @@ void print_table(const planner::SearchResult& res, const planner::SearchRequest&
   std::fputs(t.render().c_str(), stdout);
   if (jobs)
     std::printf("Costs and times are whole-job expectations (startup, checkpoints at Young's interval, spot interruptions and\n"
-                "restarts) from the job model's closed form; p50/p90 from %zu Monte Carlo runs. Prices: %s, us-east-1.\n",
-                req.spot_runs, std::string(plan::platform_name(req.platform)).c_str());
+                "restarts) from the job model's closed form; p50/p90 from %zu Monte Carlo runs. Prices: %s, %s.\n",
+                req.spot_runs, std::string(plan::platform_name(req.platform)).c_str(), price_region(res.region).c_str());
   else
-    std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, us-east-1.\n",
-                std::string(plan::platform_name(req.platform)).c_str());
+    std::printf("* spot: at the catalog's spot price, before interruptions and restarts. Prices: %s on-demand, %s.\n",
+                std::string(plan::platform_name(req.platform)).c_str(), price_region(res.region).c_str());
   if (block)
     std::printf("capacity block: EC2 Capacity Block for ML, reserved and paid up front for the time to train rounded up to\n"
                 "whole days (whole weeks past 14 days, at most 182 days a block) at the published block price per instance-hour.\n");
   if (const std::string note = planner::unpriced_note(req, res.unpriced); !note.empty()) std::printf("%s\n", note.c_str());
+  if (const std::string note = planner::not_offered_note(res.region, res.not_offered); !note.empty()) std::printf("%s\n", note.c_str());
 }
 
 // Where #1's step is set by the data loader, and what would change the training dynamics.

@@ -120,7 +120,7 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
     }
     reports::ReportOptions po = o;
     po.calibration = a.search.calibration;
-    reports::Report r = reports::build_plan_report(p, catalog, po, tokens, a.plan_file);
+    reports::Report r = reports::build_plan_report(p, user_catalog(p, a.plan_file), po, tokens, a.plan_file);
     r.epochs = epochs;
     r.samples_per_epoch = samples;
     return r;

@@ -75,7 +75,7 @@ void write_outputs(const SimulateArgs& a, const sim::StepResult& s, const std::s
 void run(const SimulateArgs& a) {
   plan::Plan p = plan::read_plan_file(a.plan_path);
   apply_placement_options(p, a.azs, a.data_region, a.dataset_size);
-  plan::PlanContext ctx = plan::resolve(p, user_catalog(), a.plan_path);
+  plan::PlanContext ctx = plan::resolve(p, user_catalog(p, a.plan_path), a.plan_path);
   plan::validate(p, ctx, a.plan_path);
 
   std::string calibration_used = sim::calibration_description(a.calibration);

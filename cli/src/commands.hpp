@@ -15,6 +15,7 @@ struct GlobalOptions {
   bool verbose = false;
   std::string catalog_dir;   // read hwprofiles from this folder instead of the built-in one
   std::string price_file;    // user price overrides
+  std::string region;        // --region: price every instance in this AWS region (empty: a plan's own, else us-east-1)
   int exit_status = 0;       // set by a command that finished but must exit non-zero (kExitObjectiveMissed)
 };
 /// Exit code of a search whose deadline or budget no plan meets.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "commands.hpp"
@@ -13,14 +14,35 @@
 
 namespace trainplan::cli {
 
-const hw::Catalog& user_catalog() {
-  static std::unique_ptr<hw::Catalog> catalog;
-  if (!catalog) {
+namespace {
+
+// The catalog priced for `region` (empty: the catalog's own prices); an unknown region is an
+// error at `file` / `pointer` (the flag, or the plan field that names it).
+const hw::Catalog& catalog_for(const std::string& region, const std::string& file, const std::string& pointer) {
+  static std::map<std::string, std::unique_ptr<hw::Catalog>> catalogs;
+  auto& slot = catalogs[region];
+  if (!slot) {
     const auto& g = global_options();
-    catalog = std::make_unique<hw::Catalog>(hw::load_catalog(g.catalog_dir, g.price_file));
+    try {
+      slot = std::make_unique<hw::Catalog>(hw::load_catalog(g.catalog_dir, g.price_file, region));
+    } catch (Error& e) {
+      if (e.file().empty()) e.at(file, pointer);  // select_region's error has no location of its own
+      throw;
+    }
   }
-  return *catalog;
+  return *slot;
 }
+
+}  // namespace
+
+const hw::Catalog& user_catalog() { return catalog_for(global_options().region, "--region", ""); }
+
+const hw::Catalog& user_catalog(const plan::Plan& p, const std::string& plan_file) {
+  if (!global_options().region.empty() || p.region.empty()) return user_catalog();
+  return catalog_for(p.region, plan_file, "/cluster/region");
+}
+
+std::string price_region(const std::string& selected) { return selected.empty() ? hw::kCatalogRegion : selected; }
 
 std::string short_usd(double usd) {
   const double a = std::fabs(usd);

@@ -10,9 +10,14 @@
 
 namespace trainplan::cli {
 
-/// The built-in hardware catalog, or the one from --catalog-dir, with --prices applied.
-/// Loaded once.
+/// The built-in hardware catalog, or the one from --catalog-dir, priced for --region (when
+/// given), with --prices applied on top. Loaded once per region.
 const hw::Catalog& user_catalog();
+/// The catalog for plan `p` read from `plan_file`: priced for --region when given, else for the
+/// region the plan records (cluster.region), else as user_catalog().
+const hw::Catalog& user_catalog(const plan::Plan& p, const std::string& plan_file);
+/// The region prices are in, for output: `selected` (a catalog's selected region), else us-east-1.
+std::string price_region(const std::string& selected);
 
 /// "$1.23M", "$456k", "$12.34": short money for tables.
 std::string short_usd(double usd);

@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
   auto& g = global_options();
   app.add_flag("-v,--verbose", g.verbose, "Print stage timings and details");
   app.add_option("--catalog-dir", g.catalog_dir, "Read the hardware catalog from this folder instead of the built-in one");
-  app.add_option("--prices", g.price_file, "JSON file of prices that override the catalog's (other regions, negotiated prices)");
+  app.add_option("--prices", g.price_file, "JSON file of prices that override the catalog's (other regions, negotiated prices); applies on top of --region");
+  app.add_option("--region", g.region,
+                 "AWS region whose prices and availability to use (default us-east-1, or the region a plan file records; "
+                 "`trainplan catalog --regions` lists them); types not offered there are left out of searches");
   app.fallthrough();
 
   add_catalog_command(app);

@@ -260,7 +260,10 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
   std::printf("trainplan plan: xgboost (tree_method hist, max_depth %d, %d bins), %s rows x %lld features, %lld rounds\n",
               spec.max_depth, spec.bins, units::format_count(static_cast<double>(spec.rows)).c_str(),
               static_cast<long long>(spec.features), static_cast<long long>(spec.rounds));
-  std::printf("SageMaker training jobs, on-demand, us-east-1; rows sharded over the instances (ShardedByS3Key)\n\n");
+  std::printf("SageMaker training jobs, on-demand, us-east-1; rows sharded over the instances (ShardedByS3Key)\n");
+  if (const std::string& region = user_catalog().region(); !region.empty() && region != hw::kCatalogRegion)
+    std::printf("note: --region %s: the catalog has CPU instance prices for us-east-1 only; these are us-east-1's\n", region.c_str());
+  std::printf("\n");
   print_comparison(rows);
   std::printf("\nWhere the time goes, per instance (all instances run the phases in parallel; billed phases are billed\n"
               "on every instance):\n");

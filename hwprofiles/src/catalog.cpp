@@ -99,6 +99,7 @@ Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> 
   c.cb_rules_ = std::move(parsed.capacity_block_rules);
   c.cb_offers_ = std::move(parsed.capacity_block_offers);
   c.placement_ = std::move(parsed.placement);
+  c.regions_ = std::move(parsed.regions);
   for (auto& [name, inst] : c.instances_) c.price_capacity_block(inst);
   return c;
 }
@@ -218,8 +219,77 @@ std::vector<std::string> Catalog::gpu_names() const {
   return out;
 }
 
-Catalog load_catalog(const std::string& dir, const std::string& price_file) {
+void Catalog::move_to_region(InstanceType& inst, const std::string& region) {
+  Prices& p = inst.prices;
+  p.region = region;
+  p.ec2_on_demand.reset();
+  p.sagemaker_on_demand.reset();
+  p.sagemaker_estimated = false;
+  p.spot.reset();
+  p.spot_min.reset();
+  p.spot_max.reset();
+  p.spot_estimated = false;
+  p.interruption_bucket.clear();
+  for (const char* group : {"ec2_on_demand", "sagemaker", "spot", "interruption"}) inst.sources.erase(group);
+}
+
+std::optional<std::vector<std::string>> Catalog::offered_regions(const std::string& instance_type) const {
+  const auto it = regions_.instances.find(instance_type);
+  if (it == regions_.instances.end()) return std::nullopt;
+  std::vector<std::string> out;
+  for (const auto& name : regions_.names)
+    if (it->second.count(name)) out.push_back(name);
+  return out;
+}
+
+bool Catalog::offered_in_selected_region(const std::string& instance_type) const {
+  // The catalog's own region: its primary sources decide (every type it lists); a type a user
+  // price file priced in the region is taken as offered there.
+  if (region_.empty() || region_ == kCatalogRegion || user_priced_.count(instance_type)) return true;
+  const auto where = offered_regions(instance_type);
+  return !where || std::find(where->begin(), where->end(), region_) != where->end();
+}
+
+void Catalog::select_region(const std::string& region) {
+  std::vector<std::string> known = regions_.names;
+  if (std::find(known.begin(), known.end(), kCatalogRegion) == known.end()) known.insert(known.begin(), kCatalogRegion);
+  if (std::find(known.begin(), known.end(), region) == known.end())
+    throw Error(fmt::format("unknown region \"{}\"", region))
+        .hint("the catalog has prices for: " + join(known, ", ") + " (other regions: give prices with --prices FILE)");
+  region_ = region;
+  for (auto& [name, inst] : instances_) {
+    Prices& p = inst.prices;
+    if (!inst.aws || p.region == region) continue;  // generic clusters have no AWS prices; the catalog's own region stays
+    // The catalog's prices are for another region: keep the family factors and take this
+    // region's figures from the table.
+    move_to_region(inst, region);
+    const auto listed = regions_.instances.find(name);
+    if (listed == regions_.instances.end()) {
+      inst.notes.push_back(fmt::format("no price for {} in the catalog (its region table does not list this type): give one with --prices FILE", region));
+    } else if (const auto o = listed->second.find(region); o != listed->second.end()) {
+      p.ec2_on_demand = o->second.ec2_on_demand;
+      p.spot_min = o->second.spot_min;
+      p.spot_max = o->second.spot_max;
+      if (p.ec2_on_demand) inst.sources["ec2_on_demand"] = regions_.source;
+      if (p.spot_min) inst.sources["spot"] = regions_.source;
+      if (!inst.notes.empty())
+        inst.notes.push_back(fmt::format("prices are {}'s (region table); the notes above on prices describe the catalog's {} figures",
+                                         region, kCatalogRegion));
+      if (const auto note = regions_.notes.find(name); note != regions_.notes.end()) inst.notes.push_back(note->second);
+    } else {
+      inst.notes.push_back(fmt::format("not offered in {} (offered in {})", region, join(*offered_regions(name), ", ")));
+    }
+    detail::derive_prices(inst);
+    price_capacity_block(inst);
+  }
+  for (auto& [name, c] : cpu_instances_)
+    if (c.prices.region != region)
+      c.notes.push_back(fmt::format("prices are {}'s: the catalog has no CPU instance prices for {}", c.prices.region, region));
+}
+
+Catalog load_catalog(const std::string& dir, const std::string& price_file, const std::string& region) {
   Catalog c = dir.empty() ? Catalog::builtin() : Catalog::load_dir(dir);
+  if (!region.empty()) c.select_region(region);
   if (!price_file.empty()) c.apply_price_file(price_file);
   return c;
 }

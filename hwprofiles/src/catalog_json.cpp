@@ -164,7 +164,25 @@ json::Json catalog_json(const Catalog& cat) {
   json::Json sources = json::Json::object();
   for (const auto& [id, s] : cat.sources()) sources[id] = to_json(s);
   doc["sources"] = sources;
+  doc["regions"] = region_table_json(cat.region_table());
+  doc["selected_region"] = cat.region().empty() ? std::string(kCatalogRegion) : cat.region();
   return doc;
+}
+
+json::Json region_table_json(const RegionTable& table) {
+  json::Json instances = json::Json::object();
+  for (const auto& [type, regions] : table.instances) {
+    json::Json per = json::Json::object();
+    for (const auto& [region, o] : regions) {
+      json::Json e = {{"zones", o.zones}};
+      if (o.ec2_on_demand) e["ec2_on_demand_usd_per_hour"] = *o.ec2_on_demand;
+      if (o.spot_min) e["spot_min_usd_per_hour"] = *o.spot_min;
+      if (o.spot_max) e["spot_max_usd_per_hour"] = *o.spot_max;
+      per[region] = e;
+    }
+    instances[type] = per;
+  }
+  return {{"names", table.names}, {"source", table.source}, {"instances", instances}, {"notes", table.notes}};
 }
 
 json::Json instance_sources_json(const Catalog& cat, const InstanceType& inst) {

@@ -294,6 +294,55 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
   r.finish();
 }
 
+// ---- regions -------------------------------------------------------------------------------
+
+// {"names": [...], "source": id, "notes": {type: text}, "instances": {type: {region: {"ec2_on_demand",
+// "spot_min", "spot_max", "zones"}}}}; one file of the catalog may hold it.
+void parse_region_table(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
+  RegionTable& t = out.regions;
+  if (!t.names.empty()) throw r.error("regions are defined twice").hint("keep one \"regions\" table in the catalog");
+  for (auto& item : r.field("names").items()) {
+    std::string name = item.as_string();
+    if (name.empty() || std::find(t.names.begin(), t.names.end(), name) != t.names.end())
+      throw item.error(fmt::format("region \"{}\" is empty or listed twice", name)).hint("list each region once, e.g. \"eu-west-1\"");
+    t.names.push_back(std::move(name));
+  }
+  if (t.names.empty()) throw r.field("names").error("lists no region").hint("e.g. [\"us-east-1\", \"eu-west-1\"]");
+  add_source_refs(r.field("source"), refs);
+  t.source = r.field("source").as_string();
+  if (auto notes = r.optional_field("notes"))
+    for (auto& [type, text] : notes->entries()) {
+      t.notes[type] = text.as_string();
+      out.region_locations.emplace(type, std::make_pair(text.file(), text.pointer()));
+    }
+  for (auto& [type, regions] : r.field("instances").entries()) {
+    out.region_locations[type] = {regions.file(), regions.pointer()};
+    auto& per_region = t.instances[type];
+    for (auto& [region, entry] : regions.entries()) {
+      if (std::find(t.names.begin(), t.names.end(), region) == t.names.end())
+        throw entry.error(fmt::format("unknown region \"{}\"", region))
+            .hint("add it to /regions/names or use one of: " + join(t.names, ", "));
+      RegionOffer o;
+      if (auto v = entry.optional_field("ec2_on_demand")) o.ec2_on_demand = v->as_positive(limits::kMaxUsdPerHour);
+      if (auto v = entry.optional_field("spot_min")) o.spot_min = v->as_positive(limits::kMaxUsdPerHour);
+      if (auto v = entry.optional_field("spot_max")) o.spot_max = v->as_positive(limits::kMaxUsdPerHour);
+      if (o.spot_min.has_value() != o.spot_max.has_value())
+        throw entry.error("spot_min and spot_max go together").hint("give both (the lowest and highest sampled spot price)");
+      if (o.spot_min && *o.spot_min > *o.spot_max)
+        throw entry.field("spot_min").error(fmt::format("is above spot_max ({} > {})", *o.spot_min, *o.spot_max))
+            .hint("spot_min is the lowest sample, spot_max the highest");
+      for (auto& z : entry.field("zones").items()) o.zones.push_back(z.as_string());
+      if (o.zones.empty()) throw entry.field("zones").error("lists no zone").hint("a type offered in a region is offered in some zone of it");
+      entry.finish();
+      per_region[region] = std::move(o);
+    }
+    if (per_region.empty())
+      throw regions.error("lists no region").hint("a type offered nowhere in the table's regions is left out of the table");
+  }
+  r.ignore("comment");
+  r.finish();
+}
+
 // ---- instances -----------------------------------------------------------------------------
 
 IntraNodeTopology parse_topology(const Layered& t, int gpu_count) {
@@ -673,6 +722,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     }
     if (auto cb = r.optional_field("capacity_blocks")) parse_capacity_blocks(*cb, refs, out);
     if (auto pl = r.optional_field("placement")) parse_placement(*pl, refs, out);
+    if (auto rt = r.optional_field("regions")) parse_region_table(*rt, refs, out);
     if (auto g = r.optional_field("gpus")) {
       for (auto& [name, value] : g->entries()) {
         if (out.gpus.count(name))
@@ -697,6 +747,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     r.ignore("gpus");
     r.ignore("capacity_blocks");
     r.ignore("placement");
+    r.ignore("regions");
     if (auto cpu = r.optional_field("cpu_families")) parse_cpu_families(*cpu, refs, out);
     std::unique_ptr<DefaultsNode> defaults;
     if (auto d = r.optional_field("defaults")) {
@@ -742,6 +793,13 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
       throw Error(fmt::format("Capacity Block offer for unknown instance \"{}\"", o.instance_type))
           .at(out.capacity_block_locations[i].first, out.capacity_block_locations[i].second)
           .hint(suggestion(o.instance_type, out.instance_order));
+
+  // Every type of the region table is a catalog instance.
+  for (const auto& [type, where] : out.region_locations)
+    if (!out.instances.count(type))
+      throw Error(fmt::format("region table entry for unknown instance \"{}\"", type))
+          .at(where.first, where.second)
+          .hint(suggestion(type, out.instance_order));
 
   // Every referenced source exists and is dated.
   std::vector<std::string> ids;

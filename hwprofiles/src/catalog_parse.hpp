@@ -29,6 +29,8 @@ struct ParsedCatalog {
   std::vector<CapacityBlockOffer> capacity_block_offers;
   std::vector<std::pair<std::string, std::string>> capacity_block_locations;  // (file, pointer) per offer
   PlacementFacts placement;
+  RegionTable regions;
+  std::map<std::string, std::pair<std::string, std::string>> region_locations;  // instance -> (file, pointer)
 };
 
 /// Checks (display name, parsed document) files. Errors name the file and the JSON pointer.

@@ -67,19 +67,11 @@ void Catalog::apply_price_json(const json::Json& doc, const std::string& name) {
   for (const auto& u : updates) {
     InstanceType& inst = instances_.at(u.instance);
     Prices& p = inst.prices;
+    user_priced_.insert(u.instance);
     if (!u.region.empty() && u.region != p.region) {
       // The catalog's prices are for another region: keep only the family factors (uplift,
       // spot discount) so that prices the file does not give are estimated from its EC2 price.
-      p.region = u.region;
-      p.ec2_on_demand.reset();
-      p.sagemaker_on_demand.reset();
-      p.sagemaker_estimated = false;
-      p.spot.reset();
-      p.spot_min.reset();
-      p.spot_max.reset();
-      p.spot_estimated = false;
-      p.interruption_bucket.clear();
-      for (const char* group : {"ec2_on_demand", "sagemaker", "spot", "interruption"}) inst.sources.erase(group);
+      move_to_region(inst, u.region);
       price_capacity_block(inst);  // the catalog's block price of the new region, if published
     }
     if (u.capacity_block) {

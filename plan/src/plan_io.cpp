@@ -1,6 +1,8 @@
 // Plan JSON: reading (with field checks and unknown-field rejection) and writing.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
 #include "trainplan/plan/plan.hpp"
@@ -65,6 +67,18 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   auto cluster = r.field("cluster");
   p.instance_type = cluster.field("instance_type").as_string();
   p.instance_count = static_cast<int>(cluster.field("count").as_positive_int(limits::kMaxInstances));
+  if (auto f = cluster.optional_field("region")) {
+    p.region = f->as_string();
+    // An AWS region name: lower-case letters, digits and dashes ("eu-west-1"); whether the
+    // catalog prices it is checked where the catalog is loaded for the plan.
+    const bool well_formed = !p.region.empty() && p.region.front() != '-' && p.region.back() != '-' &&
+                             std::all_of(p.region.begin(), p.region.end(), [](char ch) {
+                               return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+                             });
+    if (!well_formed)
+      throw f->error(fmt::format("\"{}\" is not an AWS region name", p.region))
+          .hint("write e.g. \"eu-west-1\", or leave region out for the catalog's own prices (us-east-1)");
+  }
   cluster.finish();
 
   auto par = r.field("parallelism");
@@ -196,6 +210,7 @@ json::Json to_json(const Plan& p) {
   j["schema_version"] = p.schema_version;
   j["model"] = p.model;
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
+  if (!p.region.empty()) j["cluster"]["region"] = p.region;  // written when set: plans priced in the catalog's own region never carry it
   j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
   if (p.ep > 1) j["parallelism"]["ep"] = p.ep;  // written when > 1: dense plans never carry it

@@ -145,6 +145,8 @@ PassOutcome run_enumerate(SearchState& st) {
   if (space.not_expressible)
     st.result.dropped[fmt::format("{} cannot run it", export_target_name(*st.req.framework))] = space.not_expressible;
   st.result.unpriced = space.unpriced;
+  st.result.not_offered = space.not_offered;
+  st.result.region = st.catalog.region();
   st.result.counts.enumerated = st.result.enumerated = space.enumerated;
   st.result.counts.families = space.families.size();
   return {space.enumerated, fmt::format("{} instance types, {} cluster sizes, {} families", space.types.size(),

@@ -60,6 +60,7 @@ struct Space {
   size_t enumerated = 0;
   size_t not_expressible = 0;  // candidates the request's framework cannot run
   std::vector<UnpricedType> unpriced;  // types without the purchase option's price (left out when ranking by cost)
+  std::vector<NotOfferedType> not_offered;  // types the selected region does not offer (left out)
 };
 
 /// enumerate: the families of the request (see search.hpp).

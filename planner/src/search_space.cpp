@@ -95,6 +95,15 @@ std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedTy
                      unpriced_names(unpriced));
 }
 
+std::string not_offered_note(const std::string& region, const std::vector<NotOfferedType>& not_offered) {
+  if (not_offered.empty()) return "";
+  std::string list;
+  for (const auto& n : not_offered)
+    list += fmt::format("{}{} ({})", list.empty() ? "" : ", ", n.instance_type,
+                        n.offered_in.empty() ? "in none of the catalog's regions" : "offered in " + join(n.offered_in, ", "));
+  return fmt::format("note: left out, not offered in {}: {}", region, list);
+}
+
 std::string not_executed_note(const hw::Catalog& catalog, const std::vector<std::string>& instance_types) {
   std::vector<std::string> seen;
   for (const auto& t : instance_types)
@@ -321,6 +330,19 @@ std::vector<int> counts_for(const SearchRequest& req, int gpus_per_node) {
 
 namespace {
 
+// Types the selected region does not offer: left out, and listed with the regions that do (an
+// error when none is left).
+void drop_not_offered(const hw::Catalog& catalog, Space& space) {
+  for (const auto& t : space.types)
+    if (!catalog.offered_in_selected_region(t)) space.not_offered.push_back({t, catalog.offered_regions(t).value_or(std::vector<std::string>{})});
+  if (space.not_offered.empty()) return;
+  std::erase_if(space.types, [&](const std::string& t) { return !catalog.offered_in_selected_region(t); });
+  if (space.types.empty())
+    throw Error(not_offered_note(catalog.region(), space.not_offered).substr(6) + ", and nothing else was searched")
+        .at("--region")
+        .hint("choose a region that offers them (`trainplan catalog --regions`) or other --instances");
+}
+
 // Types without the purchase option's price: never ranked as free. A cost objective leaves them
 // out (an error when nothing priced is left); a time objective keeps them. Both list them.
 void list_unpriced(const SearchRequest& req, const hw::Catalog& catalog, Space& space) {
@@ -367,6 +389,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
     for (const auto& name : catalog.instance_names())  // by default only what `trainplan execute` can run
       if (const auto& inst = catalog.instance(name); inst.aws && catalog.gpu(inst.gpu).executable()) space.types.push_back(name);
   for (const auto& t : space.types) (void)catalog.instance(t);  // unknown names throw with a suggestion
+  drop_not_offered(catalog, space);
   list_unpriced(req, catalog, space);
   const std::vector<int64_t> batches = global_batches(req, default_batch);
   models::ModelSpec spec = models::resolve_model(req.model);
@@ -384,6 +407,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       Context c;
       c.type_index = static_cast<int>(ti);
       c.base = base_plan(req, inst.name, count, count * gpn, batches.front());
+      c.base.region = catalog.region();
       c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
       c.base.precision = c.ctx->precision;
       if (!apply_precision(req, c.base, *c.ctx)) break;

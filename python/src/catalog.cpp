@@ -17,15 +17,20 @@ namespace trainplan::python {
 void bind_catalog(py::module_& m) {
   py::class_<CatalogHandle>(m, "Catalog",
                             "A hardware catalog: the built-in one (Catalog()), or every *.json under catalog_dir, "
-                            "with a price file applied (the CLI's --catalog-dir and --prices). Pass it as catalog= to "
-                            "the functions that price or resolve plans.")
-      .def(py::init([](const py::object& catalog_dir, const py::object& prices) {
+                            "priced for an AWS region, with a price file applied on top (the CLI's --catalog-dir, "
+                            "--region and --prices). Pass it as catalog= to the functions that price or resolve plans.")
+      .def(py::init([](const py::object& catalog_dir, const py::object& prices, const py::object& region) {
              const std::string dir = catalog_dir.is_none() ? "" : path_of(catalog_dir);
              const std::string price_file = prices.is_none() ? "" : path_of(prices);
-             if (dir.empty() && price_file.empty()) return CatalogHandle::builtin();
-             return CatalogHandle{std::make_shared<const hw::Catalog>(hw::load_catalog(dir, price_file))};
+             const std::string region_name = region.is_none() ? "" : region.cast<std::string>();
+             if (dir.empty() && price_file.empty() && region_name.empty()) return CatalogHandle::builtin();
+             return CatalogHandle{std::make_shared<const hw::Catalog>(hw::load_catalog(dir, price_file, region_name))};
            }),
-           py::arg("catalog_dir") = py::none(), py::arg("prices") = py::none())
+           py::arg("catalog_dir") = py::none(), py::arg("prices") = py::none(), py::arg("region") = py::none())
+      .def_property_readonly("region", [](const CatalogHandle& c) { return c.catalog->region().empty() ? std::string(hw::kCatalogRegion) : c.catalog->region(); },
+                             "The AWS region the prices are for (us-east-1 unless one was chosen).")
+      .def("regions", [](const CatalogHandle& c) { return to_python(hw::region_table_json(c.catalog->region_table())); },
+           "The per-region prices and availability table, as `trainplan catalog --regions --json`.")
       .def("instance_names", [](const CatalogHandle& c) { return c.catalog->instance_names(); },
            "Instance type names in catalog order.")
       .def("gpu_names", [](const CatalogHandle& c) { return c.catalog->gpu_names(); }, "GPU type names.")

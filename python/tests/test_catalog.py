@@ -59,3 +59,22 @@ def test_unknown_instance_is_a_trainplan_error(cli):
         trainplan.catalog("p4d.24xlarg")
     cli.assert_same_error(e.value, "catalog", "p4d.24xlarg")
     assert "p4d.24xlarge" in e.value.hint
+
+
+def test_region_prices_match_the_cli(cli):
+    # p4d.24xlarge in eu-west-1: the region table's figures (SkyPilot snapshot of the AWS Price List).
+    cat = trainplan.Catalog(region="eu-west-1")
+    assert cat.region == "eu-west-1"
+    assert trainplan.Catalog().region == "us-east-1"
+    prices = cat.instance("p4d.24xlarge")["prices"]
+    assert prices["ec2_on_demand_usd_per_hour"] == 35.39655
+    assert prices["region"] == "eu-west-1"
+    assert cat.to_json() == cli.json("--region", "eu-west-1", "catalog", "--json")
+    assert cat.regions() == cli.json("catalog", "--regions", "--json")
+    assert "eu-west-1" not in cat.regions()["instances"]["p5.48xlarge"]
+
+
+def test_unknown_region_is_a_trainplan_error():
+    with pytest.raises(trainplan.Error) as e:
+        trainplan.Catalog(region="mars-north-1")
+    assert "eu-west-1" in e.value.hint

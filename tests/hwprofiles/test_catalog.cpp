@@ -210,6 +210,7 @@ TEST_CASE("hwprofiles: every source id resolves and has a date, memory-only fact
   for (const auto& offer : cat.capacity_block_offers()) check_ref(offer.source);
   for (const auto& [fact, ref] : cat.placement().sources) check_ref(ref);
   for (const auto& price : cat.placement().inter_region) check_ref(price.source);
+  check_ref(cat.region_table().source);
   // No dead entries in the sources table.
   for (const auto& [id, source] : cat.sources()) {
     INFO("unused source " << id);

@@ -164,3 +164,19 @@ TEST_CASE("plan: placement and data errors name the pointer and a fix", "[plan]"
   REQUIRE_ERROR_CONTAINS(plan::validate(q, ctx, "plan.json"),
                          "plan.json: /data/region: no inter-region transfer price for region \"mars-north-1\"");
 }
+
+TEST_CASE("plan: the price region round-trips in cluster.region and older plans read without it", "[plan]") {
+  plan::Plan old = parse(kMinimal);
+  CHECK(old.region.empty());
+  CHECK_FALSE(plan::to_json(old)["cluster"].contains("region"));  // not written when unset: old plans stay byte-identical
+  plan::Plan p = with("/cluster/region", "eu-west-1");
+  CHECK(p.region == "eu-west-1");
+  const json::Json j = plan::to_json(p);
+  CHECK(j["cluster"]["region"] == "eu-west-1");
+  plan::Plan q = plan::parse_plan(j, "again.json");
+  CHECK(q.region == "eu-west-1");
+  CHECK(json::dump(plan::to_json(q)) == json::dump(j));
+  REQUIRE_ERROR_CONTAINS(with("/cluster/region", "EU West"), "plan.json: /cluster/region: \"EU West\" is not an AWS region name");
+  REQUIRE_ERROR_CONTAINS(with("/cluster/region", ""), "is not an AWS region name");
+  REQUIRE_ERROR_CONTAINS(with("/cluster/region", 3), "plan.json: /cluster/region");
+}

@@ -20,6 +20,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,8 +160,8 @@ struct StorageSpec {
   double ebs_bandwidth_bytes_per_s = 0;       // 0: unknown (not given)
 };
 
-/// Prices in USD per instance-hour for the catalog region (us-east-1 unless a user price file
-/// says otherwise). Missing prices are nullopt, never zero.
+/// Prices in USD per instance-hour for `region` (us-east-1 unless --region (select_region) or a
+/// user price file says otherwise). Missing prices are nullopt, never zero.
 struct Prices {
   std::optional<double> ec2_on_demand;
   std::optional<double> sagemaker_on_demand;
@@ -231,6 +232,29 @@ struct CpuInstanceType {
   std::vector<std::string> notes;
   std::string file;
 };
+
+/// One instance type's figures in one region (catalog key "regions", hwprofiles/README.md):
+/// AWS Price List prices as collected by a snapshot (regions.json names it).
+struct RegionOffer {
+  std::optional<double> ec2_on_demand;  // USD per instance-hour; absent = none listed
+  std::optional<double> spot_min;       // lowest spot sample over the zones
+  std::optional<double> spot_max;       // highest spot sample
+  std::vector<std::string> zones;       // availability-zone ids offering the type ("use1-az1")
+};
+
+/// Per-region prices and availability. A type listed in `instances` is offered exactly in the
+/// regions under it; a type not listed has no regional figures (unknown, not "not offered").
+struct RegionTable {
+  std::vector<std::string> names;  // known regions, in display order
+  std::string source;              // source id of every figure
+  /// instance type -> region -> figures.
+  std::map<std::string, std::map<std::string, RegionOffer>> instances;
+  /// instance type -> caveat added to its notes when a region other than the catalog's own is selected.
+  std::map<std::string, std::string> notes;
+};
+
+/// The region of the built-in catalog's own prices (hwprofiles/catalog/*.json).
+inline constexpr const char* kCatalogRegion = "us-east-1";
 
 class Catalog {
  public:
@@ -305,6 +329,24 @@ class Catalog {
   /// Placement facts (catalog key "placement", placement.hpp): inter-AZ latency and bandwidth
   /// rules, inter-AZ and inter-region transfer prices. Not present() in a catalog without one.
   const PlacementFacts& placement() const { return placement_; }
+  /// Per-region prices and availability (catalog key "regions"; empty names when absent).
+  const RegionTable& region_table() const { return regions_; }
+  /// Prices every AWS GPU instance for `region` (`trainplan --region`): the catalog's own
+  /// figures in kCatalogRegion (us-east-1, the primary sources); elsewhere the region table's
+  /// on-demand price and spot samples (SageMaker and missing spot re-estimated from the family
+  /// factors, the Capacity Block offer of that region). A type the table lists without `region`
+  /// keeps no price and is not offered there (offered_regions()); a type the table does not
+  /// list keeps no price (a note says so). Throws Error naming the known regions for another
+  /// name. CPU instances keep their us-east-1 prices (a note says so). Call before user
+  /// price files (apply_price_file), which then apply on top.
+  void select_region(const std::string& region);
+  /// The region chosen with select_region(); empty when none was (the catalog's own prices).
+  const std::string& region() const { return region_; }
+  /// Regions of the table offering `instance_type`; nullopt when the table does not list it.
+  std::optional<std::vector<std::string>> offered_regions(const std::string& instance_type) const;
+  /// False when a region other than kCatalogRegion was selected and the table says
+  /// `instance_type` is not offered there (a type a user price file prices counts as offered).
+  bool offered_in_selected_region(const std::string& instance_type) const;
 
  private:
   std::map<std::string, GpuSpec> gpus_;
@@ -316,13 +358,20 @@ class Catalog {
   CapacityBlockRules cb_rules_;
   std::vector<CapacityBlockOffer> cb_offers_;
   PlacementFacts placement_;
+  RegionTable regions_;
+  std::string region_;
+  std::set<std::string> user_priced_;  // instances a user price file priced
   // Sets `instance`'s Capacity Block price from the offer of its price region (none: reset).
   void price_capacity_block(InstanceType& instance) const;
+  // Makes `region` the instance's price region, dropping the prices of the old one (and their
+  // sources); the family factors (SageMaker uplift, spot discount) stay.
+  static void move_to_region(InstanceType& instance, const std::string& region);
 };
 
 /// The catalog a command should use: the built-in one, or every *.json under `dir` when
-/// `dir` is not empty; then the user price file `price_file` when not empty.
-Catalog load_catalog(const std::string& dir, const std::string& price_file);
+/// `dir` is not empty; priced for `region` when not empty (Catalog::select_region); then the
+/// user price file `price_file` when not empty.
+Catalog load_catalog(const std::string& dir, const std::string& price_file, const std::string& region = "");
 
 /// Machine-readable descriptions (SI units, unit in the key), for `trainplan catalog --json`.
 json::Json to_json(const Source& source);
@@ -332,6 +381,10 @@ json::Json to_json(const CpuInstanceType& instance);
 /// The whole catalog as `trainplan catalog --json` writes it: {"instances": [...], "gpus":
 /// {name: gpu}, "sources": {id: source}}.
 json::Json catalog_json(const Catalog& catalog);
+/// The region table as `catalog --json` carries it: {"names": [...], "source": id, "instances":
+/// {type: {region: {"ec2_on_demand_usd_per_hour", "spot_min_usd_per_hour", "spot_max_usd_per_hour",
+/// "zones"}}}}.
+json::Json region_table_json(const RegionTable& table);
 /// The sources named by an instance's and its GPU's field groups ("a+b" names two), by id.
 json::Json instance_sources_json(const Catalog& catalog, const InstanceType& instance);
 

@@ -102,6 +102,10 @@ struct Plan {
   std::string model;
   std::string instance_type;
   int instance_count = 1;
+  /// AWS region whose prices cost the plan ("eu-west-1", `trainplan --region`); empty = the
+  /// catalog's own prices (us-east-1 unless a price file says otherwise). JSON: cluster.region,
+  /// written when not empty.
+  std::string region;
 
   int dp = 1;
   int tp = 1;

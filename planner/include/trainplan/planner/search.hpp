@@ -317,6 +317,12 @@ struct UnpricedType {
   std::string missing;  // the price: "EC2 on-demand", "EC2 spot", "SageMaker on-demand", ...
 };
 
+/// An instance type the catalog's selected region does not offer (hw::Catalog::select_region).
+struct NotOfferedType {
+  std::string instance_type;
+  std::vector<std::string> offered_in;  // the regions of the catalog's table that offer it
+};
+
 struct SearchResult {
   std::vector<Candidate> ranked;  // best first
   /// Indices into `ranked` of the (objective time, objective cost) Pareto frontier, fastest
@@ -329,6 +335,9 @@ struct SearchResult {
   /// Searched instance types without a price for the purchase option (missing_price). A cost
   /// objective leaves them out of the search; a time objective ranks them with no cost.
   std::vector<UnpricedType> unpriced;
+  /// Instance types left out of the search because the selected region does not offer them.
+  std::vector<NotOfferedType> not_offered;
+  std::string region;  // the catalog's selected region (empty: the catalog's own prices)
   std::vector<StageReport> stages;
   bool cancelled = false;
   /// Spearman rank correlation of analytical and simulated step times over the simulated
@@ -375,6 +384,9 @@ std::optional<std::string> missing_price(const SearchRequest& req, const hw::Ins
 /// One note line naming the unpriced types and the missing price, saying whether they were
 /// left out (cost objectives) or ranked without a cost (time); empty when `unpriced` is.
 std::string unpriced_note(const SearchRequest& req, const std::vector<UnpricedType>& unpriced);
+/// One note line naming the types left out because `region` does not offer them and the
+/// regions that do; empty when `not_offered` is.
+std::string not_offered_note(const std::string& region, const std::vector<NotOfferedType>& not_offered);
 /// One note line naming those of `instance_types` whose accelerator trainplan cannot execute
 /// (AWS Trainium: runtime "neuron"): they are planned and simulated only, and `trainplan
 /// execute` refuses their plans. Empty when every type is executable (or unknown).
