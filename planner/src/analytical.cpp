@@ -128,6 +128,10 @@ struct UnitCost {
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   double expert_params = 0;               // routed experts' part of `params`
+  /// fwd_s, bwd_s and recompute_selective_s with an NCCL collective's SMs taken (the simulator's
+  /// SM contention, sim::SimOptions::sm_contention): [0] a collective inside one node, [1]
+  /// across nodes (sim::nccl_channels).
+  std::array<double, 2> fwd_sm_s{}, bwd_sm_s{}, recompute_selective_sm_s{};
 };
 
 // Group bandwidths per (cluster, layout, purpose) and unit costs per (cluster, layout, micro-
@@ -237,6 +241,9 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
+                                                 // collective's SMs taken (UnitCost::fwd_sm_s)
+  std::vector<std::array<double, 2>> unit_fwd_sm_s;
 };
 
 }  // namespace
@@ -252,6 +259,7 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
   const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
+  const std::array<int, 2> sms = {sim::nccl_channels(ctx.cluster, false), sim::nccl_channels(ctx.cluster, true)};
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
     UnitCost& c = out[u];
@@ -263,6 +271,12 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
       c.bwd_s += tb;
+      for (size_t i = 0; i < 2; ++i) {
+        const double tf_sm = model.op_duration_s(oc, plan::Phase::forward, sms[i]);
+        c.fwd_sm_s[i] += tf_sm;
+        c.bwd_sm_s[i] += model.op_duration_s(oc, plan::Phase::backward, sms[i]);
+        if (oc.recomputed_by_selective) c.recompute_selective_sm_s[i] += tf_sm;
+      }
       if (oc.cp_kv_bytes > 0) {
         kv_bytes += oc.cp_kv_bytes;
         bwd_after_attention_s = 0;
@@ -335,6 +349,12 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         const UnitCost& c = unit_costs[static_cast<size_t>(u)];
         st.fwd_s += c.fwd_s;
         st.bwd_s += c.bwd_s;
+        for (size_t i = 0; i < 2; ++i) {
+          st.fwd_sm_s[i] += c.fwd_sm_s[i];
+          st.bwd_sm_s[i] += c.bwd_sm_s[i] + (p.recompute == plan::Recompute::full        ? c.fwd_sm_s[i]
+                                             : p.recompute == plan::Recompute::selective ? c.recompute_selective_sm_s[i]
+                                                                                         : 0.0);
+        }
         st.fwd_flops += c.fwd_flops;
         st.bwd_flops += c.bwd_flops;
         st.tp_fwd_s += c.tp_fwd_s;
@@ -355,6 +375,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.recompute_flops += c.selective_flops;
         }
         st.unit_fwd_s.push_back(c.fwd_s);
+        st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
         st.unit_param_bytes.push_back(c.param_bytes);
         st.params += c.params;
         st.param_bytes += c.param_bytes;
@@ -387,6 +408,17 @@ double server_phase_s(const plan::PlanContext& ctx, const RingNet& dp_net, doubl
     t_s = std::max(t_s, per_flow * g * (n - 1) / nic_bw);
   }
   return t_s + dp_net.latency_s + launch_s;
+}
+
+// Extra seconds of `busy_s` of compute (at full speed; `busy_sm_s` with a collective's SMs
+// taken) that a collective of `comm_s` overlaps from the compute's start, as the simulator's SM
+// contention runs it (sim::SimOptions::sm_contention): while the collective holds its SMs the
+// compute advances at r = busy_s / busy_sm_s, so they overlap W = min(comm_s, busy_s / r) and the
+// compute ends (1 - r) W later.
+double sm_contention_extra_s(double busy_s, double busy_sm_s, double comm_s) {
+  if (!(busy_s > 0) || !(busy_sm_s > busy_s) || !(comm_s > 0)) return 0.0;
+  const double r = busy_s / busy_sm_s;
+  return (1.0 - r) * std::min(comm_s, busy_s / r);
 }
 
 // The dp groups' members on the first node (in ring order: SMDDP's intra-node rings).
@@ -555,14 +587,22 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const double ne = p.expert_dp();
   const RingNet edp_net = p.ep > 1 && p.expert_dp() > 1 ? net(5, plan::expert_dp_groups) : RingNet{};
   double dp_exposed = 0, zero_param_exposed = 0, zero_grad_exposed = 0, ps_exposed = 0;
+  double overlap_extra_s = 0;  // compute slowed by the SMs of collectives it overlaps
   if (dpcp > 1) {
+    const size_t xi = dp_net.nodes > 1 ? 1 : 0;  // the dp collectives' channels (sim::nccl_channels)
     const double grad_bytes = params * elem;
     const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
     const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
+    // Buckets reduce while backward runs, the last one after it; the overlapped part takes
+    // SMs from the backward, which then ends later (and hides more of the reduction).
     auto exposed_after_backward = [&](double t) {
       if (!p.overlap_grad_reduce) return t;
-      return std::max(t - last_bwd, t * bucket_s_fraction);
+      const double extra = p.dp_algorithm == plan::DpAlgorithm::parameter_server || p.dp_algorithm == plan::DpAlgorithm::smddp
+                               ? 0.0  // not NCCL kernels (sim: no SM contention)
+                               : sm_contention_extra_s(stages[heavy].bwd_s, stages[heavy].bwd_sm_s[xi], t * (1.0 - bucket_s_fraction));
+      overlap_extra_s += extra;
+      return std::max(t - last_bwd - extra, t * bucket_s_fraction);
     };
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
                                   ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
@@ -590,7 +630,10 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
         for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
           const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
           const double f = st.unit_fwd_s[u];
-          zero_param_exposed += m * (std::max(0.0, g - f) + std::max(0.0, g - 2.0 * f));
+          const double f_sm = st.unit_fwd_sm_s[u][xi];
+          const double extra_f = sm_contention_extra_s(f, f_sm, g), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g);
+          overlap_extra_s += m * (extra_f + extra_b);
+          zero_param_exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
         }
         zero_param_exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
       }
@@ -609,7 +652,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));
 
-  e.step_time_s = pipeline_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
+  e.compute_s += overlap_extra_s;
+  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
   const double gpus = p.world_size();
   e.model_flops_per_step = graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
   double recompute_flops = 0;
