@@ -155,6 +155,20 @@ class EstimateCache {
     std::lock_guard lock(mutex_);
     return nets_.emplace(key, v).first->second;
   }
+  // The simulator's pattern of a dp-group collective (all dp groups at once), by (cluster, dp,
+  // tp, pp, cp, kind, algorithm).
+  using PatternKey = std::tuple<const hw::Cluster*, int, int, int, int, int, int>;
+  template <typename F>
+  const sim::CommPattern& pattern(const PatternKey& key, F&& compute) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = patterns_.find(key);
+      if (it != patterns_.end()) return it->second;
+    }
+    sim::CommPattern v = compute();
+    std::lock_guard lock(mutex_);
+    return patterns_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
+  }
   template <typename F>
   const std::vector<UnitCost>& units(const UnitKey& key, F&& compute) {
     {
@@ -171,6 +185,7 @@ class EstimateCache {
   std::mutex mutex_;
   std::map<NetKey, RingNet> nets_;
   std::map<UnitKey, std::vector<UnitCost>> units_;
+  std::map<PatternKey, sim::CommPattern> patterns_;
 };
 
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
@@ -590,19 +605,38 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   double overlap_extra_s = 0;  // compute slowed by the SMs of collectives it overlaps
   if (dpcp > 1) {
     const size_t xi = dp_net.nodes > 1 ? 1 : 0;  // the dp collectives' channels (sim::nccl_channels)
+    // How long a dp collective holds its SMs: the simulator's uncontended time of the same
+    // pattern (every dp group at once; NCCL's multi-ring channels across nodes), so the
+    // overlap window is the one the simulator slows compute for.
+    auto sim_collective_s = [&](plan::CollectiveKind kind, double bytes) {
+      if (bytes <= 0) return 0.0;
+      const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
+      const sim::CommPattern& pat = cache->pattern(
+          {cl, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
+            const sim::ClusterTopology topo(ctx.cluster);
+            std::vector<std::vector<int>> groups;
+            for (const auto& g : dp_groups(p)) groups.push_back(topo.ring_order(g));
+            return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, groups.front(), topo), groups, topo);
+          });
+      return pat.uncontended_time_s(bytes);
+    };
     const double grad_bytes = params * elem;
     const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
     const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
     // Buckets reduce while backward runs, the last one after it; the overlapped part takes
-    // SMs from the backward, which then ends later (and hides more of the reduction).
-    auto exposed_after_backward = [&](double t) {
+    // SMs from the backward, which then ends later (and hides more of the reduction). The
+    // reduction's cost to the step is what stays exposed plus the compute it slowed (counted
+    // here, not in compute_s: the search's lower bound for other dp algorithms and buckets
+    // drops the dp, ps and zero_grad terms, search.cpp refine_items).
+    auto exposed_after_backward = [&](double t, plan::CollectiveKind kind, double bytes) {
       if (!p.overlap_grad_reduce) return t;
-      const double extra = p.dp_algorithm == plan::DpAlgorithm::parameter_server || p.dp_algorithm == plan::DpAlgorithm::smddp
-                               ? 0.0  // not NCCL kernels (sim: no SM contention)
-                               : sm_contention_extra_s(stages[heavy].bwd_s, stages[heavy].bwd_sm_s[xi], t * (1.0 - bucket_s_fraction));
-      overlap_extra_s += extra;
-      return std::max(t - last_bwd - extra, t * bucket_s_fraction);
+      const double extra =
+          p.dp_algorithm == plan::DpAlgorithm::parameter_server || p.dp_algorithm == plan::DpAlgorithm::smddp
+              ? 0.0  // not NCCL kernels (sim: no SM contention)
+              : sm_contention_extra_s(stages[heavy].bwd_s, stages[heavy].bwd_sm_s[xi],
+                                      sim_collective_s(kind, bytes) * (1.0 - bucket_s_fraction));
+      return extra + std::max(t - last_bwd - extra, t * bucket_s_fraction);
     };
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
                                   ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
@@ -611,13 +645,15 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     if (p.zero_stage == 0) {
       // The parameter server's push overlaps backward; its pull fetches the variables the
       // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).
-      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(0.5 * reduce_s) + 0.5 * reduce_s;
-      else dp_exposed = exposed_after_backward(reduce_s);
+      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server)
+        ps_exposed = exposed_after_backward(0.5 * reduce_s, plan::CollectiveKind::reduce_scatter, dense_bytes) + 0.5 * reduce_s;
+      else
+        dp_exposed = exposed_after_backward(reduce_s, plan::CollectiveKind::all_reduce, dense_bytes);
     } else {
       // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
       // parameters after the optimizer step (the other half, exposed).
       const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
-      zero_grad_exposed = exposed_after_backward(half);
+      zero_grad_exposed = exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, dense_bytes);
       // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params):
       // the non-expert part over dp * cp, the experts over expert-dp.
       const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;
@@ -631,7 +667,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
           const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
           const double f = st.unit_fwd_s[u];
           const double f_sm = st.unit_fwd_sm_s[u][xi];
-          const double extra_f = sm_contention_extra_s(f, f_sm, g), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g);
+          const double g_sim = sim_collective_s(plan::CollectiveKind::all_gather, st.unit_param_bytes[u]);
+          const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
           overlap_extra_s += m * (extra_f + extra_b);
           zero_param_exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
         }
