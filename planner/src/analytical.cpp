@@ -519,6 +519,43 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
   return reduce_s;
 }
 
+// How long a dp collective holds its SMs: the simulator's uncontended time of the same
+// pattern (every dp group at once; NCCL's multi-ring channels across nodes), so the overlap
+// window is the one the simulator slows compute for.
+double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, plan::CollectiveKind kind,
+                           double bytes) {
+  if (bytes <= 0) return 0.0;
+  const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
+  const sim::CommPattern& pat = cache.pattern(
+      {&ctx.cluster, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
+        const sim::ClusterTopology topo(ctx.cluster);
+        std::vector<std::vector<int>> groups;
+        for (const auto& g : dp_groups(p)) groups.push_back(topo.ring_order(g));
+        return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, groups.front(), topo), groups, topo);
+      });
+  return pat.uncontended_time_s(bytes);
+}
+
+// ZeRO-3 over m micro-batches: parameters are gathered per unit in forward and again in
+// backward; with prefetch the gather hides behind the previous unit's compute when that is
+// longer, and takes its channels' SMs from that compute meanwhile. Returns the exposed gathers
+// and the compute they slowed (seconds per step).
+std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st,
+                                          const RingNet& dp_net, double m) {
+  const size_t xi = dp_net.nodes > 1 ? 1 : 0;
+  double exposed = 0, extra = 0;
+  for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
+    const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
+    const double f = st.unit_fwd_s[u], f_sm = st.unit_fwd_sm_s[u][xi];
+    const double g_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, st.unit_param_bytes[u]);
+    const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
+    extra += m * (extra_f + extra_b);
+    exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
+  }
+  exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
+  return {exposed, extra};
+}
+
 }  // namespace
 
 StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
@@ -605,37 +642,20 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   double overlap_extra_s = 0;  // compute slowed by the SMs of collectives it overlaps
   if (dpcp > 1) {
     const size_t xi = dp_net.nodes > 1 ? 1 : 0;  // the dp collectives' channels (sim::nccl_channels)
-    // How long a dp collective holds its SMs: the simulator's uncontended time of the same
-    // pattern (every dp group at once; NCCL's multi-ring channels across nodes), so the
-    // overlap window is the one the simulator slows compute for.
-    auto sim_collective_s = [&](plan::CollectiveKind kind, double bytes) {
-      if (bytes <= 0) return 0.0;
-      const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
-      const sim::CommPattern& pat = cache->pattern(
-          {cl, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
-            const sim::ClusterTopology topo(ctx.cluster);
-            std::vector<std::vector<int>> groups;
-            for (const auto& g : dp_groups(p)) groups.push_back(topo.ring_order(g));
-            return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, groups.front(), topo), groups, topo);
-          });
-      return pat.uncontended_time_s(bytes);
-    };
     const double grad_bytes = params * elem;
     const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
     const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
-    // Buckets reduce while backward runs, the last one after it; the overlapped part takes
-    // SMs from the backward, which then ends later (and hides more of the reduction). The
-    // reduction's cost to the step is what stays exposed plus the compute it slowed (counted
-    // here, not in compute_s: the search's lower bound for other dp algorithms and buckets
-    // drops the dp, ps and zero_grad terms, search.cpp refine_items).
+    // Buckets reduce while backward runs (taking SMs from it: it ends later, hiding more), the
+    // last one after it. Cost: exposed + the slowed compute (here, not in compute_s: the search's
+    // lower bound for other dp algorithms and buckets drops these terms, refine_items).
     auto exposed_after_backward = [&](double t, plan::CollectiveKind kind, double bytes) {
       if (!p.overlap_grad_reduce) return t;
       const double extra =
           p.dp_algorithm == plan::DpAlgorithm::parameter_server || p.dp_algorithm == plan::DpAlgorithm::smddp
               ? 0.0  // not NCCL kernels (sim: no SM contention)
               : sm_contention_extra_s(stages[heavy].bwd_s, stages[heavy].bwd_sm_s[xi],
-                                      sim_collective_s(kind, bytes) * (1.0 - bucket_s_fraction));
+                                      dp_collective_sim_s(p, ctx, *cache, kind, bytes) * (1.0 - bucket_s_fraction));
       return extra + std::max(t - last_bwd - extra, t * bucket_s_fraction);
     };
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
@@ -658,22 +678,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       // the non-expert part over dp * cp, the experts over expert-dp.
       const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;
       zero_param_exposed = ring_gather_s(dp_net, dense_bytes * gathered) + ring_gather_s(edp_net, expert_bytes * gathered);
-      if (p.zero_stage == 3) {
-        // Parameters are gathered per unit in forward and again in backward; with prefetch
-        // the gather hides behind the previous unit's compute when that is longer.
-        zero_param_exposed = 0;
-        const auto& st = stages[heavy];
-        for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
-          const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
-          const double f = st.unit_fwd_s[u];
-          const double f_sm = st.unit_fwd_sm_s[u][xi];
-          const double g_sim = sim_collective_s(plan::CollectiveKind::all_gather, st.unit_param_bytes[u]);
-          const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
-          overlap_extra_s += m * (extra_f + extra_b);
-          zero_param_exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
-        }
-        zero_param_exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
-      }
+      if (p.zero_stage == 3) std::tie(zero_param_exposed, overlap_extra_s) = zero3_gathers_s(p, ctx, *cache, stages[heavy], dp_net, m);
     }
   }
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::dp)] = dp_exposed;
