@@ -64,10 +64,15 @@ double StepSimulator::compute_rate(const RankState& rs) {
   return shared > full && full > 0 ? full / shared : 1.0;
 }
 
-void StepSimulator::comm_activity(int s, int delta, int sms) {
+void StepSimulator::comm_activity(int s, int stream, int delta, int sms) {
   RankState& rs = ranks_[static_cast<size_t>(s)];
   rs.comm_active += delta;
-  rs.sms_taken += delta * sms;
+  if (sms > 0) {
+    if (static_cast<size_t>(stream) >= rs.stream_sms.size()) rs.stream_sms.resize(static_cast<size_t>(stream) + 1, {0, 0});
+    auto& [active, held] = rs.stream_sms[static_cast<size_t>(stream)];
+    if (delta > 0 && active++ == 0) rs.sms_taken += (held = sms);
+    if (delta < 0 && --active == 0) rs.sms_taken -= held;
+  }
   if (rs.running < 0) return;
   const double rate = compute_rate(rs);
   if (rate == rs.rate) return;
@@ -91,7 +96,7 @@ void StepSimulator::begin_instance(int inst) {
   in.sm_channels = pat.nccl ? pat.timing.sm_channels : 0;
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    comm_activity(ts_[static_cast<size_t>(t)].owner, +1, in.sm_channels);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, tasks_[static_cast<size_t>(t)]->stream, +1, in.sm_channels);
   }
   ++stats_.comm_instances;
   in.protocol = pat.protocol_for(in.size_bytes);
@@ -147,7 +152,7 @@ void StepSimulator::complete(int inst) {
   const Instance& in = instances_[static_cast<size_t>(inst)];
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    comm_activity(ts_[static_cast<size_t>(t)].owner, -1, in.sm_channels);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, tasks_[static_cast<size_t>(t)]->stream, -1, in.sm_channels);
     finish(t);
   }
 }

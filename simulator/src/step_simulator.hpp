@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "breakdown.hpp"
@@ -78,6 +79,10 @@ class StepSimulator {
     int32_t queue_head = 0, queue_tail = 0;  // into compute_queue_
     int comm_active = 0;
     int sms_taken = 0;      // SMs held by the rank's running NCCL collectives (their channels)
+    // Per stream: active collectives and the SMs the stream's kernel holds. Collectives on one
+    // stream run one kernel at a time on a GPU (CUDA stream order), so a stream holds the SMs
+    // of one collective however many of its collectives the simulator runs at once.
+    std::vector<std::pair<int32_t, int32_t>> stream_sms;
     double mem_now = 0, mem_peak = 0;        // live allocations
   };
   struct Instance {
@@ -123,7 +128,7 @@ class StepSimulator {
   }
   void finish(int t);
   void begin_next_compute(int s);
-  void comm_activity(int s, int delta, int sms);
+  void comm_activity(int s, int stream, int delta, int sms);
   // Speed of rank s's running compute task: 1, 1/(1 + overlap_slowdown) while data moves,
   // or t(all SMs) / t(SMs - taken) under SM contention.
   double compute_rate(const RankState& rs);

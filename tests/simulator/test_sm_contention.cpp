@@ -156,3 +156,35 @@ TEST_CASE("simulator: a rank whose collective ends mid-op slows only for the ove
   CHECK(sim::simulate_step(build(true), topo, gpu, opt).timeline.events[0].end_s ==
         Approx(coll_end + (full - coll_end / 1.25)).epsilon(1e-9));
 }
+
+TEST_CASE("simulator: collectives on one stream hold one collective's SMs at a time", "[simulator]") {
+  // Two all-gathers issued back to back on the same stream run at once in the simulator (they
+  // share the links) but as one kernel after the other on the GPU: the GEMM beside them slows
+  // as with one collective's channels, not twice as many.
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster one = hw::Cluster::build(cat.instance("dgx-a100-80gb"), 1, cat);
+  const sim::ClusterTopology topo(one);
+  const hw::GpuSpec& gpu = one.gpu_spec();
+  sim::SimOptions opt;
+  opt.compute.kernel_overhead_s = 0;
+  const sim::ComputeModel model(gpu, Precision::bf16, opt.compute);
+  const plan::Task gemm = gemm_task(8192, 12288, 12288);
+  const double full = model.duration_s(gemm);
+  const double r = full / model.duration_s(gemm, nullptr, sim::nccl_channels(one, false));
+  ProgramBuilder b(2);
+  plan::Task t = gemm;
+  t.stream = trainplan::testing::kCompute;
+  b.add(0, t);
+  const int g = b.group({0, 1}, plan::CommPurpose::zero_param);
+  b.collective(g, plan::CollectiveKind::all_gather, 1e9);
+  b.collective(g, plan::CollectiveKind::all_gather, 1e9);
+  auto res = sim::simulate_step(b.program(), topo, gpu, opt);
+  double gemm_end = -1, coll_end = 0;
+  for (const auto& e : res.timeline.events) {
+    if (e.rank != 0) continue;
+    if (e.kind == plan::TaskKind::compute) gemm_end = e.end_s;
+    else coll_end = std::max(coll_end, e.end_s);
+  }
+  REQUIRE(coll_end < full);
+  CHECK(gemm_end == Approx(coll_end + (full - r * coll_end)).epsilon(1e-9));
+}
