@@ -169,6 +169,13 @@ class EstimateCache {
     std::lock_guard lock(mutex_);
     return patterns_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
   }
+  // The simulator's view of a cluster, built once per cluster.
+  const sim::ClusterTopology& topology(const hw::Cluster& cluster) {
+    std::lock_guard lock(mutex_);
+    auto& t = topologies_[&cluster];
+    if (!t) t = std::make_unique<sim::ClusterTopology>(cluster);
+    return *t;
+  }
   template <typename F>
   const std::vector<UnitCost>& units(const UnitKey& key, F&& compute) {
     {
@@ -186,6 +193,7 @@ class EstimateCache {
   std::map<NetKey, RingNet> nets_;
   std::map<UnitKey, std::vector<UnitCost>> units_;
   std::map<PatternKey, sim::CommPattern> patterns_;
+  std::map<const hw::Cluster*, std::unique_ptr<sim::ClusterTopology>> topologies_;
 };
 
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
@@ -520,18 +528,18 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
 }
 
 // How long a dp collective holds its SMs: the simulator's uncontended time of the same
-// pattern (every dp group at once; NCCL's multi-ring channels across nodes), so the overlap
-// window is the one the simulator slows compute for.
+// pattern for the first dp group (NCCL's multi-ring channels across nodes; the other groups'
+// share of the NICs is left out to keep the search fast), so the overlap window is about the
+// one the simulator slows compute for.
 double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, plan::CollectiveKind kind,
                            double bytes) {
   if (bytes <= 0) return 0.0;
   const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
   const sim::CommPattern& pat = cache.pattern(
       {&ctx.cluster, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
-        const sim::ClusterTopology topo(ctx.cluster);
-        std::vector<std::vector<int>> groups;
-        for (const auto& g : dp_groups(p)) groups.push_back(topo.ring_order(g));
-        return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, groups.front(), topo), groups, topo);
+        const sim::ClusterTopology& topo = cache.topology(ctx.cluster);
+        const std::vector<int> group = topo.ring_order(dp_groups(p).front());
+        return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, group, topo), {group}, topo);
       });
   return pat.uncontended_time_s(bytes);
 }
