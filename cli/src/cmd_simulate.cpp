@@ -202,7 +202,7 @@ void add_simulate_command(CLI::App& app) {
                 "Apply a profile fitted on another GPU type to the plan's GPUs (explicit override)");
   add_real(cmd, "--straggler-stddev", a->straggler_stddev, 0, sim::kMaxStragglerStddev, "Per-GPU speed jitter (normal, stddev), e.g. 0.02");
   add_int(cmd, "--seed", a->seed, 0, std::numeric_limits<int64_t>::max(), "Seed of the straggler jitter");
-  add_real(cmd, "--overlap-slowdown", a->overlap_slowdown, 0, sim::kMaxOverlapSlowdown, "Compute slowdown while communication overlaps it, e.g. 0.1");
+  add_real(cmd, "--overlap-slowdown", a->overlap_slowdown, 0, sim::kMaxOverlapSlowdown, "Uniform compute slowdown while any communication overlaps it, e.g. 0.1, instead of the per-op model of the SMs NCCL takes (simulator/README.md)");
   add_placement_options(cmd, a->azs, a->data_region, a->dataset_size);
   cmd->add_option("--trace-ranks", a->trace_ranks,
                   fmt::format("Ranks in --trace / --timeline: all, auto (every rank up to {} GPUs, else data-parallel "

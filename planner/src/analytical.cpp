@@ -128,6 +128,10 @@ struct UnitCost {
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   double expert_params = 0;               // routed experts' part of `params`
+  /// fwd_s, bwd_s and recompute_selective_s with an NCCL collective's SMs taken (the simulator's
+  /// SM contention, sim::SimOptions::sm_contention): [0] a collective inside one node, [1]
+  /// across nodes (sim::nccl_channels).
+  std::array<double, 2> fwd_sm_s{}, bwd_sm_s{}, recompute_selective_sm_s{};
 };
 
 // Group bandwidths per (cluster, layout, purpose) and unit costs per (cluster, layout, micro-
@@ -151,6 +155,27 @@ class EstimateCache {
     std::lock_guard lock(mutex_);
     return nets_.emplace(key, v).first->second;
   }
+  // The simulator's pattern of a dp-group collective (all dp groups at once), by (cluster, dp,
+  // tp, pp, cp, kind, algorithm).
+  using PatternKey = std::tuple<const hw::Cluster*, int, int, int, int, int, int>;
+  template <typename F>
+  const sim::CommPattern& pattern(const PatternKey& key, F&& compute) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = patterns_.find(key);
+      if (it != patterns_.end()) return it->second;
+    }
+    sim::CommPattern v = compute();
+    std::lock_guard lock(mutex_);
+    return patterns_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
+  }
+  // The simulator's view of a cluster, built once per cluster.
+  const sim::ClusterTopology& topology(const hw::Cluster& cluster) {
+    std::lock_guard lock(mutex_);
+    auto& t = topologies_[&cluster];
+    if (!t) t = std::make_unique<sim::ClusterTopology>(cluster);
+    return *t;
+  }
   template <typename F>
   const std::vector<UnitCost>& units(const UnitKey& key, F&& compute) {
     {
@@ -167,6 +192,8 @@ class EstimateCache {
   std::mutex mutex_;
   std::map<NetKey, RingNet> nets_;
   std::map<UnitKey, std::vector<UnitCost>> units_;
+  std::map<PatternKey, sim::CommPattern> patterns_;
+  std::map<const hw::Cluster*, std::unique_ptr<sim::ClusterTopology>> topologies_;
 };
 
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
@@ -237,6 +264,9 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
+                                                 // collective's SMs taken (UnitCost::fwd_sm_s)
+  std::vector<std::array<double, 2>> unit_fwd_sm_s;
 };
 
 }  // namespace
@@ -252,6 +282,7 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
   const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
+  const std::array<int, 2> sms = {sim::nccl_channels(ctx.cluster, false), sim::nccl_channels(ctx.cluster, true)};
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
     UnitCost& c = out[u];
@@ -263,6 +294,12 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
       c.bwd_s += tb;
+      for (size_t i = 0; i < 2; ++i) {
+        const double tf_sm = model.op_duration_s(oc, plan::Phase::forward, sms[i]);
+        c.fwd_sm_s[i] += tf_sm;
+        c.bwd_sm_s[i] += model.op_duration_s(oc, plan::Phase::backward, sms[i]);
+        if (oc.recomputed_by_selective) c.recompute_selective_sm_s[i] += tf_sm;
+      }
       if (oc.cp_kv_bytes > 0) {
         kv_bytes += oc.cp_kv_bytes;
         bwd_after_attention_s = 0;
@@ -335,6 +372,12 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         const UnitCost& c = unit_costs[static_cast<size_t>(u)];
         st.fwd_s += c.fwd_s;
         st.bwd_s += c.bwd_s;
+        for (size_t i = 0; i < 2; ++i) {
+          st.fwd_sm_s[i] += c.fwd_sm_s[i];
+          st.bwd_sm_s[i] += c.bwd_sm_s[i] + (p.recompute == plan::Recompute::full        ? c.fwd_sm_s[i]
+                                             : p.recompute == plan::Recompute::selective ? c.recompute_selective_sm_s[i]
+                                                                                         : 0.0);
+        }
         st.fwd_flops += c.fwd_flops;
         st.bwd_flops += c.bwd_flops;
         st.tp_fwd_s += c.tp_fwd_s;
@@ -355,6 +398,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.recompute_flops += c.selective_flops;
         }
         st.unit_fwd_s.push_back(c.fwd_s);
+        st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
         st.unit_param_bytes.push_back(c.param_bytes);
         st.params += c.params;
         st.param_bytes += c.param_bytes;
@@ -387,6 +431,17 @@ double server_phase_s(const plan::PlanContext& ctx, const RingNet& dp_net, doubl
     t_s = std::max(t_s, per_flow * g * (n - 1) / nic_bw);
   }
   return t_s + dp_net.latency_s + launch_s;
+}
+
+// Extra seconds of `busy_s` of compute (at full speed; `busy_sm_s` with a collective's SMs
+// taken) that a collective of `comm_s` overlaps from the compute's start, as the simulator's SM
+// contention runs it (sim::SimOptions::sm_contention): while the collective holds its SMs the
+// compute advances at r = busy_s / busy_sm_s, so they overlap W = min(comm_s, busy_s / r) and the
+// compute ends (1 - r) W later.
+double sm_contention_extra_s(double busy_s, double busy_sm_s, double comm_s) {
+  if (!(busy_s > 0) || !(busy_sm_s > busy_s) || !(comm_s > 0)) return 0.0;
+  const double r = busy_s / busy_sm_s;
+  return (1.0 - r) * std::min(comm_s, busy_s / r);
 }
 
 // The dp groups' members on the first node (in ring order: SMDDP's intra-node rings).
@@ -472,6 +527,43 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
   return reduce_s;
 }
 
+// How long a dp collective holds its SMs: the simulator's uncontended time of the same
+// pattern for the first dp group (NCCL's multi-ring channels across nodes; the other groups'
+// share of the NICs is left out to keep the search fast), so the overlap window is about the
+// one the simulator slows compute for.
+double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, plan::CollectiveKind kind,
+                           double bytes) {
+  if (bytes <= 0) return 0.0;
+  const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
+  const sim::CommPattern& pat = cache.pattern(
+      {&ctx.cluster, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
+        const sim::ClusterTopology& topo = cache.topology(ctx.cluster);
+        const std::vector<int> group = topo.ring_order(dp_groups(p).front());
+        return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, group, topo), {group}, topo);
+      });
+  return pat.uncontended_time_s(bytes);
+}
+
+// ZeRO-3 over m micro-batches: parameters are gathered per unit in forward and again in
+// backward; with prefetch the gather hides behind the previous unit's compute when that is
+// longer, and takes its channels' SMs from that compute meanwhile. Returns the exposed gathers
+// and the compute they slowed (seconds per step).
+std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st,
+                                          const RingNet& dp_net, double m) {
+  const size_t xi = dp_net.nodes > 1 ? 1 : 0;
+  double exposed = 0, extra = 0;
+  for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
+    const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
+    const double f = st.unit_fwd_s[u], f_sm = st.unit_fwd_sm_s[u][xi];
+    const double g_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, st.unit_param_bytes[u]);
+    const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
+    extra += m * (extra_f + extra_b);
+    exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
+  }
+  exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
+  return {exposed, extra};
+}
+
 }  // namespace
 
 StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
@@ -555,14 +647,24 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const double ne = p.expert_dp();
   const RingNet edp_net = p.ep > 1 && p.expert_dp() > 1 ? net(5, plan::expert_dp_groups) : RingNet{};
   double dp_exposed = 0, zero_param_exposed = 0, zero_grad_exposed = 0, ps_exposed = 0;
+  double overlap_extra_s = 0;  // compute slowed by the SMs of collectives it overlaps
   if (dpcp > 1) {
+    const size_t xi = dp_net.nodes > 1 ? 1 : 0;  // the dp collectives' channels (sim::nccl_channels)
     const double grad_bytes = params * elem;
     const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
     const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
-    auto exposed_after_backward = [&](double t) {
+    // Buckets reduce while backward runs (taking SMs from it: it ends later, hiding more), the
+    // last one after it. Cost: exposed + the slowed compute (here, not in compute_s: the search's
+    // lower bound for other dp algorithms and buckets drops these terms, refine_items).
+    auto exposed_after_backward = [&](double t, plan::CollectiveKind kind, double bytes) {
       if (!p.overlap_grad_reduce) return t;
-      return std::max(t - last_bwd, t * bucket_s_fraction);
+      const double extra =
+          p.dp_algorithm == plan::DpAlgorithm::parameter_server || p.dp_algorithm == plan::DpAlgorithm::smddp
+              ? 0.0  // not NCCL kernels (sim: no SM contention)
+              : sm_contention_extra_s(stages[heavy].bwd_s, stages[heavy].bwd_sm_s[xi],
+                                      dp_collective_sim_s(p, ctx, *cache, kind, bytes) * (1.0 - bucket_s_fraction));
+      return extra + std::max(t - last_bwd - extra, t * bucket_s_fraction);
     };
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
                                   ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
@@ -571,29 +673,20 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     if (p.zero_stage == 0) {
       // The parameter server's push overlaps backward; its pull fetches the variables the
       // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).
-      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server) ps_exposed = exposed_after_backward(0.5 * reduce_s) + 0.5 * reduce_s;
-      else dp_exposed = exposed_after_backward(reduce_s);
+      if (p.dp_algorithm == plan::DpAlgorithm::parameter_server)
+        ps_exposed = exposed_after_backward(0.5 * reduce_s, plan::CollectiveKind::reduce_scatter, dense_bytes) + 0.5 * reduce_s;
+      else
+        dp_exposed = exposed_after_backward(reduce_s, plan::CollectiveKind::all_reduce, dense_bytes);
     } else {
       // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
       // parameters after the optimizer step (the other half, exposed).
       const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
-      zero_grad_exposed = exposed_after_backward(half);
+      zero_grad_exposed = exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, dense_bytes);
       // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params):
       // the non-expert part over dp * cp, the experts over expert-dp.
       const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;
       zero_param_exposed = ring_gather_s(dp_net, dense_bytes * gathered) + ring_gather_s(edp_net, expert_bytes * gathered);
-      if (p.zero_stage == 3) {
-        // Parameters are gathered per unit in forward and again in backward; with prefetch
-        // the gather hides behind the previous unit's compute when that is longer.
-        zero_param_exposed = 0;
-        const auto& st = stages[heavy];
-        for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
-          const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
-          const double f = st.unit_fwd_s[u];
-          zero_param_exposed += m * (std::max(0.0, g - f) + std::max(0.0, g - 2.0 * f));
-        }
-        zero_param_exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
-      }
+      if (p.zero_stage == 3) std::tie(zero_param_exposed, overlap_extra_s) = zero3_gathers_s(p, ctx, *cache, stages[heavy], dp_net, m);
     }
   }
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::dp)] = dp_exposed;
@@ -609,7 +702,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));
 
-  e.step_time_s = pipeline_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
+  e.compute_s += overlap_extra_s;
+  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
   const double gpus = p.world_size();
   e.model_flops_per_step = graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
   double recompute_flops = 0;

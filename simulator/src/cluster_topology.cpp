@@ -148,6 +148,8 @@ Topology::NcclHost ClusterTopology::nccl_host() const {
   h.compute_capability = static_cast<int>(std::lround(std::atof(cluster_.gpu_spec().compute_capability.c_str()) * 10));
   h.amd_cpu = cluster_.instance().cpu.find("AMD") != std::string::npos;
   h.simple_only = cluster_.instance().network.efa;
+  h.channels_in_node = nccl_channels(cluster_, false);
+  h.channels_across_nodes = nccl_channels(cluster_, true);
   return h;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "trainplan/core/error.hpp"
+#include "trainplan/hwprofiles/cluster.hpp"
 
 namespace trainplan::sim {
 namespace {
@@ -229,6 +230,7 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
   NcclTiming& t = p.timing;
   t.ranks = n;
   t.channels = std::max(1, static_cast<int>(ppn));
+  t.sm_channels = nodes > 1 ? host.channels_across_nodes : host.channels_in_node;
   for (int proto = 0; proto < kNumNcclProtocols; ++proto) {
     const double base = kBaseLatUs[algo][proto] * 1e-6;
     auto& lat0 = p.phases[0].nccl_latency_s[static_cast<size_t>(proto)];
@@ -372,6 +374,41 @@ NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cp
   r.inter_step_s = kHwLatUs[kHwNet][kRing][kSimple] * 1e-6;
   r.plateau = nodes > 1 ? (compute_capability > 0 && compute_capability < 80 ? 1.9 : 1.4) : 1.0;
   return r;
+}
+
+// NCCL's channels by fabric (one thread block per channel on every member GPU):
+// - NVSwitch nodes: 24. HGX A100 8-GPU, NCCL's ring log "Channel 23/24" (NVIDIA/nccl-tests#100);
+//   H100 (132 SMs): ncclAllGather "launches 24 blocks" in Nsight Systems (NVIDIA developer forum
+//   t/337991, "Compute-Communication Overlap Causes Severe GEMM Performance Degradation because
+//   of Tail Effect"). NCCL doubles the rings its search finds (A100: 240 GB/s / 20 GB/s per ring
+//   = 12, x2).
+// - NVLink mesh: 12. The search finds 6 rings on a 4-GPU V100 mesh with 2 NVLinks per pair
+//   (graph dump in NVIDIA/nccl#713), doubled.
+// - PCIe: 2. The search finds one ring over PCIe (NVIDIA/nccl#1358: "Pattern 4, ... nChannels
+//   1"), doubled.
+// - Across nodes: two per NIC. DGX H100 class, 8 IB NICs: "Channel 00/16" on 2 and 3 nodes
+//   (NVIDIA/nccl#1538, NVIDIA/nccl#1453); p4d, 4 EFA NICs: channels 00..07 (aws/aws-ofi-nccl#715).
+namespace {
+constexpr int kChannelsNvswitch = 24, kChannelsNvlinkMesh = 12, kChannelsPcie = 2, kChannelsPerNic = 2;
+}  // namespace
+
+int nccl_channels(hw::IntraNodeKind intra, int gpus_per_node, int nics_per_node, bool across_nodes) {
+  int in_node = 0;
+  switch (intra) {
+    case hw::IntraNodeKind::nvswitch: in_node = kChannelsNvswitch; break;
+    case hw::IntraNodeKind::nvlink_mesh: in_node = kChannelsNvlinkMesh; break;
+    case hw::IntraNodeKind::pcie: in_node = kChannelsPcie; break;
+    case hw::IntraNodeKind::single: in_node = kChannelsPcie; break;
+  }
+  if (!across_nodes) return in_node;
+  const int nics = std::max(1, std::min(nics_per_node, std::max(1, gpus_per_node)));
+  return std::min(in_node, kChannelsPerNic * nics);
+}
+
+int nccl_channels(const hw::Cluster& cluster, bool across_nodes) {
+  if (std::atof(cluster.gpu_spec().compute_capability.c_str()) <= 0) return 0;
+  const auto& inst = cluster.instance();
+  return nccl_channels(inst.topology.kind, cluster.gpus_per_node(), inst.network.nics, across_nodes);
 }
 
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch) {

@@ -143,6 +143,15 @@ double ComputeModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k) const {
   return wave_eff * k_eff;
 }
 
+double ComputeModel::sm_share_slowdown(int64_t m, int64_t n, int64_t k, int sms_taken) const {
+  if (sms_taken <= 0) return 1.0;
+  const double all = sm_count_;
+  const double left = std::max(1, sm_count_ - sms_taken);
+  if (!shape_effects_ || m <= 0 || n <= 0 || k <= 0) return all / left;
+  const double tiles = std::ceil(static_cast<double>(m) / kTileM) * std::ceil(static_cast<double>(n) / kTileN);
+  return std::ceil(tiles / left) / std::ceil(tiles / all);
+}
+
 double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const {
   if (calibration_) {
     CalibrationLookup c = calibration_->find(op_kind, m, n, k, phase);
@@ -169,14 +178,14 @@ double ComputeModel::memory_efficiency(int op_kind, int phase) const {
   return memory_efficiency_;
 }
 
-double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs) const {
+double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs, int sms_taken) const {
   TP_ASSERT(task.kind == plan::TaskKind::compute);
   if (op_costs && !op_costs->empty() && (task.op >= 0 || !task.ops.empty())) {
     double t = 0;
     if (!task.ops.empty()) {
-      for (int id : task.ops) t += op_duration_s((*op_costs)[static_cast<size_t>(id)], task.phase);
+      for (int id : task.ops) t += op_duration_s((*op_costs)[static_cast<size_t>(id)], task.phase, sms_taken);
     } else {
-      t = op_duration_s((*op_costs)[static_cast<size_t>(task.op)], task.phase);
+      t = op_duration_s((*op_costs)[static_cast<size_t>(task.op)], task.phase, sms_taken);
     }
     return t;
   }
@@ -185,7 +194,8 @@ double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::
   double t = 0;
   if (task.flops > 0) {
     const double peak = kind == kOpKindAny ? tensor_peak_ : peak_flops_per_s(kind);
-    t = task.flops / (peak * compute_efficiency(kind, task.gemm_m, task.gemm_n, task.gemm_k, ph));
+    t = task.flops / (peak * compute_efficiency(kind, task.gemm_m, task.gemm_n, task.gemm_k, ph)) *
+        sm_share_slowdown(task.gemm_m, task.gemm_n, task.gemm_k, sms_taken);
   }
   if (task.mem_bytes > 0)
     t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind, ph)));
@@ -205,7 +215,7 @@ double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool back
   return std::min(1.0, e);
 }
 
-double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) const {
+double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int sms_taken) const {
   const bool backward = phase == plan::Phase::backward;
   const double flops = backward ? c.flops_bwd : c.flops_fwd;
   const double mem = backward ? c.mem_bwd_bytes : c.mem_fwd_bytes;
@@ -242,6 +252,10 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase) con
         eff = fused_attention_efficiency(c, backward);
     }
     t = flops / (peak * eff);
+    // Attention's grid (batch x heads x query blocks) is not in its shape here (fused: the
+    // published kernel level; unfused: the per-head GEMM): the many-wave limit. GEMMs by their
+    // tile waves.
+    if (sms_taken > 0) t *= attention ? sm_share_slowdown(0, 0, 0, sms_taken) : sm_share_slowdown(c.gemm_m, c.gemm_n, c.gemm_k, sms_taken);
   }
   const double bw = gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind, ph);
   if (mem > 0) t = std::max(t, mem / bw);

@@ -50,20 +50,36 @@ void StepSimulator::begin_next_compute(int s) {
   notify_stream(t);
   rs.work_left_s = ts_[static_cast<size_t>(t)].value;
   rs.last_s = now_;
-  rs.rate = rs.comm_active > 0 && opt_.overlap_slowdown > 0 ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
+  rs.rate = compute_rate(rs);
   queue_.push(now_ + rs.work_left_s / rs.rate, kComputeDone, t, ++rs.version);
 }
 
-void StepSimulator::comm_activity(int s, int delta) {
+double StepSimulator::compute_rate(const RankState& rs) {
+  if (rs.running < 0) return 1.0;
+  if (opt_.overlap_slowdown > 0) return rs.comm_active > 0 ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
+  if (!opt_.sm_contention || rs.sms_taken <= 0) return 1.0;
+  const plan::Task& t = *tasks_[static_cast<size_t>(rs.running)];
+  const double full = compute_duration(t);
+  const double shared = compute_duration_sms(t, rs.sms_taken);
+  return shared > full && full > 0 ? full / shared : 1.0;
+}
+
+void StepSimulator::comm_activity(int s, int stream, int delta, int sms) {
   RankState& rs = ranks_[static_cast<size_t>(s)];
-  const bool was = rs.comm_active > 0;
   rs.comm_active += delta;
-  const bool is = rs.comm_active > 0;
-  if (was == is || opt_.overlap_slowdown <= 0 || rs.running < 0) return;
+  if (sms > 0) {
+    if (static_cast<size_t>(stream) >= rs.stream_sms.size()) rs.stream_sms.resize(static_cast<size_t>(stream) + 1, {0, 0});
+    auto& [active, held] = rs.stream_sms[static_cast<size_t>(stream)];
+    if (delta > 0 && active++ == 0) rs.sms_taken += (held = sms);
+    if (delta < 0 && --active == 0) rs.sms_taken -= held;
+  }
+  if (rs.running < 0) return;
+  const double rate = compute_rate(rs);
+  if (rate == rs.rate) return;
   rs.work_left_s -= (now_ - rs.last_s) * rs.rate;
   if (rs.work_left_s < 0) rs.work_left_s = 0;
   rs.last_s = now_;
-  rs.rate = is ? 1.0 / (1.0 + opt_.overlap_slowdown) : 1.0;
+  rs.rate = rate;
   queue_.push(now_ + rs.work_left_s / rs.rate, kComputeDone, rs.running, ++rs.version);
 }
 
@@ -76,12 +92,13 @@ void StepSimulator::arrive(int inst, int t) {
 void StepSimulator::begin_instance(int inst) {
   Instance& in = instances_[static_cast<size_t>(inst)];
   in.active_s = now_;
+  const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
+  in.sm_channels = pat.nccl ? pat.timing.sm_channels : 0;
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    comm_activity(ts_[static_cast<size_t>(t)].owner, +1);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, tasks_[static_cast<size_t>(t)]->stream, +1, in.sm_channels);
   }
   ++stats_.comm_instances;
-  const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
   in.protocol = pat.protocol_for(in.size_bytes);
   // NCCL's base latency includes its launch; the per-hop model adds comm_launch_s.
   schedule_phase(inst, 0, now_ + (pat.nccl ? 0.0 : opt_.comm_launch_s) + pat.start_delay_s);
@@ -136,7 +153,7 @@ void StepSimulator::complete(int inst) {
   const Instance& in = instances_[static_cast<size_t>(inst)];
   for (int32_t i = 0; i < in.expected; ++i) {
     const int32_t t = members_[static_cast<size_t>(in.member_off + i)];
-    comm_activity(ts_[static_cast<size_t>(t)].owner, -1);
+    comm_activity(ts_[static_cast<size_t>(t)].owner, tasks_[static_cast<size_t>(t)]->stream, -1, in.sm_channels);
     finish(t);
   }
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "breakdown.hpp"
@@ -73,10 +74,15 @@ class StepSimulator {
     int running = -1;       // compute task on the engine
     double work_left_s = 0; // at full speed, as of last_s
     double last_s = 0;
-    double rate = 1;        // 1, or 1/(1+overlap_slowdown) while data moves
+    double rate = 1;        // 1, or slower while collectives overlap the running task
     int64_t version = 0;
     int32_t queue_head = 0, queue_tail = 0;  // into compute_queue_
     int comm_active = 0;
+    int sms_taken = 0;      // SMs held by the rank's running NCCL collectives (their channels)
+    // Per stream: active collectives and the SMs the stream's kernel holds. Collectives on one
+    // stream run one kernel at a time on a GPU (CUDA stream order), so a stream holds the SMs
+    // of one collective however many of its collectives the simulator runs at once.
+    std::vector<std::pair<int32_t, int32_t>> stream_sms;
     double mem_now = 0, mem_peak = 0;        // live allocations
   };
   struct Instance {
@@ -88,6 +94,7 @@ class StepSimulator {
     double active_s = kNever;  // when every member had arrived and data started moving
     plan::CommPurpose purpose = plan::CommPurpose::none;
     NcclProtocol protocol = NcclProtocol::simple;  // chosen when the instance begins
+    int sm_channels = 0;                           // SMs its kernel holds on each member
   };
 
   static std::vector<double> link_capacities(const Topology& t) {
@@ -121,7 +128,13 @@ class StepSimulator {
   }
   void finish(int t);
   void begin_next_compute(int s);
-  void comm_activity(int s, int delta);
+  void comm_activity(int s, int stream, int delta, int sms);
+  // Speed of rank s's running compute task: 1, 1/(1 + overlap_slowdown) while data moves,
+  // or t(all SMs) / t(SMs - taken) under SM contention.
+  double compute_rate(const RankState& rs);
+  // Duration of a compute task with `sms_taken` SMs held by other kernels, memoized like
+  // compute_duration.
+  double compute_duration_sms(const plan::Task& t, int sms_taken);
   void arrive(int inst, int t);
   void begin_instance(int inst);
   void schedule_phase(int inst, int phase, double t0);
@@ -146,6 +159,7 @@ class StepSimulator {
   Precision precision_;
   ComputeModel model_;
   std::unordered_map<uint64_t, double> duration_memo_;
+  std::unordered_map<uint64_t, double> duration_sms_memo_;  // (duration key, SMs taken)
   SeqCounter seq_;
   EventQueue queue_;
   FlowNetwork net_;

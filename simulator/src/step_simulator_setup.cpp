@@ -68,6 +68,22 @@ double StepSimulator::compute_duration(const plan::Task& t) {
   return d;
 }
 
+double StepSimulator::compute_duration_sms(const plan::Task& t, int sms_taken) {
+  if (p_.op_costs.empty() || (t.op < 0 && t.ops.empty())) return model_.duration_s(t, nullptr, sms_taken);
+  const int first = t.ops.empty() ? t.op : t.ops.front();
+  const uint64_t count = t.ops.empty() ? 1 : t.ops.size();
+  // compute_duration's key (phase in bits 56+, first op in 24..47, count below) with the SMs
+  // taken in bits 48..55.
+  TP_ASSERT(sms_taken > 0 && sms_taken < 256 && first < (1 << 24));
+  const uint64_t key = (static_cast<uint64_t>(t.phase) << 56) | (static_cast<uint64_t>(sms_taken) << 48) |
+                       (static_cast<uint64_t>(first) << 24) | count;
+  auto it = duration_sms_memo_.find(key);
+  if (it != duration_sms_memo_.end()) return it->second;
+  const double d = model_.duration_s(t, &p_.op_costs, sms_taken);
+  duration_sms_memo_.emplace(key, d);
+  return d;
+}
+
 void StepSimulator::flatten() {
   const int world = static_cast<int>(p_.ranks.size());
   sim_of_rank_.assign(static_cast<size_t>(world), -1);

@@ -48,9 +48,14 @@
 #include <string_view>
 #include <vector>
 
+#include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/step_program.hpp"
 #include "trainplan/simulator/network.hpp"
 #include "trainplan/simulator/topology.hpp"
+
+namespace trainplan::hw {
+class Cluster;
+}
 
 namespace trainplan::sim {
 
@@ -113,6 +118,10 @@ struct NcclTiming {
   double plateau_factor = 1.4; // 1.9 before sm_80
   int ranks = 0;
   int channels = 1;            // the ring's channels (GPUs per node)
+  /// Thread blocks NCCL's kernel holds on each member GPU while the collective runs (one per
+  /// NCCL channel: Topology::NcclHost, nccl_channels()); compute overlapping it runs on the
+  /// other SMs (ComputeModel::sm_share_slowdown). 0 outside the NCCL model.
+  int sm_channels = 0;
 };
 
 struct CommPattern {
@@ -153,6 +162,16 @@ NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cp
 /// full link rate: 1. An empty compute capability (an accelerator without CUDA: Trainium's
 /// NeuronLink, modelled as NVSwitch links) also gives 1.
 double nccl_nvlink_share(const std::string& compute_capability, bool nvswitch);
+
+/// NCCL channels of a ring or tree collective (each one thread block resident on an SM of every
+/// member GPU for the whole collective), as NCCL's topology search sets them up (constants and
+/// sources in simulator/README.md, "Overlap: NCCL's SMs"): inside a node by the intra-node
+/// fabric (NVSwitch 24, NVLink mesh 12, PCIe 2), across nodes two per NIC the node's GPUs use
+/// (at most one NIC per GPU), never more than inside the node. Large messages use them all;
+/// NCCL's runtime reduction of channels for small messages is not modelled.
+int nccl_channels(hw::IntraNodeKind intra, int gpus_per_node, int nics_per_node, bool across_nodes);
+/// The same for a catalog cluster's instance; 0 on accelerators without CUDA (Trainium).
+int nccl_channels(const hw::Cluster& cluster, bool across_nodes);
 
 /// The phases of one collective. `groups` holds one or more copies of the group (GPU ids, each
 /// copy already in ring order); copies run together as one pattern (symmetric simulation

@@ -156,7 +156,9 @@ class ComputeModel {
   /// by op (its `op`, or each of its merged `ops`) and the kernels' times are summed: a merged
   /// task is as long as its kernels run one after another, whatever their bounds. Without
   /// them (hand-built programs), the task's own flops / mem_bytes / GEMM shape are used.
-  double duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs = nullptr) const;
+  /// `sms_taken`: SMs other kernels hold meanwhile (NCCL's channels during an overlapped
+  /// collective, see sm_share_slowdown()); 0 = the whole GPU.
+  double duration_s(const plan::Task& task, const std::vector<plan::OpCost>* op_costs = nullptr, int sms_taken = 0) const;
 
   /// Seconds one op's kernels take in a phase (forward, recompute = forward, backward):
   /// max(FLOPs / (peak x efficiency), main-kernel bytes / (HBM x efficiency)) + separate
@@ -166,7 +168,18 @@ class ComputeModel {
   /// efficiency. Under fp8 training only ops with OpCost::fp8_gemm (the block linears) run at
   /// the FP8 peak and FP8 GEMM share; attention (Transformer Engine keeps dot-product attention
   /// in bf16 by default) and the other matmuls (LM head) at the bf16 peak and bf16 share.
-  double op_duration_s(const plan::OpCost& cost, plan::Phase phase) const;
+  /// `sms_taken` > 0: the op's compute-bound part runs on the SMs left (sm_share_slowdown());
+  /// its memory-bound part is unchanged (no model of NCCL's share of HBM bandwidth).
+  double op_duration_s(const plan::OpCost& cost, plan::Phase phase, int sms_taken = 0) const;
+
+  /// How much longer the compute-bound part of a kernel runs when `sms_taken` of the GPU's SMs
+  /// are held by other kernels (an overlapped NCCL collective: one thread block per channel,
+  /// resident for the whole collective). A GEMM of T = ceil(m/128) x ceil(n/128) output tiles
+  /// runs ceil(T / (SMs - c)) waves instead of ceil(T / SMs): ratio of the two (132 tiles on
+  /// 132 SMs beside 24 channels: 2). Without a shape (m, n or k <= 0, shape effects off) the
+  /// many-wave limit SMs / (SMs - c). 1 when `sms_taken` <= 0; at most SMs - 1 are taken.
+  double sm_share_slowdown(int64_t m, int64_t n, int64_t k, int sms_taken) const;
+  int sm_count() const { return sm_count_; }
 
   /// Compute efficiency (fraction of the relevant peak) for an op kind and GEMM shape.
   double compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase = kPhaseAny) const;

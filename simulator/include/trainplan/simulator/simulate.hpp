@@ -70,8 +70,13 @@ struct SimOptions {
   ComputeModelOptions compute;
   /// Measured efficiencies that override the compute defaults (may be null).
   std::shared_ptr<const CalibrationTable> calibration;
-  /// Compute slows by this fraction while the rank moves data (NCCL kernels take SMs and
-  /// HBM bandwidth): 0.1 = 10 % longer. Default 0 (off).
+  /// NCCL kernels take SMs from the compute they overlap: while collectives holding c SMs
+  /// (CommPattern timing sm_channels, summed over the rank's running collectives) are active
+  /// on a rank, its running compute task advances at t(all SMs) / t(SMs - c)
+  /// (ComputeModel::duration_s with sms_taken = c). Off: compute ignores communication.
+  bool sm_contention = true;
+  /// An explicit uniform override: > 0, compute slows by this fraction while the rank moves
+  /// data (0.1 = 10 % longer), instead of the per-op SM contention above. Default 0 (unset).
   double overlap_slowdown = 0;
   /// Fixed cost of every communication task (kernel launch, NCCL setup). Default 5 us.
   double comm_launch_s = 5e-6;

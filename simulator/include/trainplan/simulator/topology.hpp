@@ -70,10 +70,15 @@ class Topology {
   /// of network-post overhead per step there, 1 us on Intel).
   /// `simple_only`: the network plugin limits NCCL to the Simple protocol (AWS EFA: the
   /// aws-ofi-nccl plugin sets NCCL_PROTO=simple, as EFA does not keep LL/LL128's ordering).
+  /// `channels_in_node` / `channels_across_nodes`: thread blocks (one per channel, each
+  /// holding an SM for the whole collective) NCCL launches for a ring or tree collective
+  /// inside one node / across nodes (nccl_channels()); 0: no SM contention modelled.
   struct NcclHost {
     int compute_capability = 0;
     bool amd_cpu = false;
     bool simple_only = false;
+    int channels_in_node = 0;
+    int channels_across_nodes = 0;
   };
   virtual NcclHost nccl_host() const { return {}; }
 };
