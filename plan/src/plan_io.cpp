@@ -48,6 +48,20 @@ StageAssignment parse_stage(const json::Reader& r) {
   return s;
 }
 
+// An AWS region name: lower-case letters, digits and dashes ("eu-west-1"); whether the
+// catalog prices it is checked where the catalog is loaded for the plan.
+std::string parse_region_name(const json::Reader& f) {
+  std::string region = f.as_string();
+  const bool well_formed = !region.empty() && region.front() != '-' && region.back() != '-' &&
+                           std::all_of(region.begin(), region.end(), [](char ch) {
+                             return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
+                           });
+  if (!well_formed)
+    throw f.error(fmt::format("\"{}\" is not an AWS region name", region))
+        .hint("write e.g. \"eu-west-1\", or leave region out for the catalog's own prices (us-east-1)");
+  return region;
+}
+
 }  // namespace
 
 Plan parse_plan(const json::Json& doc, const std::string& name) {
@@ -67,18 +81,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
   auto cluster = r.field("cluster");
   p.instance_type = cluster.field("instance_type").as_string();
   p.instance_count = static_cast<int>(cluster.field("count").as_positive_int(limits::kMaxInstances));
-  if (auto f = cluster.optional_field("region")) {
-    p.region = f->as_string();
-    // An AWS region name: lower-case letters, digits and dashes ("eu-west-1"); whether the
-    // catalog prices it is checked where the catalog is loaded for the plan.
-    const bool well_formed = !p.region.empty() && p.region.front() != '-' && p.region.back() != '-' &&
-                             std::all_of(p.region.begin(), p.region.end(), [](char ch) {
-                               return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
-                             });
-    if (!well_formed)
-      throw f->error(fmt::format("\"{}\" is not an AWS region name", p.region))
-          .hint("write e.g. \"eu-west-1\", or leave region out for the catalog's own prices (us-east-1)");
-  }
+  if (auto f = cluster.optional_field("region")) p.region = parse_region_name(*f);
   cluster.finish();
 
   auto par = r.field("parallelism");
