@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <regex>
 #include <map>
 #include <memory>
 
@@ -92,8 +93,9 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     if (contains(inter, "EFA") || contains(system, "p4d")) {
       name = gb80 ? "p4de.24xlarge" : "p4d.24xlarge";
     } else if (contains(inter, "4x HDR") || contains(inter, "4x 200") || contains(system, "4x HDR")) {
-      reason = "4 x 200 Gb/s per node: no catalog cluster has that network (DGX A100 has 8 x 200 Gb/s)";
-      return "";
+      // An HGX A100 node with half the DGX's NICs: the DGX A100 with the stated network
+      // (with_stated_network builds it).
+      name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
     } else if (contains(inter, "HDR") || contains(inter, "1600") || contains(inter, "RoCE") || contains(system, "DGX A100") ||
                contains(system, "Selene")) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
@@ -164,6 +166,27 @@ const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& clus
     reason = e.what();
     return nullptr;
   }
+  return &*local;
+}
+
+// A node whose source states its NICs as "<n>x <rate>G" ("4x 200G HDR IB") where that differs
+// from `cluster`'s network: the catalog gains `cluster` with the stated NICs
+// (hw::Catalog::add_network_variant) and `cluster` is renamed. Returns the catalog to use.
+const hw::Catalog* with_stated_network(const Json& hw, const hw::Catalog& catalog, std::string& cluster,
+                                       std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions) {
+  static const std::regex stated(R"((\d+)\s*x\s*(\d+)\s*G)", std::regex::icase);
+  const std::string inter = str(hw, "inter_node");
+  std::smatch m;
+  if (!std::regex_search(inter, m, stated)) return &catalog;
+  const int nics = std::stoi(m[1].str());
+  const double nic_bytes_per_s = std::stod(m[2].str()) * 1e9 / 8;
+  const auto& net = catalog.instance(cluster).network;
+  if (nics < 1 || nics > 64 || std::abs(nics * nic_bytes_per_s / net.bandwidth_bytes_per_s - 1.0) < 0.01) return &catalog;
+  if (!local) local.emplace(catalog);
+  const std::string base = cluster;
+  cluster = local->add_network_variant(base, nics, nic_bytes_per_s, fmt::format("network as the source states it: {}", inter));
+  assumptions.push_back(fmt::format("{} with the stated network ({} x {:.0f} Gb/s per node) instead of its {} x {:.0f} Gb/s", base,
+                                    nics, nic_bytes_per_s * 8 / 1e9, net.nics, net.nic_bandwidth_bytes_per_s() * 8 / 1e9));
   return &*local;
 }
 
@@ -321,6 +344,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   std::optional<hw::Catalog> local;
   const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
+  cat = with_stated_network(hwj, *cat, cluster, local, vp.assumptions);
   const auto& inst = cat->instance(cluster);
   plan::Plan p;
   p.model = model;
@@ -488,6 +512,7 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
   std::optional<hw::Catalog> local;
   const hw::Catalog* cat = on_part_of_node(catalog, cluster, n, local, vp.assumptions, vp.reason);
   if (!cat) return;
+  cat = with_stated_network(member(point, "hardware"), *cat, cluster, local, vp.assumptions);
   const auto& inst = cat->instance(cluster);
   const int count = n / inst.gpu_count;
   hw::Cluster cl = hw::Cluster::build(inst, count, *cat);

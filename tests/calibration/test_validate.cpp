@@ -462,3 +462,28 @@ TEST_CASE("validate: MoE points map onto their catalog models with ep (Qwen3-30B
   CHECK(dsv3.setup.find("deepseek-v3") == 0);
   CHECK(dsv3.setup.find(" ep") != std::string::npos);
 }
+
+TEST_CASE("validate: a collective point's stated NICs replace the catalog node's (4 x 200G HDR on DGX A100-class nodes)", "[calibration]") {
+  // nccl-tests#119: 3 servers of 8 A100-SXM4-40GB with 4 x 200 Gb/s HDR each. A ring across
+  // nodes is bound by a node's NICs: busbw <= 4 x 25 GB/s = 100 GB/s (the DGX A100's 8 NICs
+  // would allow 200).
+  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json q;
+  for (const auto& p : doc["data_points"])
+    if (p["id"] == "mini-nccl-1n") q = p;
+  REQUIRE(q.is_object());
+  q["id"] = "hdr4";
+  q["hardware"] = {{"gpu", "A100-SXM4-40GB"}, {"gpus_per_node", 8}, {"inter_node", "4x 200G HDR IB"}, {"num_gpus", 24},
+                   {"system", "3 servers x 8 A100-SXM4-40GB, 4x HDR IB per server"}};
+  q["metrics"]["other"]["message_bytes"] = 134217728;
+  q["metrics"]["other"]["busbw_GBps"] = 96.0;
+  doc["data_points"] = json::Json::array({q});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& p = point(r, "hdr4");
+  REQUIRE(p.mapped);
+  CHECK(p.cluster == "3 x dgx-a100-40gb:4x200Gbps");
+  CHECK(p.predicted <= 100.0);
+  CHECK(p.predicted > 50.0);
+  CHECK(std::any_of(p.assumptions.begin(), p.assumptions.end(),
+                    [](const std::string& a) { return a.find("stated network (4 x 200 Gb/s") != std::string::npos; }));
+}
