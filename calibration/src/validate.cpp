@@ -190,6 +190,14 @@ const hw::Catalog* with_stated_network(const Json& hw, const hw::Catalog& catalo
   return &*local;
 }
 
+// The catalog for a point's `gpus` on `cluster`: part of a node (on_part_of_node), the stated
+// network (with_stated_network). nullptr (with `reason`) when the part cannot be built.
+const hw::Catalog* node_catalog(const Json& hw, const hw::Catalog& catalog, std::string& cluster, int gpus,
+                                std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions, std::string& reason) {
+  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
+  return cat ? with_stated_network(hw, *cat, cluster, local, assumptions) : nullptr;
+}
+
 // The model of a point: the catalog model with the point's shape, else one built from the
 // shape (decoder-only; Llama-style with SwiGLU, RMSNorm, rotary and untied embeddings when the
 // point's notes, grouped-query attention or a non-4h FFN say so; GPT-style otherwise). What a
@@ -342,9 +350,8 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   std::string cluster = map_cluster(hwj, catalog, gpus, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
   std::optional<hw::Catalog> local;
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, vp.assumptions, vp.reason);
+  const hw::Catalog* cat = node_catalog(hwj, catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
-  cat = with_stated_network(hwj, *cat, cluster, local, vp.assumptions);
   const auto& inst = cat->instance(cluster);
   plan::Plan p;
   p.model = model;
@@ -510,9 +517,8 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
     return;
   }
   std::optional<hw::Catalog> local;
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, n, local, vp.assumptions, vp.reason);
+  const hw::Catalog* cat = node_catalog(member(point, "hardware"), catalog, cluster, n, local, vp.assumptions, vp.reason);
   if (!cat) return;
-  cat = with_stated_network(member(point, "hardware"), *cat, cluster, local, vp.assumptions);
   const auto& inst = cat->instance(cluster);
   const int count = n / inst.gpu_count;
   hw::Cluster cl = hw::Cluster::build(inst, count, *cat);

@@ -533,6 +533,36 @@ CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm request
 
 namespace {
 
+// NCCL's NVLSTree, pipelined: every GPU heads 1/k of the data. Inside the node NVLS reduces and
+// multicasts through the switch; the traffic is that of the single-node all-reduce (2(k-1)/k * S
+// per GPU each way over NVLink, at the NVLS link rate of nccl_nvlink_share): every ordered pair
+// of the node 4 times at S/(2k). Between nodes each head runs a double binary tree over the
+// nodes with the heads of the same local index: each tree carries half of the head's S/k, up
+// (reduce) and down (broadcast) every edge. One coflow: the slower of NVLink and the network
+// sets the pace of the pipeline.
+void add_nvls_tree_phase(CommPattern& p, const std::vector<std::vector<int>>& groups, const Topology& topology) {
+  const auto nodes0 = split_by_node(groups[0], topology);
+  const int ki = static_cast<int>(nodes0[0].size());
+  const auto trees = double_binary_tree(static_cast<int>(nodes0.size()));
+  const int height = std::max(tree_height(trees[0]), tree_height(trees[1]));
+  add_phase(p, topology, 1.0 / (2.0 * ki), 2 * (ki - 1 + height), groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
+    const auto nodes = split_by_node(g, topology);
+    for (const auto& node : nodes)
+      for (int rep = 0; rep < 4; ++rep)
+        for (int a : node)
+          for (int c : node) b.flow(a, c);
+    for (const auto& parent : trees)
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const int par = parent[i];
+        if (par < 0) continue;
+        for (size_t j = 0; j < nodes[i].size(); ++j) {
+          b.flow(nodes[i][j], nodes[static_cast<size_t>(par)][j]);  // reduce, up
+          b.flow(nodes[static_cast<size_t>(par)][j], nodes[i][j]);  // broadcast, down
+        }
+      }
+  });
+}
+
 CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                          const std::vector<std::vector<int>>& groups, const Topology& topology) {
   TP_ASSERT(!groups.empty());
@@ -654,37 +684,9 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
       if (ki > 1) add_phase(p, topology, (k - 1) / k, ki - 1, groups, intra);
       return p;
     }
-    case CollectiveAlgorithm::nvls_tree: {
-      // NCCL's NVLSTree, pipelined: every GPU heads 1/k of the data. Inside the node NVLS reduces
-      // and multicasts through the switch; the traffic is that of the single-node all-reduce
-      // (2(k-1)/k * S per GPU each way over NVLink, at the NVLS link rate of
-      // nccl_nvlink_share): every ordered pair of the node 4 times at S/(2k). Between nodes each
-      // head runs a double binary tree over the nodes with the heads of the same local index:
-      // each tree carries half of the head's S/k, up (reduce) and down (broadcast) every edge.
-      // One coflow: the slower of NVLink and the network sets the pace of the pipeline.
-      const auto nodes0 = split_by_node(groups[0], topology);
-      const int ki = static_cast<int>(nodes0[0].size());
-      const int ni = static_cast<int>(nodes0.size());
-      const auto trees = double_binary_tree(ni);
-      const int height = std::max(tree_height(trees[0]), tree_height(trees[1]));
-      add_phase(p, topology, 1.0 / (2.0 * ki), 2 * (ki - 1 + height), groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
-        const auto nodes = split_by_node(g, topology);
-        for (const auto& node : nodes)
-          for (int rep = 0; rep < 4; ++rep)
-            for (int a : node)
-              for (int c : node) b.flow(a, c);
-        for (const auto& parent : trees)
-          for (size_t i = 0; i < nodes.size(); ++i) {
-            const int par = parent[i];
-            if (par < 0) continue;
-            for (size_t j = 0; j < nodes[i].size(); ++j) {
-              b.flow(nodes[i][j], nodes[static_cast<size_t>(par)][j]);  // reduce, up
-              b.flow(nodes[static_cast<size_t>(par)][j], nodes[i][j]);  // broadcast, down
-            }
-          }
-      });
+    case CollectiveAlgorithm::nvls_tree:
+      add_nvls_tree_phase(p, groups, topology);
       return p;
-    }
     case CollectiveAlgorithm::automatic: break;
   }
   TP_ASSERT_MSG(false, "unhandled collective algorithm");
