@@ -155,8 +155,8 @@ class EstimateCache {
     std::lock_guard lock(mutex_);
     return nets_.emplace(key, v).first->second;
   }
-  // The simulator's pattern of a dp-group collective (all dp groups at once), by (cluster, dp,
-  // tp, pp, cp, kind, algorithm).
+  // The simulator's pattern of a dp-group collective (the first dp group's), by (cluster,
+  // dp·cp, tp, 0, 0, kind, algorithm): dp_collective_sim_s.
   using PatternKey = std::tuple<const hw::Cluster*, int, int, int, int, int, int>;
   template <typename F>
   const sim::CommPattern& pattern(const PatternKey& key, F&& compute) {
@@ -199,6 +199,25 @@ class EstimateCache {
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
 
 namespace {
+
+// The cache key of a purpose's groups (0 tp, 1 dp, 2 pp, 3 cp, 4 SMDDP's first node, 5 expert
+// dp). In rank_of's order the groups depend on fewer degrees than the layout: tp groups are the
+// world's consecutive blocks of tp ranks (world, tp); cp groups take every tp-th rank inside
+// blocks of cp·tp (world, tp, cp); dp groups take every tp-th rank inside blocks of dp·cp·tp
+// (world, tp, dp·cp); pp pairs join rank x of one block of world/pp ranks with rank x of the
+// next (world, pp). Keying on those alone gives one ring_net per distinct list of groups, which
+// layouts with the same groups share: the same groups in the same order give the same RingNet.
+// SMDDP's and the expert-dp groups keep the whole layout.
+EstimateCache::NetKey net_key(const hw::Cluster* cl, const plan::Plan& p, int purpose) {
+  const int world = p.world_size();
+  switch (purpose) {
+    case 0: return {cl, world, p.tp, 0, 0, purpose, 1};
+    case 1: return {cl, world, p.tp, 0, p.dp_cp(), purpose, 1};
+    case 2: return {cl, world, 0, p.pp, 0, purpose, 1};
+    case 3: return {cl, world, p.tp, 0, p.cp, purpose, 1};
+    default: return {cl, p.dp, p.tp, p.pp, p.cp, purpose, purpose == 5 ? p.ep : 1};
+  }
+}
 
 // Groups of the rank layout rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank,
 // GPU = rank (plan::StepProgram::rank_of).
@@ -346,9 +365,9 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
   const Precision prec = p.precision_or(ctx.precision);
   const hw::Cluster* cl = &ctx.cluster;
   const RingNet tp_net =
-      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 0, 1}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
+      p.tp > 1 ? cache.net(net_key(cl, p, 0), [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
   const RingNet cp_net =
-      p.cp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 3, 1}, [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
+      p.cp > 1 ? cache.net(net_key(cl, p, 3), [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
   // Unit costs depend on the layout only through the tp and cp groups' bandwidth; groups inside
   // one node never share links with each other, so there the layout does not matter.
   // The ep groups' all-to-all depends on the whole layout (they span data-parallel ranks).
@@ -397,9 +416,11 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.recompute_s += c.recompute_selective_s;
           st.recompute_flops += c.selective_flops;
         }
-        st.unit_fwd_s.push_back(c.fwd_s);
-        st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
-        st.unit_param_bytes.push_back(c.param_bytes);
+        if (p.zero_stage == 3) {  // only ZeRO-3's per-unit gathers read these (zero3_gathers_s)
+          st.unit_fwd_s.push_back(c.fwd_s);
+          st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
+          st.unit_param_bytes.push_back(c.param_bytes);
+        }
         st.params += c.params;
         st.param_bytes += c.param_bytes;
       }
@@ -535,10 +556,15 @@ double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, Es
                            double bytes) {
   if (bytes <= 0) return 0.0;
   const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
+  // The first dp group, (pp 0, tp 0)'s, is ranks 0, tp, 2·tp, ... (dp·cp of them): it depends on
+  // (tp, dp·cp) alone, and so does its pattern.
+  const int dpcp = p.dp_cp();
   const sim::CommPattern& pat = cache.pattern(
-      {&ctx.cluster, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
+      {&ctx.cluster, dpcp, p.tp, 0, 0, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
         const sim::ClusterTopology& topo = cache.topology(ctx.cluster);
-        const std::vector<int> group = topo.ring_order(dp_groups(p).front());
+        std::vector<int> first(static_cast<size_t>(dpcp));
+        for (int k = 0; k < dpcp; ++k) first[static_cast<size_t>(k)] = k * p.tp;
+        const std::vector<int> group = topo.ring_order(first);
         return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, group, topo), {group}, topo);
       });
   return pat.uncontended_time_s(bytes);
@@ -579,7 +605,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   }
   const hw::Cluster* cl = &ctx.cluster;
   auto net = [&](int purpose, auto groups_fn) {
-    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose, purpose == 5 ? p.ep : 1}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+    return cache->net(net_key(cl, p, purpose), [&] { return ring_net(ctx.cluster, groups_fn(p)); });
   };
   // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
   const int dpcp = p.dp_cp();

@@ -122,11 +122,17 @@ struct SearchState {
       const Candidate& c = P.cands[i];
       return c.simulated ? c.simulated->step_time_s : c.step.step_time_s;
     };
+    // A plan's JSON, written on its first tie and kept for the rest of the sort.
+    std::vector<std::string> dumps(P.cands.size());
+    const auto dump_of = [&](size_t i) -> const std::string& {
+      if (dumps[i].empty()) dumps[i] = json::dump(plan::to_json(P.cands[i].plan));
+      return dumps[i];
+    };
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
       if (keys[a] < keys[b]) return true;
       if (keys[b] < keys[a]) return false;
       if (P.cands[a].loader_bound() && P.cands[b].loader_bound() && compute_s(a) != compute_s(b)) return compute_s(a) < compute_s(b);
-      return json::dump(plan::to_json(P.cands[a].plan)) < json::dump(plan::to_json(P.cands[b].plan));
+      return dump_of(a) < dump_of(b);
     });
   }
 };
@@ -336,6 +342,9 @@ PassOutcome run_analytical(SearchState& st) {
         },
         st.req.cancel, [&](size_t d) { bar.update(d); });
   }
+  st.P.cands.reserve(survivors.size());
+  st.P.family.reserve(survivors.size());
+  st.P.exact.reserve(survivors.size());
   for (size_t k = 0; k < survivors.size(); ++k) {
     if (!done[k]) continue;
     st.P.cands.push_back(std::move(evaluated[k]));
