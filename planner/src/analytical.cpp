@@ -43,10 +43,8 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   RingNet out;
   if (groups.empty() || groups[0].size() < 2) return out;
   out.size = static_cast<int>(groups[0].size());
-  std::vector<std::vector<int>> flows;  // link lists
+  std::vector<const hw::Route*> flows;  // the cluster's routes (stable references), not copies
   std::vector<int> usage(cluster.links().size(), 0);
-  std::vector<double> flow_latency;
-  std::vector<size_t> flow_group;
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     std::vector<int> order = cluster.ring_order(groups[gi]);
@@ -58,16 +56,14 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
           if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
         }
       for (int l : r.links) ++usage[static_cast<size_t>(l)];
-      flows.push_back(r.links);
-      flow_latency.push_back(r.latency_s);
-      flow_group.push_back(gi);
+      flows.push_back(&r);
     }
   }
   double bw = std::numeric_limits<double>::infinity();
   double lat = 0;
-  for (size_t f = 0; f < flows.size(); ++f) {
+  for (const hw::Route* r : flows) {
     double fb = std::numeric_limits<double>::infinity();
-    for (int l : flows[f]) {
+    for (int l : r->links) {
       const auto& link = cluster.links()[static_cast<size_t>(l)];
       const bool nvl = link.kind == hw::LinkKind::nvlink || link.kind == hw::LinkKind::nvswitch;
       const double share = nvl ? sim::nccl_nvlink_share(cluster.gpu_spec().compute_capability,
@@ -76,7 +72,7 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
       fb = std::min(fb, link.bandwidth_bytes_per_s * share / usage[static_cast<size_t>(l)]);
     }
     bw = std::min(bw, fb);
-    lat = std::max(lat, flow_latency[f]);
+    lat = std::max(lat, r->latency_s);
   }
   out.bandwidth_bytes_per_s = bw;
   out.latency_s = lat;

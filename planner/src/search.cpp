@@ -146,7 +146,7 @@ struct PassOutcome {
 
 // ---- enumerate --------------------------------------------------------------------------------
 PassOutcome run_enumerate(SearchState& st) {
-  st.space = enumerate(st.req, st.catalog, st.default_batch);
+  st.space = enumerate(st.req, st.catalog, st.default_batch, &st.pool);
   const Space& space = st.space;
   if (space.not_expressible)
     st.result.dropped[fmt::format("{} cannot run it", export_target_name(*st.req.framework))] = space.not_expressible;

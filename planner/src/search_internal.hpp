@@ -64,7 +64,7 @@ struct Space {
 };
 
 /// enumerate: the families of the request (see search.hpp).
-Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch);
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch, ThreadPool* pool = nullptr);
 
 /// The plan of a skeleton.
 plan::Plan make_plan(const Space& space, const Skeleton& s);

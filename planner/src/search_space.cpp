@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <set>
 
 #include "search_internal.hpp"
@@ -382,7 +383,7 @@ bool apply_precision(const SearchRequest& req, plan::Plan& base, plan::PlanConte
 
 }  // namespace
 
-Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch, ThreadPool* pool) {
   Space space;
   space.types = req.instance_types;
   if (space.types.empty())
@@ -400,15 +401,46 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   check_moe_request(req, spec);
   FilterCheck filters;
 
+  // Resolving a context (its model graph and cluster) is most of this pass: every (type, count)
+  // is resolved up front, on the pool when there is one; an error is kept and thrown where the
+  // loop below reaches that context, as when it resolved them one by one.
+  struct Resolved {
+    plan::Plan base;
+    std::unique_ptr<plan::PlanContext> ctx;
+    std::exception_ptr error;
+  };
+  std::vector<std::pair<size_t, int>> at;  // (type index, count)
+  for (size_t ti = 0; ti < space.types.size(); ++ti)
+    for (int count : counts_for(req, catalog.instance(space.types[ti]).gpu_count)) at.emplace_back(ti, count);
+  std::vector<Resolved> resolved(at.size());
+  const auto resolve_at = [&](size_t k) {
+    const hw::InstanceType& inst = catalog.instance(space.types[at[k].first]);
+    Resolved& r = resolved[k];
+    try {
+      r.base = base_plan(req, inst.name, at[k].second, at[k].second * inst.gpu_count, batches.front());
+      r.base.region = catalog.region();
+      r.ctx = std::make_unique<plan::PlanContext>(plan::resolve(r.base, catalog, "<search>"));
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  };
+  if (pool) pool->parallel_for(at.size(), resolve_at);
+  else
+    for (size_t k = 0; k < at.size(); ++k) resolve_at(k);
+
+  size_t type_first = 0;
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
     const hw::InstanceType& inst = catalog.instance(space.types[ti]);
     const int gpn = inst.gpu_count;
-    for (int count : counts_for(req, gpn)) {
+    const size_t type_end = type_first + counts_for(req, gpn).size();
+    for (size_t k = type_first; k < type_end; ++k) {
+      Resolved& r = resolved[k];
+      if (r.error) std::rethrow_exception(r.error);
+      const int count = at[k].second;
       Context c;
       c.type_index = static_cast<int>(ti);
-      c.base = base_plan(req, inst.name, count, count * gpn, batches.front());
-      c.base.region = catalog.region();
-      c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
+      c.base = std::move(r.base);
+      c.ctx = std::move(r.ctx);
       c.base.precision = c.ctx->precision;
       if (!apply_precision(req, c.base, *c.ctx)) break;
       c.input = data_input_of(req, c);
@@ -522,6 +554,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       }
       space.contexts.push_back(std::move(c));
     }
+    type_first = type_end;
   }
   const bool filtered = !req.tp_degrees.empty() || !req.pp_degrees.empty() || !req.dp_degrees.empty();
   if (space.families.empty() && space.not_expressible == 0 && (filtered || filters.any_layout)) filters.throw_if_emptied(req);
