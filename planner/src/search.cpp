@@ -89,7 +89,7 @@ struct Pool {
 // the next (survivors -> pool of candidates -> order -> simulated -> result.ranked).
 struct SearchState {
   SearchState(const SearchRequest& r, const hw::Catalog& c, SearchResult& res)
-      : req(r), catalog(c), result(res), pool(static_cast<size_t>(std::max(0, r.threads))) {}
+      : req(r), catalog(c), result(res), pool(static_cast<size_t>(std::max(0, r.threads))), memory_terms(r.stages.memo) {}
   const SearchRequest& req;
   const hw::Catalog& catalog;
   SearchResult& result;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <exception>
 #include <set>
@@ -653,9 +654,36 @@ std::optional<std::vector<plan::StageAssignment>> memory_split(const plan::Plan&
                                                                PartitionMode mode, const AnalyticalOptions& analytical,
                                                                EstimateCache* cache, MemoryTermsCache& terms) {
   PartitionProblem prob = make_partition_problem(p, ctx, unit_times_s(p, ctx, analytical, cache), terms.terms(p, ctx));
-  auto part = fitting_partition(prob, mode == PartitionMode::memory ? Balance::memory : Balance::time, false);
-  if (!part) return std::nullopt;
-  return std::move(part->stages);
+  const Balance balance = mode == PartitionMode::memory ? Balance::memory : Balance::time;
+  return terms.split(prob, balance, [&]() -> MemoryTermsCache::Split {
+    auto part = fitting_partition(prob, balance, false);
+    if (!part) return std::nullopt;
+    return std::move(part->stages);
+  });
+}
+
+std::vector<uint64_t> problem_bits(const PartitionProblem& prob, Balance balance) {
+  std::vector<uint64_t> out{static_cast<uint64_t>(balance), static_cast<uint64_t>(prob.pp), static_cast<uint64_t>(prob.vp)};
+  const auto add = [&](const std::vector<double>& v) {
+    out.push_back(v.size());
+    for (double x : v) out.push_back(std::bit_cast<uint64_t>(x));
+  };
+  add(prob.unit_time_s);
+  add(prob.static_bytes);
+  add(prob.kept_bytes);
+  add(prob.excursion_bytes);
+  out.push_back(prob.peak_bytes.size());
+  for (const auto& v : prob.peak_bytes) add(v);
+  add(prob.fixed_bytes);
+  add(prob.in_flight);
+  for (double x : {prob.last_bytes, prob.last_without_first_bytes, prob.capacity_bytes}) out.push_back(std::bit_cast<uint64_t>(x));
+  return out;
+}
+
+size_t MemoryTermsCache::BitsHash::operator()(const std::vector<uint64_t>& v) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+  for (uint64_t x : v) h = (h ^ x) * 1099511628211ull;
+  return static_cast<size_t>(h);
 }
 
 }  // namespace detail
