@@ -726,6 +726,9 @@ SearchResult search(const SearchRequest& request, const hw::Catalog& catalog) {
     result.stages.push_back({pass.name, since(t0), out.kept, std::move(out.note), out.enabled});
   }
   result.cancelled = st.cancelled();
+  // The contexts (each cluster with its route caches) are most of what the state frees: freed
+  // on the pool rather than one by one when it goes out of scope.
+  st.pool.parallel_for(st.space.contexts.size(), [&](size_t i) { st.space.contexts[i].ctx.reset(); });
   return result;
 }
 

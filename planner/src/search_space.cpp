@@ -382,6 +382,42 @@ bool apply_precision(const SearchRequest& req, plan::Plan& base, plan::PlanConte
   return true;
 }
 
+// One (type, count)'s base plan and context, or the error resolving it threw.
+struct ResolvedContext {
+  int count = 0;
+  plan::Plan base;
+  std::unique_ptr<plan::PlanContext> ctx;
+  std::exception_ptr error;
+};
+
+// Resolving a context (its model graph and cluster) is most of enumerate: every (type, count),
+// in enumerate's order, is resolved up front, on the pool when there is one; an error is kept
+// and thrown where enumerate reaches that context, as when it resolved them one by one.
+std::vector<ResolvedContext> resolve_contexts(const SearchRequest& req, const hw::Catalog& catalog,
+                                              const std::vector<std::string>& types, int64_t global_batch, ThreadPool* pool) {
+  std::vector<ResolvedContext> out;
+  std::vector<const hw::InstanceType*> inst;
+  for (const auto& t : types)
+    for (int count : counts_for(req, catalog.instance(t).gpu_count)) {
+      out.emplace_back().count = count;
+      inst.push_back(&catalog.instance(t));
+    }
+  const auto resolve_at = [&](size_t k) {
+    ResolvedContext& r = out[k];
+    try {
+      r.base = base_plan(req, inst[k]->name, r.count, r.count * inst[k]->gpu_count, global_batch);
+      r.base.region = catalog.region();
+      r.ctx = std::make_unique<plan::PlanContext>(plan::resolve(r.base, catalog, "<search>"));
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  };
+  if (pool) pool->parallel_for(out.size(), resolve_at);
+  else
+    for (size_t k = 0; k < out.size(); ++k) resolve_at(k);
+  return out;
+}
+
 }  // namespace
 
 Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch, ThreadPool* pool) {
@@ -402,42 +438,14 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   check_moe_request(req, spec);
   FilterCheck filters;
 
-  // Resolving a context (its model graph and cluster) is most of this pass: every (type, count)
-  // is resolved up front, on the pool when there is one; an error is kept and thrown where the
-  // loop below reaches that context, as when it resolved them one by one.
-  struct Resolved {
-    plan::Plan base;
-    std::unique_ptr<plan::PlanContext> ctx;
-    std::exception_ptr error;
-  };
-  std::vector<std::pair<size_t, int>> at;  // (type index, count)
-  for (size_t ti = 0; ti < space.types.size(); ++ti)
-    for (int count : counts_for(req, catalog.instance(space.types[ti]).gpu_count)) at.emplace_back(ti, count);
-  std::vector<Resolved> resolved(at.size());
-  const auto resolve_at = [&](size_t k) {
-    const hw::InstanceType& inst = catalog.instance(space.types[at[k].first]);
-    Resolved& r = resolved[k];
-    try {
-      r.base = base_plan(req, inst.name, at[k].second, at[k].second * inst.gpu_count, batches.front());
-      r.base.region = catalog.region();
-      r.ctx = std::make_unique<plan::PlanContext>(plan::resolve(r.base, catalog, "<search>"));
-    } catch (...) {
-      r.error = std::current_exception();
-    }
-  };
-  if (pool) pool->parallel_for(at.size(), resolve_at);
-  else
-    for (size_t k = 0; k < at.size(); ++k) resolve_at(k);
-
+  std::vector<ResolvedContext> resolved = resolve_contexts(req, catalog, space.types, batches.front(), pool);
   size_t type_first = 0;
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
-    const hw::InstanceType& inst = catalog.instance(space.types[ti]);
-    const int gpn = inst.gpu_count;
+    const int gpn = catalog.instance(space.types[ti]).gpu_count;
     const size_t type_end = type_first + counts_for(req, gpn).size();
     for (size_t k = type_first; k < type_end; ++k) {
-      Resolved& r = resolved[k];
+      ResolvedContext& r = resolved[k];
       if (r.error) std::rethrow_exception(r.error);
-      const int count = at[k].second;
       Context c;
       c.type_index = static_cast<int>(ti);
       c.base = std::move(r.base);
@@ -459,7 +467,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
                           plan::unit_activation_bytes(c.ctx->graph, u, 1, 1, false, plan::Recompute::none, c.ctx->precision,
                                                       c.base.attention);
       const uint32_t ci = static_cast<uint32_t>(space.contexts.size());
-      const int gpus = count * gpn;
+      const int gpus = r.count * gpn;
       const int blocks = c.ctx->graph.num_blocks();
       const int units = static_cast<int>(c.ctx->graph.units().size());
       for (int tp = 1; tp <= (req.allow_tp_across_nodes ? gpus : gpn); tp *= 2) {
