@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 
 #include "search_internal.hpp"
@@ -80,7 +81,7 @@ bool covers(const std::vector<plan::StageAssignment>& st, int units, int count) 
 
 // The candidates of the analytical, refine, simulate and rank passes.
 struct Pool {
-  std::vector<Candidate> cands;
+  std::deque<Candidate> cands;   // grows in refine without moving what analytical wrote
   std::vector<uint32_t> family;  // per candidate
   std::vector<char> exact;       // objective values final (not lower bounds)
 };
@@ -330,27 +331,28 @@ Candidate estimate_survivor(const SearchState& st, const Survivor& sv) {
 PassOutcome run_analytical(SearchState& st) {
   const auto t0 = Clock::now();
   const std::vector<Survivor>& survivors = st.survivors;
-  std::vector<Candidate> evaluated(survivors.size());
+  Pool& P = st.P;  // empty before this pass; estimated in place, then closed up where cancelled
+  P.cands.resize(survivors.size());
   std::vector<char> done(survivors.size(), 0);
   {
     Progress bar("estimating", survivors.size());
     st.pool.parallel_for(
         survivors.size(),
         [&](size_t k) {
-          evaluated[k] = estimate_survivor(st, survivors[k]);
+          P.cands[k] = estimate_survivor(st, survivors[k]);
           done[k] = 1;
         },
         st.req.cancel, [&](size_t d) { bar.update(d); });
   }
-  st.P.cands.reserve(survivors.size());
-  st.P.family.reserve(survivors.size());
-  st.P.exact.reserve(survivors.size());
+  size_t kept = 0;
   for (size_t k = 0; k < survivors.size(); ++k) {
     if (!done[k]) continue;
-    st.P.cands.push_back(std::move(evaluated[k]));
-    st.P.family.push_back(survivors[k].skeleton.family);
-    st.P.exact.push_back(needs_job_model(st.req) ? 0 : 1);
+    if (kept != k) P.cands[kept] = std::move(P.cands[k]);
+    P.family.push_back(survivors[k].skeleton.family);
+    P.exact.push_back(needs_job_model(st.req) ? 0 : 1);
+    ++kept;
   }
+  P.cands.resize(kept);
   SearchCounts& counts = st.result.counts;
   counts.analytical = st.P.cands.size();
   const double secs = since(t0);
