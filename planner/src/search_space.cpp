@@ -671,6 +671,10 @@ std::optional<std::vector<plan::StageAssignment>> memory_split(const plan::Plan&
 }
 
 std::vector<uint64_t> problem_bits(const PartitionProblem& prob, Balance balance) {
+  // Every field below: a field added to PartitionProblem must be added here too, or equal keys
+  // could stand for different problems.
+  static_assert(sizeof(PartitionProblem) == 2 * sizeof(int) + 7 * sizeof(std::vector<double>) + 3 * sizeof(double),
+                "problem_bits must cover every field of PartitionProblem");
   std::vector<uint64_t> out{static_cast<uint64_t>(balance), static_cast<uint64_t>(prob.pp), static_cast<uint64_t>(prob.vp)};
   const auto add = [&](const std::vector<double>& v) {
     out.push_back(v.size());
