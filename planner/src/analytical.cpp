@@ -125,6 +125,9 @@ struct UnitCost {
   /// Expert parallelism: the all-to-alls after each dispatch and before each combine (exposed:
   /// the next compute waits for each, as plan::lower issues them), per pass.
   double ep_fwd_s = 0, ep_bwd_s = 0;
+  /// Host time issuing the unit's kernels (kernels x the stack's launch cost) per pass, and
+  /// for the ops selective recomputation re-runs.
+  double host_fwd_s = 0, host_bwd_s = 0, host_recompute_selective_s = 0;
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   double expert_params = 0;               // routed experts' part of `params`
@@ -264,6 +267,8 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
+  int units = 0;                      // layer units on this rank (all chunks)
   std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
                                                  // collective's SMs taken (UnitCost::fwd_sm_s)
   std::vector<std::array<double, 2>> unit_fwd_sm_s;
@@ -281,7 +286,8 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   const auto& graph = ctx.graph;
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
-  const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
+  const sim::ComputeModel model(*ctx.gpu, prec, sim::with_software(options.compute, ctx.software), options.calibration.get());
+  const double launch_s = ctx.software.launch_s;
   const std::array<int, 2> sms = {sim::nccl_channels(ctx.cluster, false), sim::nccl_channels(ctx.cluster, true)};
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
@@ -294,6 +300,9 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
       c.bwd_s += tb;
+      c.host_fwd_s += model.op_kernels(oc, plan::Phase::forward) * launch_s;
+      c.host_bwd_s += model.op_kernels(oc, plan::Phase::backward) * launch_s;
+      if (oc.recomputed_by_selective) c.host_recompute_selective_s += model.op_kernels(oc, plan::Phase::forward) * launch_s;
       for (size_t i = 0; i < 2; ++i) {
         const double tf_sm = model.op_duration_s(oc, plan::Phase::forward, sms[i]);
         c.fwd_sm_s[i] += tf_sm;
@@ -380,6 +389,11 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         }
         st.fwd_flops += c.fwd_flops;
         st.bwd_flops += c.bwd_flops;
+        st.host_s += c.host_fwd_s + c.host_bwd_s +
+                      (p.recompute == plan::Recompute::full        ? c.host_fwd_s
+                       : p.recompute == plan::Recompute::selective ? c.host_recompute_selective_s
+                                                                   : 0.0);
+        ++st.units;
         st.tp_fwd_s += c.tp_fwd_s;
         st.tp_bwd_s += c.tp_bwd_s;
         st.cp_fwd_s += c.cp_fwd_s;
@@ -407,6 +421,33 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
     st.bwd_s += st.recompute_s;
   }
   return stages;
+}
+
+// The host (plan::PlanContext::software) issuing a pipeline rank's kernels, as the step
+// simulator's host timeline runs it in aggregate: per micro-batch the host spends its kernels'
+// issue time, a layer hook per unit and pass (a third pass with recomputation) and the
+// micro-batch cost (twice under pipelining: forward and backward of a micro-batch alternate
+// with other micro-batches'). Where that exceeds the GPU time the micro-batch takes the host's
+// time: forward and backward stretch alike. Returns whether any rank is host-bound.
+bool apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages) {
+  if (sw.name.empty()) return false;
+  bool bound = false;
+  const double passes = p.recompute == plan::Recompute::none ? 2.0 : 3.0;
+  for (StageTimes& st : stages) {
+    const double host = st.host_s + st.units * passes * sw.layer_hook_s + (p.pp > 1 ? 2.0 : 1.0) * sw.micro_batch_s;
+    const double gpu = st.fwd_s + st.bwd_s;
+    if (!(host > gpu) || !(gpu > 0)) continue;
+    bound = true;
+    const double f = host / gpu;
+    st.fwd_s *= f;
+    st.bwd_s *= f;
+    st.recompute_s *= f;
+    for (size_t i = 0; i < 2; ++i) {
+      st.fwd_sm_s[i] = std::max(st.fwd_sm_s[i], st.fwd_s);
+      st.bwd_sm_s[i] = std::max(st.bwd_sm_s[i], st.bwd_s);
+    }
+  }
+  return bound;
 }
 
 // One push (or pull) phase of servers on the hosts of `nodes` nodes, each holding 1/nodes of
@@ -589,6 +630,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
 
   // Per pipeline rank: compute and tp communication per micro-batch.
   std::vector<StageTimes> stages = stage_times(p, unit_costs);
+  const bool host_bound = apply_host(p, ctx.software, stages);
   // Synchronized batch norm: per micro-batch, its collectives block the layers (exposed), timed
   // as the simulator times them (sim::sync_batchnorm_stage_s); zero unless the plan asks.
   const std::vector<double> sync_bn_s = sim::sync_batchnorm_stage_s(p, ctx);
@@ -702,8 +744,17 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));
 
+  // The host: the first kernel waits for its issue (micro-batch cost, layer hook, one launch;
+  // part of the stretched compute when host-bound); the optimizer waits for the per-step work
+  // and its launch after a sync (or after the host's backlog when host-bound).
+  if (!ctx.software.name.empty()) {
+    const hw::SoftwareStack& sw = ctx.software;
+    if (!host_bound) e.host_s = sw.micro_batch_s + sw.layer_hook_s + sw.launch_s;
+    if (sw.sync_before_optimizer || host_bound) e.host_s += sw.step_s + sw.launch_s;
+  }
+
   e.compute_s += overlap_extra_s;
-  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
+  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s + e.host_s;
   const double gpus = p.world_size();
   e.model_flops_per_step = graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
   double recompute_flops = 0;
