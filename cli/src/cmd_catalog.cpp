@@ -228,11 +228,10 @@ void print_software_list(const hw::Catalog& cat) {
   std::printf("\nsoftware stacks (plan field \"software\", `trainplan plan --stack`; default %s):\n", hw::kDefaultSoftware);
   Table t({"stack", ">launch/kernel", ">GPU gap", ">layer hook", ">micro-batch", ">step", "sync", "fuses", "description"});
   for (const auto& [name, s] : cat.software_stacks()) {
-    std::vector<std::string> fused;
-    for (const auto& [op_class, scale] : s.kernels) fused.push_back(scale == 0 ? op_class : fmt::format("{} x{:g}", op_class, scale));
+    const std::string fused = hw::fused_classes(s);
     t.add({name, units::format_duration(s.launch_s), units::format_duration(s.kernel_gap_s), units::format_duration(s.layer_hook_s),
            units::format_duration(s.micro_batch_s), units::format_duration(s.step_s), s.sync_before_optimizer ? "yes" : "no",
-           fused.empty() ? "-" : join(fused, ", "), s.description});
+           fused.empty() ? "-" : fused, s.description});
   }
   std::fputs(t.render().c_str(), stdout);
   std::set<std::string> ids;

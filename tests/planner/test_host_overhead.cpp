@@ -50,8 +50,8 @@ TEST_CASE("host overhead: a tiny model at micro-batch 1 is host-bound; estimate 
 }
 
 TEST_CASE("host overhead: a large micro-batch is GPU-bound: the stack adds its first launch and optimizer sync only", "[planner]") {
-  const Steps none = steps("gpt3-350m", 8, "");
-  const Steps eager = steps("gpt3-350m", 8, "pytorch-eager");
+  const Steps none = steps("gpt3-350m", 4, "");
+  const Steps eager = steps("gpt3-350m", 4, "pytorch-eager");
   INFO("no host: sim " << none.simulated << " est " << none.estimated << "; eager: sim " << eager.simulated << " est "
                        << eager.estimated);
   const hw::SoftwareStack& s = hw::Catalog::builtin().software("pytorch-eager");

@@ -46,6 +46,10 @@ struct SoftwareStack {
   }
 };
 
+/// The op classes a stack changes: "dropout, layernorm" (fused away), "activation x2"; empty
+/// when it changes none.
+std::string fused_classes(const SoftwareStack& stack);
+
 /// One line for reports: "megatron-core (launch 10 us per kernel, 20 us per layer and pass,
 /// 50 us per micro-batch, 200 us per step, host sync before the optimizer; fuses dropout,
 /// layernorm, rmsnorm)"; "none" for a stack without a name.
