@@ -373,7 +373,7 @@ TEST_CASE("hwprofiles: derate_network scales an instance's network, and refuses 
   REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarg", 0.5, "x"), "p3dn.24xlarge");
 }
 
-TEST_CASE("catalog: the software stacks, their fusions and sources; bad stack entries are errors", "[hwprofiles]") {
+TEST_CASE("catalog: the software stacks, their fusions and sources, and bad stack entries as errors", "[hwprofiles]") {
   const auto& cat = hw::Catalog::builtin();
   for (const char* name : {"pytorch-eager", "pytorch-fsdp", "deepspeed", "megatron-lm", "megatron-core", "jax-xla"}) {
     INFO(name);

@@ -36,7 +36,7 @@ Steps steps(const std::string& model, int64_t mb, const std::string& stack) {
 
 }  // namespace
 
-TEST_CASE("host overhead: a tiny model at micro-batch 1 is host-bound; estimate and simulation agree within 1 %", "[planner]") {
+TEST_CASE("host overhead: a tiny model at micro-batch 1 is host-bound, estimate and simulation agree within 1 %", "[planner]") {
   const Steps none = steps("gpt-tiny", 1, "");
   const Steps eager = steps("gpt-tiny", 1, "pytorch-eager");
   INFO("no host: sim " << none.simulated << " est " << none.estimated << "; eager: sim " << eager.simulated << " est "

@@ -48,7 +48,7 @@ TEST_CASE("host: a chain of N kernels takes h + (N-1) max(d, h) + d: N h + d hos
   CHECK(run(b, testing::exact_options()).step_time_s == Approx(n * 1e-6).epsilon(1e-9));
 }
 
-TEST_CASE("host: per-layer hooks add L x hook on the host path; they show only when host-bound", "[simulator]") {
+TEST_CASE("host: per-layer hooks add L x hook on the host path and show only when host-bound", "[simulator]") {
   const int layers = 6, per = 4;
   const double h = 10e-6, hook = 50e-6;
   sim::SimOptions o = host_options(h);
@@ -65,7 +65,7 @@ TEST_CASE("host: per-layer hooks add L x hook on the host path; they show only w
   }
 }
 
-TEST_CASE("host: a sync before the optimizer drains the host's run-ahead; without it the optimizer is hidden", "[simulator]") {
+TEST_CASE("host: a sync before the optimizer drains the host run-ahead, without it the optimizer is hidden", "[simulator]") {
   const int n = 20;
   const double h = 10e-6, d = 1e-3, step_cost = 300e-6, d_opt = 2e-4;
   auto build = [&] {
