@@ -298,10 +298,11 @@ void map_attention(const Json& point, const std::string& arch, plan::Plan& p, Va
   }
 }
 
-// The software stack (catalog key "software") of a point's framework (vp.framework), listed
-// among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
+// A plan on the software stack (catalog key "software") of a point's framework (vp.framework),
+// listed among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
 // DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager.
-void map_software(ValidationPoint& vp, plan::Plan& p) {
+plan::Plan plan_on_stack(ValidationPoint& vp) {
+  plan::Plan p;
   static const std::pair<const char*, const char*> kStacks[] = {
       {"NeMo (Megatron-core)", "megatron-core"}, {"PyTorch FSDP (llm-foundry)", "pytorch-fsdp"}, {"DeepSpeed", "deepspeed"},
       {"Megatron-LM", "megatron-lm"},           {"JAX", "jax-xla"},                           {"SageMaker", "pytorch-eager"}};
@@ -312,6 +313,7 @@ void map_software(ValidationPoint& vp, plan::Plan& p) {
     p.software = "pytorch-eager";
   vp.assumptions.push_back(p.software.empty() ? fmt::format("software stack not identified: {} (the default)", hw::kDefaultSoftware)
                                               : fmt::format("software stack {} ({})", p.software, vp.framework));
+  return p;
 }
 
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
@@ -338,7 +340,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
   const auto& inst = cat->instance(cluster);
-  plan::Plan p;
+  plan::Plan p = plan_on_stack(vp);
   p.model = model;
   p.instance_type = cluster;
   p.instance_count = gpus / inst.gpu_count;
@@ -415,7 +417,6 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
                          p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
                          plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
-  map_software(vp, p);
   plan::PlanContext ctx = [&] {
     try {
       return plan::resolve(p, *cat, *spec, vp.id);

@@ -269,6 +269,7 @@ struct StageTimes {
   std::vector<double> unit_param_bytes;
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
   int units = 0;                      // layer units on this rank (all chunks)
+  bool host_bound = false;            // the host's issue time set fwd_s and bwd_s (apply_host)
   std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
                                                  // collective's SMs taken (UnitCost::fwd_sm_s)
   std::vector<std::array<double, 2>> unit_fwd_sm_s;
@@ -370,8 +371,11 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
-// Per pipeline rank: compute and tp communication per micro-batch.
-std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitCost>& unit_costs) {
+void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages);
+
+// Per pipeline rank: compute and tp communication per micro-batch, host-bound ranks stretched
+// to the host's issue time (apply_host).
+std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitCost>& unit_costs, const hw::SoftwareStack& sw) {
   std::vector<StageTimes> stages(static_cast<size_t>(p.pp));
   for (int s = 0; s < p.pp; ++s) {
     StageTimes& st = stages[static_cast<size_t>(s)];
@@ -420,6 +424,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
     }
     st.bwd_s += st.recompute_s;
   }
+  apply_host(p, sw, stages);
   return stages;
 }
 
@@ -428,16 +433,15 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
 // issue time, a layer hook per unit and pass (a third pass with recomputation) and the
 // micro-batch cost (twice under pipelining: forward and backward of a micro-batch alternate
 // with other micro-batches'). Where that exceeds the GPU time the micro-batch takes the host's
-// time: forward and backward stretch alike. Returns whether any rank is host-bound.
-bool apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages) {
-  if (sw.name.empty()) return false;
-  bool bound = false;
+// time: forward and backward stretch alike (StageTimes::host_bound).
+void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages) {
+  if (sw.name.empty()) return;
   const double passes = p.recompute == plan::Recompute::none ? 2.0 : 3.0;
   for (StageTimes& st : stages) {
     const double host = st.host_s + st.units * passes * sw.layer_hook_s + (p.pp > 1 ? 2.0 : 1.0) * sw.micro_batch_s;
     const double gpu = st.fwd_s + st.bwd_s;
     if (!(host > gpu) || !(gpu > 0)) continue;
-    bound = true;
+    st.host_bound = true;
     const double f = host / gpu;
     st.fwd_s *= f;
     st.bwd_s *= f;
@@ -447,7 +451,18 @@ bool apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<St
       st.bwd_sm_s[i] = std::max(st.bwd_sm_s[i], st.bwd_s);
     }
   }
-  return bound;
+}
+
+// The host time the GPU waits for outside the stretched compute (StepEstimate::host_s): the
+// first kernel waits for its issue (micro-batch cost, layer hook, one launch; part of the
+// stretched compute when host-bound); the optimizer waits for the per-step work and its launch
+// after a sync (or after the host's backlog when host-bound).
+double host_exposed_s(const hw::SoftwareStack& sw, const std::vector<StageTimes>& stages) {
+  if (sw.name.empty()) return 0.0;
+  const bool bound = std::any_of(stages.begin(), stages.end(), [](const StageTimes& st) { return st.host_bound; });
+  double s = bound ? 0.0 : sw.micro_batch_s + sw.layer_hook_s + sw.launch_s;
+  if (sw.sync_before_optimizer || bound) s += sw.step_s + sw.launch_s;
+  return s;
 }
 
 // One push (or pull) phase of servers on the hosts of `nodes` nodes, each holding 1/nodes of
@@ -629,8 +644,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
 
   // Per pipeline rank: compute and tp communication per micro-batch.
-  std::vector<StageTimes> stages = stage_times(p, unit_costs);
-  const bool host_bound = apply_host(p, ctx.software, stages);
+  std::vector<StageTimes> stages = stage_times(p, unit_costs, ctx.software);
   // Synchronized batch norm: per micro-batch, its collectives block the layers (exposed), timed
   // as the simulator times them (sim::sync_batchnorm_stage_s); zero unless the plan asks.
   const std::vector<double> sync_bn_s = sim::sync_batchnorm_stage_s(p, ctx);
@@ -648,7 +662,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     p2p_s = bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
   }
 
-  StepEstimate e;
+  StepEstimate e{.host_s = host_exposed_s(ctx.software, stages)};
   const double m = static_cast<double>(p.num_micro_batches);
   double max_stage = 0, sum_stage = 0;
   size_t critical = 0;
@@ -743,15 +757,6 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   e.optimizer_s = shard * (is_mixed(prec) ? 30.0 : 28.0) /
                   (gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
                                                           .memory_efficiency(sim::kOpKindOptimizer));
-
-  // The host: the first kernel waits for its issue (micro-batch cost, layer hook, one launch;
-  // part of the stretched compute when host-bound); the optimizer waits for the per-step work
-  // and its launch after a sync (or after the host's backlog when host-bound).
-  if (!ctx.software.name.empty()) {
-    const hw::SoftwareStack& sw = ctx.software;
-    if (!host_bound) e.host_s = sw.micro_batch_s + sw.layer_hook_s + sw.launch_s;
-    if (sw.sync_before_optimizer || host_bound) e.host_s += sw.step_s + sw.launch_s;
-  }
 
   e.compute_s += overlap_extra_s;
   e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s + e.host_s;
