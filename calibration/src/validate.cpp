@@ -329,6 +329,24 @@ void map_attention(const Json& point, const std::string& arch, plan::Plan& p, Va
   }
 }
 
+// A plan on the software stack (catalog key "software") of a point's framework (vp.framework),
+// listed among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
+// DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager.
+plan::Plan plan_on_stack(ValidationPoint& vp) {
+  plan::Plan p;
+  static const std::pair<const char*, const char*> kStacks[] = {
+      {"NeMo (Megatron-core)", "megatron-core"}, {"PyTorch FSDP (llm-foundry)", "pytorch-fsdp"}, {"DeepSpeed", "deepspeed"},
+      {"Megatron-LM", "megatron-lm"},           {"JAX", "jax-xla"},                           {"SageMaker", "pytorch-eager"}};
+  for (const auto& [framework, stack] : kStacks)
+    if (vp.framework == framework) p.software = stack;
+  const std::string text = vp.source + " " + vp.locator;
+  if (p.software.empty() && (contains(text, "Horovod") || contains(text, "DDP") || contains(text, "DistributedDataParallel")))
+    p.software = "pytorch-eager";
+  vp.assumptions.push_back(p.software.empty() ? fmt::format("software stack not identified: {} (the default)", hw::kDefaultSoftware)
+                                              : fmt::format("software stack {} ({})", p.software, vp.framework));
+  return p;
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
   const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
@@ -353,7 +371,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   const hw::Catalog* cat = node_catalog(hwj, catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
   const auto& inst = cat->instance(cluster);
-  plan::Plan p;
+  plan::Plan p = plan_on_stack(vp);
   p.model = model;
   p.instance_type = cluster;
   p.instance_count = gpus / inst.gpu_count;
@@ -591,6 +609,7 @@ DpRun dp_run(const hw::Catalog& catalog, std::string cluster, int gpus, const st
   p.dp_algorithm = algorithm;
   p.bucket_size_bytes = bucket_bytes;
   p.precision = precision;
+  p.software = "pytorch-eager";  // the data-parallel libraries' runs: DDP, Horovod, SMDDP (eager kernels)
   plan::PlanContext ctx = plan::resolve(p, *cat, models::ModelCatalog::builtin().spec(model), model);
   if (auto problem = plan::check(p, ctx)) throw Error(*problem);
   return DpRun{std::move(cat), std::move(p), std::move(ctx)};

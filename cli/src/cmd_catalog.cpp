@@ -223,6 +223,25 @@ void print_cpu_list(const hw::Catalog& cat) {
                 "`trainplan catalog NAME` names it.\n");
 }
 
+void print_software_list(const hw::Catalog& cat) {
+  if (cat.software_stacks().empty()) return;
+  std::printf("\nsoftware stacks (plan field \"software\", `trainplan plan --stack`; default %s):\n", hw::kDefaultSoftware);
+  Table t({"stack", ">launch/kernel", ">GPU gap", ">layer hook", ">micro-batch", ">step", "sync", "fuses", "description"});
+  for (const auto& [name, s] : cat.software_stacks()) {
+    const std::string fused = hw::fused_classes(s);
+    t.add({name, units::format_duration(s.launch_s), units::format_duration(s.kernel_gap_s), units::format_duration(s.layer_hook_s),
+           units::format_duration(s.micro_batch_s), units::format_duration(s.step_s), s.sync_before_optimizer ? "yes" : "no",
+           fused.empty() ? "-" : fused, s.description});
+  }
+  std::fputs(t.render().c_str(), stdout);
+  std::set<std::string> ids;
+  for (const auto& [name, s] : cat.software_stacks())
+    for (const auto& [field, ref] : s.sources) ids.insert(ref);
+  std::printf("sources:");
+  for (const auto& ref : ids) std::printf(" %s;", source_line(cat, ref).c_str());
+  std::printf("\n");
+}
+
 void print_cpu_instance(const hw::Catalog& cat, const hw::CpuInstanceType& c) {
   std::printf("%s: CPU instance, %s (%s)\n", c.name.c_str(), c.description.c_str(), c.family.c_str());
   std::printf("  CPU:      %s, %d vCPUs = %d cores\n", c.cpu.c_str(), c.vcpus, c.cores);
@@ -400,6 +419,7 @@ void run(const std::string& name, bool as_json, bool regions) {
     } else {
       print_list(cat);
       print_cpu_list(cat);
+      print_software_list(cat);
     }
     return;
   }

@@ -34,6 +34,7 @@ void run(const std::string& path) {
               (p.cp > 1 ? fmt::format(" x cp {}", p.cp) : std::string()).append(p.ep > 1 ? fmt::format(", ep {}", p.ep) : "").c_str(), p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, precision_label(p).c_str(),
               std::string(plan::schedule_name(p.schedule)).c_str(), std::string(plan::recompute_name(p.recompute)).c_str(),
               p.sequence_parallel ? ", sequence parallel" : "");
+  std::printf("software stack: %s\n", hw::describe(ctx.software).c_str());
   std::printf("batch: %lld samples = %lld micro-batch(es) of %lld on each of %d data-parallel ranks\n\n",
               static_cast<long long>(p.global_batch), static_cast<long long>(p.num_micro_batches),
               static_cast<long long>(p.micro_batch), p.dp);
@@ -60,9 +61,9 @@ void run(const std::string& path) {
   const auto e = planner::estimate_step(p, ctx);
   std::printf("\nanalytical step time: %s (%s tokens/s, MFU %s, HFU %s)\n", units::format_duration(e.step_time_s).c_str(),
               units::format_count(e.tokens_per_s).c_str(), percent(e.mfu).c_str(), percent(e.hfu).c_str());
-  std::printf("  compute %s (recompute %s), pipeline bubble %s, optimizer %s\n", units::format_duration(e.compute_s).c_str(),
+  std::printf("  compute %s (recompute %s), pipeline bubble %s, optimizer %s, host %s\n", units::format_duration(e.compute_s).c_str(),
               units::format_duration(e.recompute_s).c_str(), units::format_duration(e.bubble_s).c_str(),
-              units::format_duration(e.optimizer_s).c_str());
+              units::format_duration(e.optimizer_s).c_str(), units::format_duration(e.host_s).c_str());
   std::string comm;
   for (auto purpose : plan::kCommPurposes) {
     if (e.exposed_comm_s(purpose) > 0)

@@ -116,6 +116,7 @@ void print_best_notes(const planner::SearchResult& res, const planner::SearchReq
   plan::Plan p = best.plan;
   const plan::PlanContext ctx = plan::resolve(p, catalog, "<best>");
   std::printf("\nplacement of #1: %s\n", sim::placement_assumption(p, ctx).c_str());
+  std::printf("software stack of #1: %s\n", hw::describe(ctx.software).c_str());
   if (best.transfer_usd > 0)
     std::printf("data transfer in #1's cost: %s (%s%s%s)\n", units::format_usd(best.transfer_usd).c_str(),
                 best.simulated && best.simulated->inter_az_bytes > 0
@@ -236,6 +237,14 @@ void run(const PlanArgs& a) {
         .at(flag)
         .hint("classic ML options (--rows, --features, --rounds, --repeat, --keep-alive, ...) size an XGBoost job");
   check_data_region_flag(a.search.data_region);
+  if (!a.search.software.empty()) {
+    try {
+      (void)user_catalog().software(a.search.software);
+    } catch (Error& e) {
+      e.at("--stack");
+      throw;
+    }
+  }
   const planner::SearchRequest req = planner::search_request(a.search);
   const hw::Catalog& catalog = user_catalog();
   planner::SearchResult res = run_search(req);

@@ -122,6 +122,7 @@ void run(const SimulateArgs& a) {
   std::printf("%s: %s on %d x %s (%d GPUs), dp/tp/pp %d/%d/%d%s%s, ZeRO-%d, %s\n", a.plan_path.c_str(), ctx.model_spec.name.c_str(),
               p.instance_count, p.instance_type.c_str(), p.world_size(), p.dp, p.tp, p.pp,
               (p.cp > 1 ? fmt::format(" x cp {}", p.cp) : std::string()).append(p.ep > 1 ? fmt::format(", ep {}", p.ep) : "").c_str(), p.vp > 1 ? fmt::format(" x vp {}", p.vp).c_str() : "", p.zero_stage, std::string(precision_name(prec)).c_str());
+  std::printf("software stack: %s\n", hw::describe(ctx.software).c_str());
   std::printf("simulated %s fidelity, %s granularity: %s tasks, %s events\n\n", std::string(sim::fidelity_name(r.fidelity)).c_str(),
               r.granularity == plan::Granularity::op ? "op" : "layer", units::format_count(static_cast<double>(r.tasks)).c_str(),
               units::format_count(static_cast<double>(s.stats.events)).c_str());

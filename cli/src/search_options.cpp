@@ -40,6 +40,9 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   add_int(cmd, "--max-gpus", a.max_gpus, 1, planner::kMaxSearchGpus, "Largest cluster to consider, in GPUs");
   add_int(cmd, "--max-instances", a.max_instances, 0, limits::kMaxInstances, "Largest cluster to consider, in instances (0: no limit)");
   add_placement_options(cmd, a.azs, a.data_region, a.dataset_size);
+  cmd->add_option("--stack", a.software,
+                  fmt::format("Software stack the plans run on: its kernel launch cost, fusions and framework overhead "
+                              "(default {}; `trainplan catalog` lists the stacks)", hw::kDefaultSoftware));
   add_choice(cmd, "--objective", a.objective, {"time", "cost", "cost-under-deadline", "time-under-budget"},
              "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget); a deadline or budget "
              "that no plan meets exits with code 3");

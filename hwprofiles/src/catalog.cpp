@@ -101,6 +101,7 @@ Catalog Catalog::from_documents(std::vector<std::pair<std::string, json::Json>> 
   c.cb_offers_ = std::move(parsed.capacity_block_offers);
   c.placement_ = std::move(parsed.placement);
   c.regions_ = std::move(parsed.regions);
+  c.software_ = std::move(parsed.software);
   for (auto& [name, inst] : c.instances_) c.price_capacity_block(inst);
   return c;
 }
@@ -136,6 +137,18 @@ Catalog Catalog::load_dir(const std::string& dir) {
 const GpuSpec& Catalog::gpu(const std::string& name) const {
   auto it = gpus_.find(name);
   if (it == gpus_.end()) throw Error(fmt::format("unknown GPU \"{}\"", name)).hint(suggestion(name, gpu_names()));
+  return it->second;
+}
+
+const SoftwareStack& Catalog::software(const std::string& name) const {
+  auto it = software_.find(name);
+  if (it == software_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, s] : software_) names.push_back(n);
+    throw Error(fmt::format("unknown software stack \"{}\"", name))
+        .hint(names.empty() ? std::string("the catalog defines no software stacks (catalog key \"software\")")
+                            : "one of: " + join(names, ", ") + " (`trainplan catalog` lists them)");
+  }
   return it->second;
 }
 

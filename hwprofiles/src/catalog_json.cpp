@@ -165,6 +165,17 @@ json::Json catalog_json(const Catalog& cat) {
   for (const auto& [id, s] : cat.sources()) sources[id] = to_json(s);
   doc["sources"] = sources;
   doc["regions"] = region_table_json(cat.region_table());
+  json::Json software = json::Json::object();
+  for (const auto& [name, s] : cat.software_stacks()) {
+    json::Json kernels = json::Json::object();
+    for (const auto& [op_class, scale] : s.kernels) kernels[op_class] = scale;
+    json::Json src = json::Json::object();
+    for (const auto& [field, ref] : s.sources) src[field] = ref;
+    software[name] = {{"description", s.description}, {"launch_s", s.launch_s}, {"kernel_gap_s", s.kernel_gap_s},
+                      {"layer_hook_s", s.layer_hook_s}, {"micro_batch_s", s.micro_batch_s}, {"step_s", s.step_s},
+                      {"sync_before_optimizer", s.sync_before_optimizer}, {"kernels", kernels}, {"sources", src}};
+  }
+  doc["software"] = software;
   doc["selected_region"] = cat.region().empty() ? std::string(kCatalogRegion) : cat.region();
   return doc;
 }

@@ -294,6 +294,51 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
   r.finish();
 }
 
+// ---- software stacks -----------------------------------------------------------------------
+
+// {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
+//         "sync_before_optimizer", "kernels": {op class: multiple}, "sources": {field: id}}}
+void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
+  for (auto& [name, item] : r.entries()) {
+    if (out.software.count(name))
+      throw item.error(fmt::format("software stack \"{}\" is defined twice", name)).hint("stack names must be unique across the catalog");
+    SoftwareStack s;
+    s.name = name;
+    s.description = item.field("description").as_string();
+    s.launch_s = positive_quantity(item.field("launch"), Dimension::duration);
+    s.kernel_gap_s = item.field("kernel_gap").as_quantity(Dimension::duration);
+    s.layer_hook_s = item.field("layer_hook").as_quantity(Dimension::duration);
+    s.micro_batch_s = item.field("micro_batch").as_quantity(Dimension::duration);
+    s.step_s = item.field("step").as_quantity(Dimension::duration);
+    for (const char* f : {"kernel_gap", "layer_hook", "micro_batch", "step"}) {
+      const double v = item.field(f).as_quantity(Dimension::duration);
+      if (v < 0 || v > 1.0)
+        throw item.field(f).error(fmt::format("must be between 0 and 1 s, got {}", v)).hint("a host or launch cost, e.g. \"10us\"");
+    }
+    if (s.launch_s > 1e-3)
+      throw item.field("launch").error(fmt::format("must be at most 1 ms per kernel, got {}", s.launch_s)).hint("a kernel launch costs microseconds, e.g. \"4us\"");
+    s.sync_before_optimizer = item.field("sync_before_optimizer").as_bool();
+    if (auto k = item.optional_field("kernels")) {
+      for (auto& [op_class, value] : k->entries()) {
+        if (std::find(kFusableOpClasses.begin(), kFusableOpClasses.end(), op_class) == kFusableOpClasses.end())
+          throw value.error(fmt::format("unknown op class \"{}\"", op_class))
+              .hint("one of: " + join(std::vector<std::string>(kFusableOpClasses.begin(), kFusableOpClasses.end()), ", "));
+        s.kernels[op_class] = value.as_nonnegative(8.0);
+      }
+    }
+    Reader src = item.field("sources");
+    for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels"}) {
+      if (std::string_view(f) == "kernels" && !item.has("kernels")) continue;
+      add_source_refs(src.field(f), refs);
+      s.sources[f] = src.field(f).as_string();
+    }
+    src.finish();
+    item.ignore("comment");
+    item.finish();
+    out.software[name] = std::move(s);
+  }
+}
+
 // ---- regions -------------------------------------------------------------------------------
 
 // {"names": [...], "source": id, "notes": {type: text}, "instances": {type: {region: {"ec2_on_demand",
@@ -723,6 +768,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     if (auto cb = r.optional_field("capacity_blocks")) parse_capacity_blocks(*cb, refs, out);
     if (auto pl = r.optional_field("placement")) parse_placement(*pl, refs, out);
     if (auto rt = r.optional_field("regions")) parse_region_table(*rt, refs, out);
+    if (auto sw = r.optional_field("software")) parse_software(*sw, refs, out);
     if (auto g = r.optional_field("gpus")) {
       for (auto& [name, value] : g->entries()) {
         if (out.gpus.count(name))
@@ -748,6 +794,7 @@ ParsedCatalog parse_catalog(std::vector<std::pair<std::string, json::Json>> docu
     r.ignore("capacity_blocks");
     r.ignore("placement");
     r.ignore("regions");
+    r.ignore("software");
     if (auto cpu = r.optional_field("cpu_families")) parse_cpu_families(*cpu, refs, out);
     std::unique_ptr<DefaultsNode> defaults;
     if (auto d = r.optional_field("defaults")) {

@@ -30,6 +30,7 @@ struct ParsedCatalog {
   std::vector<std::pair<std::string, std::string>> capacity_block_locations;  // (file, pointer) per offer
   PlacementFacts placement;
   RegionTable regions;
+  std::map<std::string, SoftwareStack> software;
   std::map<std::string, std::pair<std::string, std::string>> region_locations;  // instance -> (file, pointer)
 };
 

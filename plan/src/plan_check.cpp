@@ -106,7 +106,11 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec sp
   if (plan.stages.empty() && plan.pp * plan.vp <= std::max(1, num_units - 2))
     plan.stages = even_stages(num_units, plan.pp * plan.vp);
   int64_t seq = spec.seq_len;
-  return PlanContext{std::move(spec), std::move(graph), &inst, &gpu, std::move(cluster), *plan.precision, seq};
+  hw::SoftwareStack software;
+  if (plan.software.empty() && catalog.software_stacks().count(hw::kDefaultSoftware)) plan.software = hw::kDefaultSoftware;
+  if (!plan.software.empty())
+    software = located(file, "/software", [&]() -> const hw::SoftwareStack& { return catalog.software(plan.software); });
+  return PlanContext{std::move(spec), std::move(graph), &inst, &gpu, std::move(cluster), *plan.precision, seq, std::move(software)};
 }
 
 namespace {

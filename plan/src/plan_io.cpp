@@ -200,6 +200,10 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
     if (auto f = d->optional_field("size")) p.dataset_bytes = f->as_quantity(units::Dimension::bytes);
     d->finish();
   }
+  if (auto f = r.optional_field("software")) {
+    p.software = f->as_string();
+    if (p.software.empty()) throw f->error("is empty").hint("name a software stack, e.g. \"megatron-core\" (`trainplan catalog` lists them)");
+  }
   if (auto f = r.optional_field("predicted")) p.predicted = f->value();
   r.ignore("comment");
   r.finish();
@@ -214,6 +218,7 @@ json::Json to_json(const Plan& p) {
   j["model"] = p.model;
   j["cluster"] = {{"instance_type", p.instance_type}, {"count", p.instance_count}};
   if (!p.region.empty()) j["cluster"]["region"] = p.region;  // written when set: plans priced in the catalog's own region never carry it
+  if (!p.software.empty()) j["software"] = p.software;
   j["parallelism"] = {{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"vp", p.vp}, {"cp", p.cp},
                       {"zero_stage", p.zero_stage}, {"sequence_parallel", p.sequence_parallel}};
   if (p.ep > 1) j["parallelism"]["ep"] = p.ep;  // written when > 1: dense plans never carry it

@@ -121,6 +121,9 @@ struct UnitCost {
   /// Expert parallelism: the all-to-alls after each dispatch and before each combine (exposed:
   /// the next compute waits for each, as plan::lower issues them), per pass.
   double ep_fwd_s = 0, ep_bwd_s = 0;
+  /// Host time issuing the unit's kernels (kernels x the stack's launch cost) per pass, and
+  /// for the ops selective recomputation re-runs.
+  double host_fwd_s = 0, host_bwd_s = 0, host_recompute_selective_s = 0;
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   double expert_params = 0;               // routed experts' part of `params`
@@ -279,6 +282,9 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
+  int units = 0;                      // layer units on this rank (all chunks)
+  bool host_bound = false;            // the host's issue time set fwd_s and bwd_s (apply_host)
   std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
                                                  // collective's SMs taken (UnitCost::fwd_sm_s)
   std::vector<std::array<double, 2>> unit_fwd_sm_s;
@@ -296,7 +302,8 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
   const auto& graph = ctx.graph;
   const double b = static_cast<double>(p.micro_batch);
   const double elem = bytes_per_element(prec);
-  const sim::ComputeModel model(*ctx.gpu, prec, options.compute, options.calibration.get());
+  const sim::ComputeModel model(*ctx.gpu, prec, sim::with_software(options.compute, ctx.software), options.calibration.get());
+  const double launch_s = ctx.software.launch_s;
   const std::array<int, 2> sms = {sim::nccl_channels(ctx.cluster, false), sim::nccl_channels(ctx.cluster, true)};
   std::vector<UnitCost> out(graph.units().size());
   for (size_t u = 0; u < out.size(); ++u) {
@@ -309,6 +316,9 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       const double tb = model.op_duration_s(oc, plan::Phase::backward);
       c.fwd_s += tf;
       c.bwd_s += tb;
+      c.host_fwd_s += model.op_kernels(oc, plan::Phase::forward) * launch_s;
+      c.host_bwd_s += model.op_kernels(oc, plan::Phase::backward) * launch_s;
+      if (oc.recomputed_by_selective) c.host_recompute_selective_s += model.op_kernels(oc, plan::Phase::forward) * launch_s;
       for (size_t i = 0; i < 2; ++i) {
         const double tf_sm = model.op_duration_s(oc, plan::Phase::forward, sms[i]);
         c.fwd_sm_s[i] += tf_sm;
@@ -376,8 +386,11 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 
-// Per pipeline rank: compute and tp communication per micro-batch.
-std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitCost>& unit_costs) {
+void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages);
+
+// Per pipeline rank: compute and tp communication per micro-batch, host-bound ranks stretched
+// to the host's issue time (apply_host).
+std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitCost>& unit_costs, const hw::SoftwareStack& sw) {
   std::vector<StageTimes> stages(static_cast<size_t>(p.pp));
   for (int s = 0; s < p.pp; ++s) {
     StageTimes& st = stages[static_cast<size_t>(s)];
@@ -395,6 +408,11 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         }
         st.fwd_flops += c.fwd_flops;
         st.bwd_flops += c.bwd_flops;
+        st.host_s += c.host_fwd_s + c.host_bwd_s +
+                      (p.recompute == plan::Recompute::full        ? c.host_fwd_s
+                       : p.recompute == plan::Recompute::selective ? c.host_recompute_selective_s
+                                                                   : 0.0);
+        ++st.units;
         st.tp_fwd_s += c.tp_fwd_s;
         st.tp_bwd_s += c.tp_bwd_s;
         st.cp_fwd_s += c.cp_fwd_s;
@@ -423,7 +441,45 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
     }
     st.bwd_s += st.recompute_s;
   }
+  apply_host(p, sw, stages);
   return stages;
+}
+
+// The host (plan::PlanContext::software) issuing a pipeline rank's kernels, as the step
+// simulator's host timeline runs it in aggregate: per micro-batch the host spends its kernels'
+// issue time, a layer hook per unit and pass (a third pass with recomputation) and the
+// micro-batch cost (twice under pipelining: forward and backward of a micro-batch alternate
+// with other micro-batches'). Where that exceeds the GPU time the micro-batch takes the host's
+// time: forward and backward stretch alike (StageTimes::host_bound).
+void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages) {
+  if (sw.name.empty()) return;
+  const double passes = p.recompute == plan::Recompute::none ? 2.0 : 3.0;
+  for (StageTimes& st : stages) {
+    const double host = st.host_s + st.units * passes * sw.layer_hook_s + (p.pp > 1 ? 2.0 : 1.0) * sw.micro_batch_s;
+    const double gpu = st.fwd_s + st.bwd_s;
+    if (!(host > gpu) || !(gpu > 0)) continue;
+    st.host_bound = true;
+    const double f = host / gpu;
+    st.fwd_s *= f;
+    st.bwd_s *= f;
+    st.recompute_s *= f;
+    for (size_t i = 0; i < 2; ++i) {
+      st.fwd_sm_s[i] = std::max(st.fwd_sm_s[i], st.fwd_s);
+      st.bwd_sm_s[i] = std::max(st.bwd_sm_s[i], st.bwd_s);
+    }
+  }
+}
+
+// The host time the GPU waits for outside the stretched compute (StepEstimate::host_s): the
+// first kernel waits for its issue (micro-batch cost, layer hook, one launch; part of the
+// stretched compute when host-bound); the optimizer waits for the per-step work and its launch
+// after a sync (or after the host's backlog when host-bound).
+double host_exposed_s(const hw::SoftwareStack& sw, const std::vector<StageTimes>& stages) {
+  if (sw.name.empty()) return 0.0;
+  const bool bound = std::any_of(stages.begin(), stages.end(), [](const StageTimes& st) { return st.host_bound; });
+  double s = bound ? 0.0 : sw.micro_batch_s + sw.layer_hook_s + sw.launch_s;
+  if (sw.sync_before_optimizer || bound) s += sw.step_s + sw.launch_s;
+  return s;
 }
 
 // One push (or pull) phase of servers on the hosts of `nodes` nodes, each holding 1/nodes of
@@ -610,7 +666,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const std::vector<UnitCost>& unit_costs = cached_unit_costs(p, ctx, options, *cache);
 
   // Per pipeline rank: compute and tp communication per micro-batch.
-  std::vector<StageTimes> stages = stage_times(p, unit_costs);
+  std::vector<StageTimes> stages = stage_times(p, unit_costs, ctx.software);
   // Synchronized batch norm: per micro-batch, its collectives block the layers (exposed), timed
   // as the simulator times them (sim::sync_batchnorm_stage_s); zero unless the plan asks.
   const std::vector<double> sync_bn_s = sim::sync_batchnorm_stage_s(p, ctx);
@@ -628,7 +684,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     p2p_s = bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
   }
 
-  StepEstimate e;
+  StepEstimate e{.host_s = host_exposed_s(ctx.software, stages)};
   const double m = static_cast<double>(p.num_micro_batches);
   double max_stage = 0, sum_stage = 0;
   size_t critical = 0;
@@ -725,7 +781,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
                                                           .memory_efficiency(sim::kOpKindOptimizer));
 
   e.compute_s += overlap_extra_s;
-  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s;
+  e.step_time_s = pipeline_s + overlap_extra_s + dp_exposed + zero_grad_exposed + zero_param_exposed + ps_exposed + e.optimizer_s + e.host_s;
   const double gpus = p.world_size();
   e.model_flops_per_step = graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
   double recompute_flops = 0;

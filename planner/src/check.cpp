@@ -31,6 +31,7 @@ json::Json to_json(const StepEstimate& e) {
           {"recompute_s", e.recompute_s},
           {"bubble_s", e.bubble_s},
           {"optimizer_s", e.optimizer_s},
+          {"host_s", e.host_s},
           {"exposed_comm_s", comm},
           {"exposed_comm_total_s", e.exposed_comm_total_s()},
           {"model_flops_per_step", e.model_flops_per_step},
@@ -46,6 +47,7 @@ json::Json check_json(const plan::Plan& p, const plan::PlanContext& ctx) {
   j["instance_type"] = p.instance_type;
   j["instance_count"] = p.instance_count;
   j["gpus"] = ctx.cluster.num_gpus();
+  j["software"] = ctx.software.name;
   json::Json stages = json::Json::array();
   bool fits = true;
   for (const auto& m : plan::memory_per_stage(p, ctx)) {

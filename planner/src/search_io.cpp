@@ -144,6 +144,7 @@ SearchRequest search_request(const SearchOptions& a) {
   req.max_instances = static_cast<int>(a.max_instances);
   req.azs = static_cast<int>(a.azs);
   req.data_region = a.data_region;
+  req.software = a.software;
   if (!a.dataset_size.empty()) req.dataset_bytes = flag_positive_quantity("--dataset-size", a.dataset_size, units::Dimension::bytes);
   req.objective = at_flag("--objective", [&] { return parse_objective(a.objective); });
   if (!a.deadline.empty()) req.deadline_s = flag_positive_quantity("--deadline", a.deadline, units::Dimension::duration);

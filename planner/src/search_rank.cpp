@@ -207,6 +207,7 @@ Explanation explain(const Candidate& w, const Candidate& r) {
   row("recomputation", w.step.recompute_s, r.step.recompute_s, "s");
   row("pipeline bubble", w.step.bubble_s, r.step.bubble_s, "s");
   row("optimizer", w.step.optimizer_s, r.step.optimizer_s, "s");
+  row("host (first issue, optimizer sync)", w.step.host_s, r.step.host_s, "s");
   for (auto purpose : plan::kCommPurposes) {
     const double a = w.step.exposed_comm_s(purpose), b = r.step.exposed_comm_s(purpose);
     if (a > 0 || b > 0) row(fmt::format("exposed {} communication", plan::comm_purpose_name(purpose)), a, b, "s");

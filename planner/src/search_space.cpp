@@ -224,6 +224,7 @@ plan::Plan base_plan(const SearchRequest& req, const std::string& instance, int 
   p.moe_load_imbalance = req.moe_load_imbalance;
   p.placement.azs = std::min(req.azs, count);
   p.data_region = req.data_region;
+  p.software = req.software;
   p.dataset_bytes = req.dataset_bytes;
   return p;
 }

@@ -56,6 +56,7 @@ const Setters<SearchOptions>& search_options_setters() {
       {"capacity_factor", text_field(&O::capacity_factor, "capacity_factor")},
       {"load_imbalance", text_field(&O::load_imbalance, "load_imbalance")},
       {"dp_algorithms", text_field(&O::dp_algorithms, "dp_algorithms")},
+      {"stack", text_field(&O::software, "stack")},
       {"bucket_sizes", text_field(&O::bucket_sizes, "bucket_sizes")},
       {"no_sequence_parallel", bool_field(&O::no_sequence_parallel, "no_sequence_parallel")},
       {"sync_bn", bool_field(&O::sync_bn, "sync_bn")},

@@ -66,6 +66,14 @@ int calibration_phase(plan::Phase p) {
 
 }  // namespace
 
+ComputeModelOptions with_software(ComputeModelOptions o, const hw::SoftwareStack& stack) {
+  if (stack.name.empty()) return o;
+  for (int k = 0; k <= static_cast<int>(models::OpKind::moe_combine); ++k)
+    o.kernel_scale[static_cast<size_t>(k)] = stack.kernel_scale(models::op_kind_name(static_cast<models::OpKind>(k)));
+  if (o.kernel_overhead_s < 0) o.kernel_overhead_s = stack.kernel_gap_s;
+  return o;
+}
+
 bool ComputeModel::is_matmul_like(int op_kind) {
   return is_kind(op_kind, models::OpKind::linear) || is_kind(op_kind, models::OpKind::patch_embed) ||
          is_kind(op_kind, models::OpKind::conv2d) || is_kind(op_kind, models::OpKind::attention);
@@ -114,6 +122,9 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   if (vector_efficiency_ == 0) vector_efficiency_ = kVectorEfficiency;
   shape_effects_ = options.gemm_shape_effects;
   kernel_overhead_s_ = options.kernel_overhead_s < 0 ? kKernelOverheadS : options.kernel_overhead_s;
+  for (double v : options.kernel_scale)
+    if (!(v >= 0 && v <= 8)) throw Error("kernel_scale must be in [0, 8], got " + std::to_string(v)).hint("a software stack's kernels per op");
+  kernel_scale_ = options.kernel_scale;
   sm_count_ = gpu.sm_count;
   if (sm_count_ < 1)
     throw Error("GPU " + gpu.name + " has no SM count").hint("set sm_count in the catalog (the GPU's whitepaper gives it)");
@@ -199,8 +210,23 @@ double ComputeModel::duration_s(const plan::Task& task, const std::vector<plan::
   }
   if (task.mem_bytes > 0)
     t = std::max(t, task.mem_bytes / (gpu_.memory_bandwidth_bytes_per_s * memory_efficiency(kind, ph)));
-  const double kernels = task.ops.empty() ? 1.0 : static_cast<double>(task.ops.size());
-  return t + kernel_overhead_s_ * kernels;
+  return t + kernel_overhead_s_ * task_kernels(task);
+}
+
+double ComputeModel::op_kernels(const plan::OpCost& c, plan::Phase phase) const {
+  const int kernels = phase == plan::Phase::backward ? c.kernels_bwd : c.kernels_fwd;
+  const double scale = c.op_kind >= 0 && c.op_kind < kMaxOpKinds ? kernel_scale_[static_cast<size_t>(c.op_kind)] : 1.0;
+  return kernels * scale;
+}
+
+double ComputeModel::task_kernels(const plan::Task& task, const std::vector<plan::OpCost>* op_costs) const {
+  if (op_costs && !op_costs->empty() && (task.op >= 0 || !task.ops.empty())) {
+    if (task.ops.empty()) return op_kernels((*op_costs)[static_cast<size_t>(task.op)], task.phase);
+    double k = 0;
+    for (int id : task.ops) k += op_kernels((*op_costs)[static_cast<size_t>(id)], task.phase);
+    return k;
+  }
+  return task.ops.empty() ? 1.0 : static_cast<double>(task.ops.size());
 }
 
 double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool backward) const {
@@ -220,7 +246,7 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int
   const double flops = backward ? c.flops_bwd : c.flops_fwd;
   const double mem = backward ? c.mem_bwd_bytes : c.mem_fwd_bytes;
   const double serial = backward ? c.serial_mem_bwd_bytes : c.serial_mem_fwd_bytes;
-  const int kernels = backward ? c.kernels_bwd : c.kernels_fwd;
+  const double kernels = op_kernels(c, phase);
   const int kind = c.op_kind;
   const int ph = calibration_phase(phase);
   const bool attention = is_kind(kind, models::OpKind::attention);

@@ -18,7 +18,7 @@ PlanSimResult simulate_plan(const plan::Plan& p, const plan::PlanContext& ctx, c
   const plan::StepProgram program = plan::lower(p, ctx, lo);
   out.lower_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& r : program.ranks) out.tasks += static_cast<int64_t>(r.tasks.size());
-  SimOptions so = options.sim;
+  SimOptions so = with_software(options.sim, ctx.software);
   const SimOptions from_plan = options_for(p);
   so.dp_algorithm = from_plan.dp_algorithm;
   so.precision = p.precision_or(ctx.precision);

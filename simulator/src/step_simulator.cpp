@@ -23,6 +23,10 @@ void StepSimulator::start_task(int t) {
   switch (ts_[static_cast<size_t>(t)].kind) {
     case plan::TaskKind::compute:
       compute_queue_[static_cast<size_t>(rs.queue_tail++)] = t;
+      if (host_on() && issue_end_[static_cast<size_t>(t)] < 0) {
+        ready_s_[static_cast<size_t>(t)] = now_;
+        advance_host(s);
+      }
       begin_next_compute(s);
       return;
     case plan::TaskKind::alloc:
@@ -41,10 +45,63 @@ void StepSimulator::start_task(int t) {
   }
 }
 
+void StepSimulator::advance_host(int s) {
+  RankState& rs = ranks_[static_cast<size_t>(s)];
+  const HostModel& h = opt_.host;
+  while (rs.host_next < rs.host_end) {
+    const auto g = static_cast<size_t>(host_order_[static_cast<size_t>(rs.host_next)]);
+    const plan::Task& t = *tasks_[g];
+    double pre = 0;
+    if (t.phase == plan::Phase::optimizer) {
+      if (!rs.host_stepped) {
+        // The grad-norm / loss `.item()`: the host waits until the optimizer's inputs are ready.
+        if (h.sync_before_optimizer) {
+          if (ready_s_[g] < 0) return;
+          rs.host_s = std::max(rs.host_s, ready_s_[g]);
+        }
+        pre += h.step_s;
+        rs.host_stepped = true;
+      }
+    } else {
+      if (t.micro_batch != rs.host_mb) pre += h.micro_batch_s;
+      if (t.unit != rs.host_unit || static_cast<int32_t>(t.phase) != rs.host_phase || t.micro_batch != rs.host_mb ||
+          t.virtual_stage != rs.host_chunk)
+        pre += h.layer_hook_s;
+      rs.host_unit = t.unit;
+      rs.host_phase = static_cast<int32_t>(t.phase);
+      rs.host_mb = t.micro_batch;
+      rs.host_chunk = t.virtual_stage;
+    }
+    const double k = host_kernels_[g];
+    const double begin = rs.host_s + pre;
+    issue_first_[g] = begin + std::min(1.0, k) * h.launch_s;
+    issue_end_[g] = begin + k * h.launch_s;
+    rs.host_s = issue_end_[g];
+    ++rs.host_next;
+  }
+}
+
 void StepSimulator::begin_next_compute(int s) {
   RankState& rs = ranks_[static_cast<size_t>(s)];
   if (rs.running >= 0 || rs.queue_head == rs.queue_tail) return;
-  const int t = compute_queue_[static_cast<size_t>(rs.queue_head++)];
+  const int t = compute_queue_[static_cast<size_t>(rs.queue_head)];
+  rs.floor_s = 0;
+  if (host_on()) {
+    // The GPU runs the task once the host has issued its first kernel; it ends no earlier than
+    // the last kernel's share of the task after the last issue.
+    const double first = issue_first_[static_cast<size_t>(t)];
+    if (first < 0) return;  // the host waits at a sync before it; advance_host() resumes
+    if (first > now_) {
+      if (rs.wake_s != first) {
+        rs.wake_s = first;
+        queue_.push(first, kHostIssued, s, 0);
+      }
+      return;
+    }
+    const double k = host_kernels_[static_cast<size_t>(t)];
+    if (k > 0) rs.floor_s = issue_end_[static_cast<size_t>(t)] + ts_[static_cast<size_t>(t)].value / std::max(1.0, k);
+  }
+  ++rs.queue_head;
   rs.running = t;
   ts_[static_cast<size_t>(t)].start_s = now_;
   notify_stream(t);
@@ -204,6 +261,8 @@ StepResult StepSimulator::run() {
   }
   queue_.reserve(1024);
   stats_.setup_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  if (host_on())
+    for (size_t s = 0; s < ranks_.size(); ++s) advance_host(static_cast<int>(s));
   for (size_t g = 0; g < tasks_.size(); ++g)
     if (ts_[g].pending == 0) ready_.push_back(static_cast<int32_t>(g));
   drain();
@@ -236,10 +295,19 @@ StepResult StepSimulator::run() {
           queue_.release_top();
           continue;
         }
+        if (now_ < rs.floor_s) {  // the host has not issued the task's last kernel yet
+          queue_.push(rs.floor_s, kComputeDone, e.a, ++rs.version);
+          queue_.release_top();
+          continue;
+        }
         ++stats_.events;
         rs.running = -1;
         finish(e.a);
         begin_next_compute(ts_[static_cast<size_t>(e.a)].owner);
+      } else if (e.type == kHostIssued) {
+        RankState& rs = ranks_[static_cast<size_t>(e.a)];
+        if (rs.wake_s == now_) rs.wake_s = kNever;
+        begin_next_compute(e.a);
       } else {
         ++stats_.events;
         on_transfer(e.a, static_cast<int>(e.b));

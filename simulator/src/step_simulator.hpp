@@ -29,6 +29,7 @@ enum EventType : int32_t {
   kComputeDone = 0,  // a = task, b = version of the rank's running compute
   kTransfer = 1,     // a = instance, b = phase: latency over, data starts moving (phase ==
                      // number of phases: the instance is complete)
+  kHostIssued = 2,   // a = simulated rank: its host has issued the head of its compute queue
 };
 
 inline constexpr double kNever = -1;
@@ -84,6 +85,15 @@ class StepSimulator {
     // of one collective however many of its collectives the simulator runs at once.
     std::vector<std::pair<int32_t, int32_t>> stream_sms;
     double mem_now = 0, mem_peak = 0;        // live allocations
+    // Host model (SimOptions::host): the CPU thread issuing this rank's compute tasks in
+    // program order (host_order_[host_next .. host_end)), its clock, and the last layer
+    // boundary it passed.
+    int32_t host_next = 0, host_end = 0;
+    double host_s = 0;
+    double floor_s = 0;   // the running task ends no earlier (its last kernel's issue + share)
+    double wake_s = kNever;  // a pending kHostIssued event's time
+    int32_t host_unit = -2, host_phase = -1, host_mb = -2, host_chunk = -2;
+    bool host_stepped = false;  // the per-step cost (and sync) was paid
   };
   struct Instance {
     int32_t expected = 0;
@@ -128,6 +138,10 @@ class StepSimulator {
   }
   void finish(int t);
   void begin_next_compute(int s);
+  // Issues the rank's compute tasks on its host clock up to the first one it cannot issue yet
+  // (a sync task whose dependencies have not finished).
+  void advance_host(int s);
+  bool host_on() const { return opt_.host.enabled(); }
   void comm_activity(int s, int stream, int delta, int sms);
   // Speed of rank s's running compute task: 1, 1/(1 + overlap_slowdown) while data moves,
   // or t(all SMs) / t(SMs - taken) under SM contention.
@@ -183,6 +197,11 @@ class StepSimulator {
     plan::TaskKind kind = plan::TaskKind::compute;
   };
   std::vector<TaskState> ts_;
+  // Host model (empty when off), per global task: kernels issued, when the first and the last
+  // kernel are issued (kNever: not yet), when a sync task became ready; per rank the compute
+  // tasks in program order.
+  std::vector<double> host_kernels_, issue_first_, issue_end_, ready_s_;
+  std::vector<int32_t> host_order_;
   std::vector<int32_t> dep_off_, dep_list_;
   std::vector<double> flops_;                   // per simulated rank
   std::vector<CommItem> comm_items_;    // full fidelity: gathered by flatten()

@@ -95,6 +95,13 @@ void StepSimulator::flatten() {
   const size_t n = static_cast<size_t>(task_base_[num_sim]);
   tasks_.resize(n);
   ts_.assign(n, TaskState{});
+  host_order_.clear();
+  if (host_on()) {
+    host_kernels_.assign(n, 0);
+    issue_first_.assign(n, kNever);
+    issue_end_.assign(n, kNever);
+    ready_s_.assign(n, kNever);
+  }
   dep_off_.assign(n + 1, 0);
   ranks_.resize(num_sim);
 
@@ -123,6 +130,7 @@ void StepSimulator::flatten() {
     last_on_stream.assign(p_.streams.empty() ? 64 : p_.streams.size(), -1);
     last_work_on_stream.assign(last_on_stream.size(), -1);
     rs.queue_head = rs.queue_tail = compute_total;
+    rs.host_next = static_cast<int32_t>(host_order_.size());
     for (size_t i = 0; i < rp.tasks.size(); ++i) {
       const plan::Task& t = rp.tasks[i];
       validate_task(rp.rank, static_cast<int>(i), t);
@@ -137,6 +145,10 @@ void StepSimulator::flatten() {
           st.value = compute_duration(t) / rs.speed;
           flops_[s] += t.flops;
           ++compute_total;
+          if (host_on()) {
+            host_kernels_[g] = model_.task_kernels(t, &p_.op_costs);
+            host_order_.push_back(static_cast<int32_t>(g));
+          }
           break;
         case plan::TaskKind::alloc: st.value = t.alloc_bytes; break;
         case plan::TaskKind::free: st.value = -t.alloc_bytes; break;
@@ -177,6 +189,7 @@ void StepSimulator::flatten() {
         ++dep_off_[static_cast<size_t>(base + d) + 1];
       }
     }
+    rs.host_end = static_cast<int32_t>(host_order_.size());
   }
   deps_off[n] = static_cast<int32_t>(deps_flat.size());
   compute_queue_.assign(static_cast<size_t>(compute_total), -1);

@@ -392,6 +392,7 @@ TEST_CASE("validate: SMDDP-vs-DDP speedups and Horovod scaling efficiencies are 
     p.dp_algorithm = a;
     p.bucket_size_bytes = bucket;
     p.precision = precision;
+    p.software = "pytorch-eager";  // validate runs the data-parallel libraries' points on eager PyTorch
     if (gpus < per_node) p.instance_type = cat.add_partial_instance(cluster, gpus);
     const auto ctx = plan::resolve(p, cat, "t");
     sim::PlanSimOptions so;

@@ -202,6 +202,31 @@ json_cases("catalog", "catalog/g4dn.json", CATALOG_G4DN,
 json_cases("catalog-gpu", "catalog/gpus.json", CATALOG_GPUS, [], ["/gpus/T4/tdp_w", "/gpus/T4/memory"],
            "--catalog-dir catalog catalog",
            {"catalog/g4dn.json": json.dumps(CATALOG_G4DN) + "\n", "catalog/sources.json": json.dumps(CATALOG_SOURCES) + "\n"})
+# Software stacks (catalog/software.json, hw::SoftwareStack).
+CATALOG_SOFTWARE = {"software": {"eager": {
+    "description": "golden test stack", "launch": "10us", "kernel_gap": "2us", "layer_hook": "20us", "micro_batch": "50us",
+    "step": "200us", "sync_before_optimizer": True, "kernels": {"dropout": 0},
+    "sources": {f: "ours" for f in ["launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels"]}}}}
+software_files = {**catalog_files, "catalog/g4dn.json": json.dumps(CATALOG_G4DN) + "\n"}
+json_cases("catalog-software", "catalog/software.json", CATALOG_SOFTWARE, [],
+           ["/software/eager/launch", "/software/eager/layer_hook", "/software/eager/kernels/dropout"],
+           "--catalog-dir catalog catalog", software_files)
+add("bad-catalog-software-launch-beyond-limit", "--catalog-dir catalog catalog",
+    {**software_files, "catalog/software.json": mutate(CATALOG_SOFTWARE, "/software/eager/launch", "2s", None)},
+    must=["catalog/software.json", "/software/eager/launch"])
+add("bad-catalog-software-unknown-op-class", "--catalog-dir catalog catalog",
+    {**software_files, "catalog/software.json": mutate(CATALOG_SOFTWARE, "/software/eager/kernels/softmax", 0, None)},
+    must=["catalog/software.json", "/software/eager/kernels/softmax", "unknown op class"])
+add("bad-catalog-software-sync-string", "--catalog-dir catalog catalog",
+    {**software_files, "catalog/software.json": mutate(CATALOG_SOFTWARE, "/software/eager/sync_before_optimizer", "yes", None)},
+    must=["catalog/software.json", "/software/eager/sync_before_optimizer"])
+add("bad-catalog-software-unknown-source", "--catalog-dir catalog catalog",
+    {**software_files, "catalog/software.json": mutate(CATALOG_SOFTWARE, "/software/eager/sources/launch", "nowhere", None)},
+    must=["catalog/software.json", "/software/eager/sources/launch", "nowhere"])
+add("bad-plan-unknown-software", "check plan.json",
+    {"plan.json": json.dumps({**PLAN, "software": "pytorch-eagr"}) + "\n"}, must=["plan.json", "/software", "pytorch-eager"])
+add("bad-plan-stack-flag", "plan --model gpt3-1.3b --instances p4d.24xlarge --counts 1 --stack tensorflow",
+    {}, must=["--stack", "megatron-core"])
 add("bad-catalog-gpu-count-beyond-limit", "--catalog-dir catalog catalog",
     {**catalog_files, "catalog/g4dn.json": mutate(CATALOG_G4DN, "/instances/0/gpu_count", 100000, None)},
     must=["catalog/g4dn.json", "/instances/0/gpu_count"])

@@ -211,6 +211,8 @@ TEST_CASE("hwprofiles: every source id resolves and has a date, memory-only fact
   for (const auto& [fact, ref] : cat.placement().sources) check_ref(ref);
   for (const auto& price : cat.placement().inter_region) check_ref(price.source);
   check_ref(cat.region_table().source);
+  for (const auto& [name, stack] : cat.software_stacks())
+    for (const auto& [field, ref] : stack.sources) check_ref(ref);
   // No dead entries in the sources table.
   for (const auto& [id, source] : cat.sources()) {
     INFO("unused source " << id);
@@ -369,4 +371,40 @@ TEST_CASE("hwprofiles: derate_network scales an instance's network, and refuses 
   REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarge", 0.0, "x"), "must be in (0, 1]");
   REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarge", 1.5, "x"), "must be in (0, 1]");
   REQUIRE_ERROR_CONTAINS(cat.derate_network("p3dn.24xlarg", 0.5, "x"), "p3dn.24xlarge");
+}
+
+TEST_CASE("catalog: the software stacks, their fusions and sources, and bad stack entries as errors", "[hwprofiles]") {
+  const auto& cat = hw::Catalog::builtin();
+  for (const char* name : {"pytorch-eager", "pytorch-fsdp", "deepspeed", "megatron-lm", "megatron-core", "jax-xla"}) {
+    INFO(name);
+    const hw::SoftwareStack& s = cat.software(name);
+    CHECK(s.launch_s > 0);
+    for (const char* field : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer"})
+      CHECK(s.sources.count(field) == 1);
+  }
+  CHECK(cat.software_stacks().count(hw::kDefaultSoftware) == 1);
+  // Eager runs one kernel per op; Megatron fuses dropout into the residual add; TE the layer
+  // norm into the linear; XLA the elementwise ops into their neighbours, with a cheaper launch.
+  CHECK(cat.software("pytorch-eager").kernel_scale("dropout") == 1);
+  CHECK(cat.software("megatron-lm").kernel_scale("dropout") == 0);
+  CHECK(cat.software("megatron-core").kernel_scale("layernorm") == 0);
+  CHECK(cat.software("jax-xla").kernel_scale("activation") == 0);
+  CHECK(cat.software("jax-xla").launch_s < cat.software("pytorch-eager").launch_s);
+  CHECK(cat.software("pytorch-fsdp").layer_hook_s > cat.software("pytorch-eager").layer_hook_s);
+  CHECK_FALSE(cat.software("jax-xla").sync_before_optimizer);
+  REQUIRE_ERROR_CONTAINS(cat.software("tensorflow"), "pytorch-eager");
+
+  const std::string sources = R"({"sources": {"s": {"description": "d", "date": "2026", "verified": false}}})";
+  auto stack = [](const std::string& fields) {
+    return R"({"software": {"x": {"description": "d", "launch": "10us", "kernel_gap": "2us", "layer_hook": "0us",
+               "micro_batch": "0us", "step": "0us", "sync_before_optimizer": false,
+               "sources": {"launch": "s", "kernel_gap": "s", "layer_hook": "s", "micro_batch": "s", "step": "s",
+                           "sync_before_optimizer": "s"})" + fields + "}}}";
+  };
+  auto load = [&](const std::string& text) { return hw::Catalog::from_texts({{"sources.json", sources}, {"software.json", text}}); };
+  CHECK(load(stack("")).software("x").launch_s == Approx(10e-6));
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "kernels": {"softmax": 0})")), "unknown op class");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "kernels": {"dropout": -1})")), "/software/x/kernels/dropout");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "kernels": {"dropout": 0})")), "/software/x/sources");  // kernels without a source
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "extra": 1)")), "extra");
 }

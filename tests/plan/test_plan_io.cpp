@@ -180,3 +180,20 @@ TEST_CASE("plan: the price region round-trips in cluster.region and older plans 
   REQUIRE_ERROR_CONTAINS(with("/cluster/region", ""), "is not an AWS region name");
   REQUIRE_ERROR_CONTAINS(with("/cluster/region", 3), "plan.json: /cluster/region");
 }
+
+TEST_CASE("plan: the software stack field: default, round trip, unknown names", "[plan]") {
+  // A plan written before the field: resolve() fills in the default stack and to_json writes it.
+  plan::Plan p = parse(kMinimal);
+  CHECK(p.software.empty());
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  CHECK(p.software == hw::kDefaultSoftware);
+  CHECK(ctx.software.name == hw::kDefaultSoftware);
+  CHECK(plan::parse_plan(plan::to_json(p), "plan.json").software == hw::kDefaultSoftware);
+  plan::Plan eager = with("/software", "pytorch-eager");
+  CHECK(plan::resolve(eager, hw::Catalog::builtin(), "plan.json").software.launch_s ==
+        Approx(hw::Catalog::builtin().software("pytorch-eager").launch_s));
+  plan::Plan bad = with("/software", "pytorch");
+  REQUIRE_ERROR_CONTAINS(plan::resolve(bad, hw::Catalog::builtin(), "plan.json"), "plan.json: /software");
+  REQUIRE_ERROR_CONTAINS(with("/software", ""), "/software");
+  REQUIRE_ERROR_CONTAINS(with("/software", 3), "/software");
+}

@@ -329,7 +329,7 @@ TEST_CASE("search: --explain names the terms that separate the winner from the r
   // The per-step parts of the estimate add up to the step time.
   const auto& s = res.ranked[0].step;
   double parts = row("compute (without recomputation)").winner + row("recomputation").winner + row("pipeline bubble").winner +
-                 row("optimizer").winner;
+                 row("optimizer").winner + row("host (first issue, optimizer sync)").winner;
   for (const auto& r : e.rows)
     if (r.what.rfind("exposed ", 0) == 0) parts += r.winner;
   CHECK(parts == Approx(s.step_time_s).epsilon(1e-9));

@@ -28,6 +28,7 @@
 #include "trainplan/core/precision.hpp"
 #include "trainplan/hwprofiles/capacity_block.hpp"
 #include "trainplan/hwprofiles/placement.hpp"
+#include "trainplan/hwprofiles/software.hpp"
 
 namespace trainplan::hw {
 
@@ -339,6 +340,10 @@ class Catalog {
   const PlacementFacts& placement() const { return placement_; }
   /// Per-region prices and availability (catalog key "regions"; empty names when absent).
   const RegionTable& region_table() const { return regions_; }
+  /// Software stacks (catalog key "software", software.hpp), by name.
+  const std::map<std::string, SoftwareStack>& software_stacks() const { return software_; }
+  /// The stack named `name`; throws Error listing the known stacks for another name.
+  const SoftwareStack& software(const std::string& name) const;
   /// Prices every AWS GPU instance for `region` (`trainplan --region`): the catalog's own
   /// figures in kCatalogRegion (us-east-1, the primary sources); elsewhere the region table's
   /// on-demand price and spot samples (SageMaker and missing spot re-estimated from the family
@@ -367,6 +372,7 @@ class Catalog {
   std::vector<CapacityBlockOffer> cb_offers_;
   PlacementFacts placement_;
   RegionTable regions_;
+  std::map<std::string, SoftwareStack> software_;
   std::string region_;
   std::set<std::string> user_priced_;  // instances a user price file priced
   // Sets `instance`'s Capacity Block price from the offer of its price region (none: reset).

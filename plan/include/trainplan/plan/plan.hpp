@@ -106,6 +106,10 @@ struct Plan {
   /// catalog's own prices (us-east-1 unless a price file says otherwise). JSON: cluster.region,
   /// written when not empty.
   std::string region;
+  /// Software stack the plan runs on (catalog key "software": "pytorch-eager", "megatron-core",
+  /// "jax-xla", ...); empty = hw::kDefaultSoftware, filled in by resolve() when the catalog
+  /// defines it. JSON: software, written when not empty.
+  std::string software;
 
   int dp = 1;
   int tp = 1;
@@ -207,6 +211,9 @@ struct PlanContext {
   hw::Cluster cluster;
   Precision precision = Precision::bf16;
   int64_t seq_len = 0;
+  /// The plan's software stack (Plan::software) from the catalog; name empty when the catalog
+  /// defines no stacks (then no host overhead is modelled).
+  hw::SoftwareStack software;
 };
 
 /// Resolves model, instance type and cluster; fills defaults that depend on them (precision,

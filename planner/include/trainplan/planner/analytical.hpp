@@ -49,6 +49,10 @@ struct StepEstimate {
   double recompute_s = 0;    // part of compute_s that re-runs forward work
   double bubble_s = 0;       // pipeline fill/drain idle time
   double optimizer_s = 0;
+  /// Host (software stack, plan::PlanContext::software) time the GPU waits for outside compute:
+  /// issuing the first kernel, and the per-step work and sync before the optimizer. A host-bound
+  /// stage's longer micro-batches (host issue time over GPU time) are in compute_s.
+  double host_s = 0;
   /// Exposed (not hidden behind compute) communication by purpose, seconds per step.
   std::array<double, static_cast<size_t>(plan::CommPurpose::none) + 1> exposed_comm_by_purpose_s{};
   double exposed_comm_s(plan::CommPurpose p) const { return exposed_comm_by_purpose_s[static_cast<size_t>(p)]; }

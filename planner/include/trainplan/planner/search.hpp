@@ -124,6 +124,9 @@ struct SearchRequest {
   /// instance: min(azs, instances)); the training data's Region and size (plan.hpp).
   int azs = 1;
   std::string data_region;
+  /// Software stack of every candidate (plan field `software`, catalog key "software"); empty:
+  /// hw::kDefaultSoftware.
+  std::string software;
   double dataset_bytes = 0;
   Objective objective = Objective::time;
   double deadline_s = 0;          // cost_under_deadline

@@ -48,6 +48,7 @@ struct SearchOptions {
   /// the job's) and its size ("" = from the work).
   int64_t azs = 1;
   std::string data_region;
+  std::string software;  // --stack
   std::string dataset_size;
   std::string objective = "time";
   std::string deadline;

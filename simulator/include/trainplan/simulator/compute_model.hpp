@@ -19,6 +19,7 @@
 //   sim::ComputeModel calibrated(gpu_spec, Precision::bf16, {}, &cal);
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -120,6 +121,14 @@ std::vector<std::string> calibration_op_kind_names();
 /// Shape bucket of one GEMM dimension: floor(log2(x)) for x >= 1, -1 for x <= 0.
 int shape_bucket(int64_t x);
 
+/// Op kinds ComputeModelOptions::kernel_scale covers (every models::OpKind value is below it).
+inline constexpr int kMaxOpKinds = 32;
+constexpr std::array<double, kMaxOpKinds> unit_kernel_scale() {
+  std::array<double, kMaxOpKinds> a{};
+  for (double& v : a) v = 1.0;
+  return a;
+}
+
 /// Defaults of the compute model; 0 means "the physically derived default" documented in
 /// simulator/README.md.
 struct ComputeModelOptions {
@@ -140,9 +149,19 @@ struct ComputeModelOptions {
   double vector_efficiency = 0;
   /// Apply wave quantization and the K-loop ramp to GEMMs with a known shape.
   bool gemm_shape_effects = true;
-  /// GPU time per kernel beyond its roofline time (launch gap); -1: 2 us.
+  /// GPU time per kernel beyond its roofline time (launch gap); -1: 2 us (a plan's software
+  /// stack sets its kernel_gap here when unset: with_software()).
   double kernel_overhead_s = -1;
+  /// Kernels per op of each models::OpKind as a multiple of the op's own count (plan::OpCost
+  /// kernels_fwd / kernels_bwd): a software stack's fusions (0 = fused into a neighbour). Both
+  /// the launch gaps above and the host's issue cost (SimOptions::host) count these kernels.
+  std::array<double, kMaxOpKinds> kernel_scale = unit_kernel_scale();
 };
+
+/// `options` with a software stack's fusions (kernel_scale of its op classes) and, where
+/// kernel_overhead_s is unset (-1), its GPU-side kernel gap. A stack without a name (a catalog
+/// without stacks) leaves the options as they are.
+ComputeModelOptions with_software(ComputeModelOptions options, const hw::SoftwareStack& stack);
 
 class ComputeModel {
  public:
@@ -190,6 +209,12 @@ class ComputeModel {
   double peak_flops_per_s(int op_kind) const;
   double tensor_peak_flops_per_s() const { return tensor_peak_; }
   double kernel_overhead_s() const { return kernel_overhead_s_; }
+  /// Kernels one op launches in a phase (recompute = forward), after the stack's fusions
+  /// (ComputeModelOptions::kernel_scale).
+  double op_kernels(const plan::OpCost& c, plan::Phase phase) const;
+  /// Kernels a compute task launches: the sum over its op or merged ops with the program's op
+  /// costs; otherwise one kernel per merged op (at least one), as duration_s() counts them.
+  double task_kernels(const plan::Task& task, const std::vector<plan::OpCost>* op_costs = nullptr) const;
 
   /// Whether an op kind runs on tensor cores (linear, patch_embed, conv2d, attention).
   static bool is_matmul_like(int op_kind);
@@ -217,6 +242,7 @@ class ComputeModel {
   double vector_efficiency_ = 0;
   bool shape_effects_ = true;
   double kernel_overhead_s_ = 0;
+  std::array<double, kMaxOpKinds> kernel_scale_ = unit_kernel_scale();
   int sm_count_ = 0;
 };
 

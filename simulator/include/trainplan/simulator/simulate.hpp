@@ -57,6 +57,28 @@ std::string_view fidelity_name(Fidelity f);
 
 inline constexpr int kNumPurposes = static_cast<int>(plan::CommPurpose::none) + 1;
 
+/// The host CPU thread of each rank issuing its compute kernels in program order (a plan's
+/// software stack, hw::SoftwareStack; simulator/README.md "Host and launch overhead"). Issuing
+/// a compute task costs its kernels (ComputeModel::task_kernels) x launch_s, plus layer_hook_s
+/// when it starts a new (unit, phase, micro-batch, chunk), micro_batch_s when it starts a new
+/// micro-batch and step_s before the first optimizer task. A task's GPU work starts no earlier
+/// than its first kernel is issued and ends no earlier than its last kernel's share after the
+/// last issue. With sync_before_optimizer the host issues the first optimizer task only once
+/// its dependencies have finished (the grad-norm `.item()`), draining its run-ahead.
+/// All zero (the default): no host model; the GPU never waits for the CPU.
+struct HostModel {
+  std::string stack;  // the software stack's name (reports)
+  double launch_s = 0;
+  double layer_hook_s = 0;
+  double micro_batch_s = 0;
+  double step_s = 0;
+  bool sync_before_optimizer = false;
+  bool enabled() const { return launch_s > 0 || layer_hook_s > 0 || micro_batch_s > 0 || step_s > 0 || sync_before_optimizer; }
+};
+
+/// The host model of a software stack (all zero for a stack without a name).
+HostModel host_model(const hw::SoftwareStack& stack);
+
 struct SimOptions {
   Fidelity fidelity = Fidelity::full;
   /// Algorithm of dp / zero_grad / zero_param collectives (the plan's dp_algorithm).
@@ -94,7 +116,12 @@ struct SimOptions {
   /// other shown members as plan::RankAlias (the writers expand them): memory grows with the
   /// ranks simulated, not the ranks shown. Off: every shown rank's events are materialized.
   bool timeline_aliases = false;
+  /// The CPU that issues the kernels (off by default; simulate_plan() takes the plan's stack).
+  HostModel host;
 };
+
+/// `options` with a software stack: its host model and its compute options (with_software).
+SimOptions with_software(SimOptions options, const hw::SoftwareStack& stack);
 
 /// Options matching a plan: dp_algorithm and precision.
 SimOptions options_for(const plan::Plan& plan);

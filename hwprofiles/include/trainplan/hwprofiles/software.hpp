@@ -1,0 +1,58 @@
+// Software stacks (catalog key "software"): what the framework that runs a plan costs on the
+// host CPU and how many kernels it launches. The step simulator turns a stack into a host
+// timeline per rank (simulator/README.md, "Host and launch overhead").
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace trainplan::hw {
+
+/// The stack a plan runs on when it names none (plan field `software`): the planner's space
+/// (tp, pp, sequence and context parallelism, interleaved 1F1B, ZeRO-1) is Megatron-Core's.
+inline constexpr const char* kDefaultSoftware = "megatron-core";
+
+/// Op classes whose kernel count a stack changes by fusing (models::OpKind names).
+inline constexpr std::array<std::string_view, 5> kFusableOpClasses = {"layernorm", "rmsnorm", "activation", "residual", "dropout"};
+
+struct SoftwareStack {
+  std::string name;
+  std::string description;
+  /// Host CPU time to issue one GPU kernel (Python, the framework's dispatcher, cudaLaunchKernel).
+  double launch_s = 0;
+  /// GPU-side gap between back-to-back kernels when the host runs ahead.
+  double kernel_gap_s = 0;
+  /// Kernels per op of a fusable class, as a multiple of the op's own kernel count (absent: 1;
+  /// 0: fused into a neighbour).
+  std::map<std::string, double> kernels;
+  /// Host time per layer and pass (module hooks; FSDP's unshard / reduce hooks per wrapped unit).
+  double layer_hook_s = 0;
+  /// Host time per micro-batch (data loader hand-off, loss scaling, the schedule's bookkeeping).
+  double micro_batch_s = 0;
+  /// Host time per step before the optimizer (optimizer step launch, grad-norm clipping).
+  double step_s = 0;
+  /// The host waits for the GPU before the optimizer (grad-norm / found-inf `.item()`): the
+  /// optimizer is issued only once the gradients are ready, draining the host's run-ahead.
+  bool sync_before_optimizer = false;
+  /// Field name -> source id ("a+b" names two).
+  std::map<std::string, std::string> sources;
+
+  /// The multiple of kernels for op class `op_class` (1 when the stack does not change it).
+  double kernel_scale(std::string_view op_class) const {
+    auto it = kernels.find(std::string(op_class));
+    return it == kernels.end() ? 1.0 : it->second;
+  }
+};
+
+/// The op classes a stack changes: "dropout, layernorm" (fused away), "activation x2"; empty
+/// when it changes none.
+std::string fused_classes(const SoftwareStack& stack);
+
+/// One line for reports: "megatron-core (launch 10 us per kernel, 20 us per layer and pass,
+/// 50 us per micro-batch, 200 us per step, host sync before the optimizer; fuses dropout,
+/// layernorm, rmsnorm)"; "none" for a stack without a name.
+std::string describe(const SoftwareStack& stack);
+
+}  // namespace trainplan::hw

@@ -1,0 +1,29 @@
+// Software stacks (software.hpp): the one-line description reports print.
+#include "trainplan/hwprofiles/software.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "trainplan/core/strings.hpp"
+#include "trainplan/core/units.hpp"
+
+namespace trainplan::hw {
+
+std::string fused_classes(const SoftwareStack& s) {
+  std::vector<std::string> fused;
+  for (const auto& [op_class, scale] : s.kernels) fused.push_back(scale == 0 ? op_class : fmt::format("{} x{:g}", op_class, scale));
+  return join(fused, ", ");
+}
+
+std::string describe(const SoftwareStack& s) {
+  if (s.name.empty()) return "none (no host overhead modelled)";
+  const std::string fused = fused_classes(s);
+  return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{})", s.name,
+                     units::format_duration(s.launch_s), units::format_duration(s.layer_hook_s),
+                     units::format_duration(s.micro_batch_s), units::format_duration(s.step_s),
+                     s.sync_before_optimizer ? ", host sync before the optimizer" : "",
+                     fused.empty() ? "" : "; fuses " + fused);
+}
+
+}  // namespace trainplan::hw
