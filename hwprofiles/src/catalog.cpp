@@ -353,4 +353,27 @@ std::string Catalog::add_partial_instance(const std::string& name, int gpus) {
   return part;
 }
 
+std::string Catalog::add_network_variant(const std::string& name, int nics, double bandwidth_bytes_per_s, const std::string& fabric,
+                                         const std::string& why) {
+  const InstanceType& base = instance(name);
+  if (nics < 1 || !(bandwidth_bytes_per_s > 0))
+    throw Error(fmt::format("a network variant of {} needs at least one NIC and a positive bandwidth, got {} NICs and {} B/s", name,
+                            nics, bandwidth_bytes_per_s))
+        .hint("state the NIC count and rate, e.g. \"4x 200 Gb/s HDR InfiniBand\"");
+  const std::string variant = fmt::format("{}:{}x{:g}Gbps", name, nics, bandwidth_bytes_per_s * 8 / nics / 1e9);
+  if (instances_.count(variant)) return variant;
+  InstanceType t = base;
+  t.name = variant;
+  t.network.nics = nics;
+  t.network.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
+  if (!fabric.empty()) t.network.fabric = fabric;
+  t.description = fmt::format("{} with {} x {:g} Gb/s {}", name, nics, bandwidth_bytes_per_s * 8 / nics / 1e9,
+                              fabric.empty() ? base.network.fabric : fabric);
+  t.notes.push_back(why);
+  check_instance(t);
+  instances_.emplace(variant, std::move(t));
+  instance_order_.push_back(variant);
+  return variant;
+}
+
 }  // namespace trainplan::hw

@@ -317,6 +317,14 @@ class Catalog {
   /// (validate's PyTorch DDP baseline on p3dn: NCCL over aws-ofi-nccl, 2019-2021). Throws
   /// Error for an unknown name or a factor outside (0, 1].
   void derate_network(const std::string& name, double factor, const std::string& why);
+  /// Adds instance `name` with its network replaced: `nics` NICs sharing
+  /// `bandwidth_bytes_per_s` per direction (GPUs split evenly over them, as for any instance),
+  /// `fabric` (empty: the base's), `why` in its notes; for systems a source describes with a
+  /// fabric no catalog instance has (validate: DGX A100 nodes with 4 x 200 Gb/s HDR). Named
+  /// "<name>:<nics>x<Gb/s per NIC>Gbps"; returns the name (adding it once). Throws Error for an
+  /// unknown name, no NIC, a bandwidth that is not positive, or NICs the GPUs cannot share evenly.
+  std::string add_network_variant(const std::string& name, int nics, double bandwidth_bytes_per_s, const std::string& fabric,
+                                  const std::string& why);
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
   /// EC2 Capacity Blocks for ML (catalog key "capacity_blocks"): the reservation rules and the
