@@ -17,6 +17,14 @@ const calibration::ValidationPoint& point(const calibration::ValidationReport& r
   FAIL("no point " << id);
   return r.points.front();
 }
+// The mini file and one of its points, which tests vary.
+json::Json mini_doc() { return json::parse_file(testing::source_path("tests/calibration/data/published-mini.json")); }
+json::Json mini_point(const json::Json& doc, const std::string& id) {
+  for (const auto& p : doc["data_points"])
+    if (p["id"] == id) return p;
+  FAIL("no mini point " << id);
+  return {};
+}
 }  // namespace
 
 TEST_CASE("validate: published TFLOP/s are converted back to a step time with the source's FLOP formula", "[calibration]") {
@@ -468,21 +476,14 @@ TEST_CASE("validate: MoE points map onto their catalog models with ep (Qwen3-30B
 TEST_CASE("validate: a DGX-2 point maps onto 16 V100 SXM3 on NVSwitch with 8 x 100 Gb/s EDR InfiniBand", "[calibration]") {
   // Megatron-LM v1's 1B model on one GPU of a DGX-2 (images/tables.tex: 1.121 s per step; the
   // mini file rounds it to 1.1), and the same point on two whole DGX-2 nodes.
-  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
-  json::Json points = json::Json::array();
-  for (const auto& p : doc["data_points"])
-    if (p["id"] == "mini-dgx2") {
-      points.push_back(p);
-      json::Json q = p;
-      q["id"] = "dgx2-32";
-      q["hardware"]["num_gpus"] = 32;
-      q["hardware"]["inter_node"] = "800 Gbps per node (InfiniBand EDR, 12.5 GB/s per link)";
-      q["parallelism"]["dp"] = 32;
-      q["parallelism"]["global_batch"] = 256;
-      points.push_back(q);
-    }
-  REQUIRE(points.size() == 2);
-  doc["data_points"] = points;
+  auto doc = mini_doc();
+  json::Json q = mini_point(doc, "mini-dgx2");
+  q["id"] = "dgx2-32";
+  q["hardware"]["num_gpus"] = 32;
+  q["hardware"]["inter_node"] = "800 Gbps per node (InfiniBand EDR, 12.5 GB/s per link)";
+  q["parallelism"]["dp"] = 32;
+  q["parallelism"]["global_batch"] = 256;
+  doc["data_points"] = json::Json::array({mini_point(doc, "mini-dgx2"), q});
   const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
   const auto& one = point(r, "mini-dgx2");
   REQUIRE(one.mapped);
@@ -509,11 +510,8 @@ TEST_CASE("validate: a DGX-2 point maps onto 16 V100 SXM3 on NVSwitch with 8 x 1
 
 TEST_CASE("validate: a stated fabric no catalog node has builds the node with that network, the assumption listed", "[calibration]") {
   // nccl-tests issue #119's servers: 8 A100-SXM4-40GB with 4x 200G HDR InfiniBand (DGX A100 has 8).
-  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
-  json::Json base;
-  for (const auto& p : doc["data_points"])
-    if (p["id"] == "mini-cp") base = p;
-  REQUIRE(base.is_object());
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-cp");
   struct Case {
     const char* id;
     const char* inter;
@@ -562,11 +560,8 @@ TEST_CASE("validate: the 30-layer Llama 3.1 405B proxy on pp 4 x vp 8 runs Megat
   // NVIDIA dgxc-benchmarking llama3.1 (commit 85380ff): 64 H100, tp 8 pp 4 cp 2 vp 8, 30 of the
   // 126 layers; Megatron-core runs 32 chunks on 30 layers only with account_for_embedding /
   // account_for_loss_in_pipeline_split (30 + 2 = 32: one unit per chunk). 10.1 s per step.
-  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
-  json::Json q;
-  for (const auto& p : doc["data_points"])
-    if (p["id"] == "mini-cp") q = p;
-  REQUIRE(q.is_object());
+  auto doc = mini_doc();
+  json::Json q = mini_point(doc, "mini-cp");
   q["id"] = "405b-proxy";
   q["source"]["title"] = "NVIDIA DGX Cloud Benchmarking recipe (NeMo/Megatron) baseline table: Llama 3.1 405b BF16";
   q["model"] = {{"layers", 30}, {"hidden", 16384}, {"heads", 128}, {"kv_heads", 8}, {"ffn_hidden", 53248},
@@ -605,26 +600,20 @@ TEST_CASE("validate: the 30-layer Llama 3.1 405B proxy on pp 4 x vp 8 runs Megat
 }
 
 TEST_CASE("validate: TFLOP/s \"as Table 1\" use the formula the same source states on its Table 1 points", "[calibration]") {
-  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
-  json::Json points = json::Json::array();
-  for (const auto& p : doc["data_points"])
-    if (p["id"] == "mini-narayanan-1.7B") {
-      points.push_back(p);
-      json::Json q = p;
-      q["id"] = "table-2";
-      q["metrics"]["tflops_kind"] = "as Table 1";
-      q["source"]["ref"] = "Megatron-LM";
-      q["source"]["locator"] = "Table 2 (PTD-P vs ZeRO-3 without model parallelism)";
-      points.push_back(q);
-      json::Json z = q;  // the ZeRO-3 row of the same table says what it ran in its notes
-      z["id"] = "table-2-zero3";
-      z["notes"] = json::Json::array({"ZeRO-3 via DeepSpeed integrated in Megatron codebase"});
-      points.push_back(z);
-      json::Json o = q;  // another source whose points never state the formula
-      o["id"] = "other-source";
-      o["source"]["title"] = "some other paper";
-      points.push_back(o);
-    }
+  auto doc = mini_doc();
+  const json::Json p = mini_point(doc, "mini-narayanan-1.7B");
+  json::Json q = p;
+  q["id"] = "table-2";
+  q["metrics"]["tflops_kind"] = "as Table 1";
+  q["source"]["ref"] = "Megatron-LM";
+  q["source"]["locator"] = "Table 2 (PTD-P vs ZeRO-3 without model parallelism)";
+  json::Json z = q;  // the ZeRO-3 row of the same table says what it ran in its notes
+  z["id"] = "table-2-zero3";
+  z["notes"] = json::Json::array({"ZeRO-3 via DeepSpeed integrated in Megatron codebase"});
+  json::Json o = q;  // another source whose points never state the formula
+  o["id"] = "other-source";
+  o["source"]["title"] = "some other paper";
+  const json::Json points = json::Json::array({p, q, z, o});
   REQUIRE(points.size() == 4);
   doc["data_points"] = points;
   const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
