@@ -422,6 +422,46 @@ void map_megatron_split(plan::Plan& p, const plan::PlanContext& ctx, ValidationP
       blocks, chunks, per_chunk, per_chunk - 1, per_chunk - 1));
 }
 
+// A mapped training point's predictions: peak memory (plan::peak_memory, with the loss buffer of
+// the framework the source names) and the simulated step time, plus the analytical one when the
+// caller supplies it.
+void predict_training(const plan::Plan& p, const plan::PlanContext& ctx, const ValidationOptions& options, int gpus,
+                      ValidationPoint& vp) {
+  plan::MemoryOptions memory_options;
+  if (contains(vp.framework, "llm-foundry")) {
+    // llm-foundry's MPT loss defaults to flash-attn's fused CrossEntropyLoss (loss_fn
+    // "fused_crossentropy"): it reads the 16-bit logits and writes a 16-bit gradient, no fp32 copy.
+    memory_options.loss_bytes_per_logit = 2.0;
+    vp.assumptions.push_back("loss: llm-foundry's default fused cross-entropy (flash-attn) on the 16-bit logits, no fp32 copy");
+  }
+  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx, memory_options);
+  vp.fits_memory = mem.fits();
+  vp.peak_memory_bytes = mem.total_bytes();
+  vp.memory_capacity_bytes = mem.capacity_bytes;
+  vp.gpus_per_node = ctx.instance->gpu_count;
+  vp.num_gpus = gpus;
+  vp.gpu = ctx.gpu->name;
+  // The plan's one prediction: what the planner ranks by and `trainplan simulate` prints above
+  // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
+  sim::PlanSimOptions so;
+  so.sim.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(*ctx.gpu, so.sim);
+  so.sim.record_timeline = false;
+  so.memory_events = false;
+  so.granularity = plan::Granularity::layer;
+  so.fidelity = sim::Fidelity::symmetric;
+  const auto sim = sim::simulate_plan(p, ctx, so);
+  vp.predicted = sim.step.step_time_s;
+  vp.error = vp.predicted / vp.measured - 1.0;
+  if (options.analytical_step_s) {
+    vp.predicted_analytical = options.analytical_step_s(p, ctx);
+    vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
+  }
+  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
+  vp.model_tflops_measured = model_flops / (vp.measured * gpus) / 1e12;
+  vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
                   ValidationPoint& vp) {
   const Json& m = member(point, "model");
@@ -548,39 +588,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   vp.metric = "step_time_s";
   vp.measured = *measured;
   vp.measured_from = how;
-  plan::MemoryOptions memory_options;
-  if (contains(vp.framework, "llm-foundry")) {
-    // llm-foundry's MPT loss defaults to flash-attn's fused CrossEntropyLoss (loss_fn
-    // "fused_crossentropy"): it reads the 16-bit logits and writes a 16-bit gradient, no fp32 copy.
-    memory_options.loss_bytes_per_logit = 2.0;
-    vp.assumptions.push_back("loss: llm-foundry's default fused cross-entropy (flash-attn) on the 16-bit logits, no fp32 copy");
-  }
-  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx, memory_options);
-  vp.fits_memory = mem.fits();
-  vp.peak_memory_bytes = mem.total_bytes();
-  vp.memory_capacity_bytes = mem.capacity_bytes;
-  vp.gpus_per_node = inst.gpu_count;
-  vp.num_gpus = gpus;
-  vp.gpu = ctx.gpu->name;
-  // The plan's one prediction: what the planner ranks by and `trainplan simulate` prints above
-  // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
-  sim::PlanSimOptions so;
-  so.sim.calibration = options.calibration;
-  if (options.calibrate) options.calibrate(*ctx.gpu, so.sim);
-  so.sim.record_timeline = false;
-  so.memory_events = false;
-  so.granularity = plan::Granularity::layer;
-  so.fidelity = sim::Fidelity::symmetric;
-  const auto sim = sim::simulate_plan(p, ctx, so);
-  vp.predicted = sim.step.step_time_s;
-  vp.error = vp.predicted / vp.measured - 1.0;
-  if (options.analytical_step_s) {
-    vp.predicted_analytical = options.analytical_step_s(p, ctx);
-    vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
-  }
-  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
-  vp.model_tflops_measured = model_flops / (vp.measured * gpus) / 1e12;
-  vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
+  predict_training(p, ctx, options, gpus, vp);
 }
 
 void map_collective(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {

@@ -626,7 +626,7 @@ TEST_CASE("validate: TFLOP/s \"as Table 1\" use the formula the same source stat
   CHECK(t.measured == Approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)) / (137e12 * 32)));
   CHECK(t.measured == Approx(point(r, "mini-narayanan-1.7B").measured));
   CHECK(t.measured_from.find("as Table 1") != std::string::npos);
-  const auto& o = point(r, "other-source");
-  CHECK_FALSE(o.mapped);
-  CHECK(o.reason.find("no step time, tokens/s or convertible TFLOP/s") != std::string::npos);
+  const auto& unconverted = point(r, "other-source");
+  CHECK_FALSE(unconverted.mapped);
+  CHECK(unconverted.reason.find("no step time, tokens/s or convertible TFLOP/s") != std::string::npos);
 }
