@@ -1,5 +1,11 @@
 // Benchmarks of the planner: the analytical evaluator (plans per second) and a whole search.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/planner/partition.hpp"
@@ -117,6 +123,35 @@ void BM_Planner_SearchGpt3_175B(benchmark::State& state) {
   search_counters(state, res);
 }
 BENCHMARK(BM_Planner_SearchGpt3_175B)->ArgName("simulate_top")->Arg(0)->Arg(32)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+#ifdef TRAINPLAN_CLI
+// The README's job end to end as a user runs it: `trainplan plan --model gpt3-13b --tokens
+// 300e9` (catalog and model load, the search with the best 32 simulated, the table, the notes
+// on #1, the Pareto frontier and the best per instance type, the plan file written), in a
+// fresh process; the command's own CPU time (user + system, all threads) beside the wall time.
+void BM_Planner_ReadmeJobCli(benchmark::State& state) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("trainplan-bench-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string cmd = fmt::format("'{}' plan --model gpt3-13b --tokens 300e9 -o '{}' > '{}' 2>&1", TRAINPLAN_CLI,
+                                      (dir / "plan.json").string(), (dir / "stdout.txt").string());
+  double cpu_s = 0;
+  for (auto _ : state) {
+    rusage before{}, after{};
+    ::getrusage(RUSAGE_CHILDREN, &before);
+    const int rc = std::system(cmd.c_str());
+    ::getrusage(RUSAGE_CHILDREN, &after);
+    if (rc != 0) {
+      state.SkipWithError(fmt::format("{} exited with status {}", cmd, rc).c_str());
+      break;
+    }
+    const auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+    cpu_s += secs(after.ru_utime) - secs(before.ru_utime) + secs(after.ru_stime) - secs(before.ru_stime);
+  }
+  state.counters["cpu_s"] = cpu_s / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_Planner_ReadmeJobCli)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+#endif
 
 // The partitioner on GPT-3 175B's 98 units: 8 pipeline ranks, then 8 ranks x 4 virtual stages.
 void BM_Planner_Partition(benchmark::State& state) {

@@ -223,7 +223,7 @@ void with_stated_network(const Json& hw, const hw::Catalog& catalog, std::string
   if (std::fabs(n.gbps - base_gbps) <= 1e-6 * base_gbps && nics == base.network.nics) return;
   if (base.gpu_count % nics != 0 && nics % base.gpu_count != 0) return;  // no even GPU-to-NIC layout: keep the node's
   if (!local) local.emplace(catalog);
-  cluster = local->add_network_variant(cluster, nics, n.gbps * 1e9 / 8, n.fabric,
+  cluster = local->add_network_variant(cluster, nics, n.gbps * 1e9 / 8 / nics,
                                        fmt::format("network as the source states it: \"{}\"", text));
   assumptions.push_back(fmt::format("network as stated (\"{}\"): {} with {} x {:g} Gb/s{} instead of its {} x {:g} Gb/s{}", text,
                                     base.name, nics, n.gbps / nics, n.nics > 0 ? "" : " (NIC count of the catalog node)",
@@ -251,6 +251,14 @@ const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& clus
     return nullptr;
   }
   return &*local;
+}
+
+// The catalog for a point's `gpus` on `cluster`: part of a node (on_part_of_node), the stated
+// network (with_stated_network). nullptr (with `reason`) when the part cannot be built.
+const hw::Catalog* node_catalog(const Json& hw, const hw::Catalog& catalog, std::string& cluster, int gpus,
+                                std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions, std::string& reason) {
+  with_stated_network(hw, catalog, cluster, local, assumptions);
+  return on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
 }
 
 // The model of a point: the catalog model with the point's shape, else one built from the
@@ -484,8 +492,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   std::string cluster = map_cluster(hwj, catalog, gpus, vp.assumptions, vp.reason);
   if (cluster.empty()) return;
   std::optional<hw::Catalog> local;
-  with_stated_network(hwj, catalog, cluster, local, vp.assumptions);
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, vp.assumptions, vp.reason);
+  const hw::Catalog* cat = node_catalog(hwj, catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
   const auto& inst = cat->instance(cluster);
   plan::Plan p;
@@ -628,8 +635,7 @@ void map_collective(const Json& point, const hw::Catalog& catalog, const Validat
     return;
   }
   std::optional<hw::Catalog> local;
-  with_stated_network(member(point, "hardware"), catalog, cluster, local, vp.assumptions);
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, n, local, vp.assumptions, vp.reason);
+  const hw::Catalog* cat = node_catalog(member(point, "hardware"), catalog, cluster, n, local, vp.assumptions, vp.reason);
   if (!cat) return;
   const auto& inst = cat->instance(cluster);
   const int count = n / inst.gpu_count;

@@ -89,7 +89,7 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
   add_int(cmd, "--exact-top", a.exact_top, 0, limits::kMaxRows, "Lazy stages are exact for at least this many best candidates");
   add_int(cmd, "--spot-runs", a.spot_runs, 1, limits::kMaxRuns, "Monte Carlo runs for the p50/p90 of the rows shown (spot/both)");
   add_int(cmd, "--seed", a.seed, 0, std::numeric_limits<int64_t>::max(), "Monte Carlo seed");
-  cmd->add_option("--off", a.off, "Switch a stage off (experiments): partition, prune-memory, expand, lazy, checks");
+  cmd->add_option("--off", a.off, "Switch a stage off (experiments): partition, prune-memory, expand, lazy, checks, memo");
   add_int(cmd, "--top", a.top, 1, limits::kMaxRows, "Rows to print");
   add_int(cmd, "--threads", a.threads, 0, limits::kMaxThreads, "Worker threads (0: all cores); results do not depend on it");
   cmd->add_option("--calibration", a.calibration,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "catalog_parse.hpp"
@@ -353,22 +354,20 @@ std::string Catalog::add_partial_instance(const std::string& name, int gpus) {
   return part;
 }
 
-std::string Catalog::add_network_variant(const std::string& name, int nics, double bandwidth_bytes_per_s, const std::string& fabric,
+std::string Catalog::add_network_variant(const std::string& name, int nics, double nic_bandwidth_bytes_per_s,
                                          const std::string& why) {
-  const InstanceType& base = instance(name);
-  if (nics < 1 || !(bandwidth_bytes_per_s > 0))
-    throw Error(fmt::format("a network variant of {} needs at least one NIC and a positive bandwidth, got {} NICs and {} B/s", name,
-                            nics, bandwidth_bytes_per_s))
-        .hint("state the NIC count and rate, e.g. \"4x 200 Gb/s HDR InfiniBand\"");
-  const std::string variant = fmt::format("{}:{}x{:g}Gbps", name, nics, bandwidth_bytes_per_s * 8 / nics / 1e9);
+  const InstanceType& base = instance(name);  // unknown names throw with a suggestion
+  if (nics < 1 || nics > 64)
+    throw Error(fmt::format("a network variant of {} needs 1 to 64 NICs, got {}", name, nics)).hint("NICs per node");
+  if (!(nic_bandwidth_bytes_per_s > 0))
+    throw Error(fmt::format("a network variant of {} needs a NIC bandwidth > 0", name)).hint("e.g. 200 Gb/s = 25e9 B/s");
+  const std::string variant = fmt::format("{}:{}x{}Gbps", name, nics, std::lround(nic_bandwidth_bytes_per_s * 8 / 1e9));
   if (instances_.count(variant)) return variant;
   InstanceType t = base;
   t.name = variant;
   t.network.nics = nics;
-  t.network.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
-  if (!fabric.empty()) t.network.fabric = fabric;
-  t.description = fmt::format("{} with {} x {:g} Gb/s {}", name, nics, bandwidth_bytes_per_s * 8 / nics / 1e9,
-                              fabric.empty() ? base.network.fabric : fabric);
+  t.network.bandwidth_bytes_per_s = nics * nic_bandwidth_bytes_per_s;
+  t.description = fmt::format("{} with {} x {} Gb/s NICs", name, nics, std::lround(nic_bandwidth_bytes_per_s * 8 / 1e9));
   t.notes.push_back(why);
   check_instance(t);
   instances_.emplace(variant, std::move(t));

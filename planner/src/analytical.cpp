@@ -43,10 +43,8 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   RingNet out;
   if (groups.empty() || groups[0].size() < 2) return out;
   out.size = static_cast<int>(groups[0].size());
-  std::vector<std::vector<int>> flows;  // link lists
+  std::vector<const hw::Route*> flows;  // the cluster's routes (stable references), not copies
   std::vector<int> usage(cluster.links().size(), 0);
-  std::vector<double> flow_latency;
-  std::vector<size_t> flow_group;
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     std::vector<int> order = cluster.ring_order(groups[gi]);
@@ -58,16 +56,14 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
           if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
         }
       for (int l : r.links) ++usage[static_cast<size_t>(l)];
-      flows.push_back(r.links);
-      flow_latency.push_back(r.latency_s);
-      flow_group.push_back(gi);
+      flows.push_back(&r);
     }
   }
   double bw = std::numeric_limits<double>::infinity();
   double lat = 0;
-  for (size_t f = 0; f < flows.size(); ++f) {
+  for (const hw::Route* r : flows) {
     double fb = std::numeric_limits<double>::infinity();
-    for (int l : flows[f]) {
+    for (int l : r->links) {
       const auto& link = cluster.links()[static_cast<size_t>(l)];
       const bool nvl = link.kind == hw::LinkKind::nvlink || link.kind == hw::LinkKind::nvswitch;
       const double share = nvl ? sim::nccl_nvlink_share(cluster.gpu_spec().compute_capability,
@@ -76,7 +72,7 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
       fb = std::min(fb, link.bandwidth_bytes_per_s * share / usage[static_cast<size_t>(l)]);
     }
     bw = std::min(bw, fb);
-    lat = std::max(lat, flow_latency[f]);
+    lat = std::max(lat, r->latency_s);
   }
   out.bandwidth_bytes_per_s = bw;
   out.latency_s = lat;
@@ -155,8 +151,8 @@ class EstimateCache {
     std::lock_guard lock(mutex_);
     return nets_.emplace(key, v).first->second;
   }
-  // The simulator's pattern of a dp-group collective (all dp groups at once), by (cluster, dp,
-  // tp, pp, cp, kind, algorithm).
+  // The simulator's pattern of a dp-group collective (the first dp group's), by (cluster,
+  // dp·cp, tp, 0, 0, kind, algorithm): dp_collective_sim_s.
   using PatternKey = std::tuple<const hw::Cluster*, int, int, int, int, int, int>;
   template <typename F>
   const sim::CommPattern& pattern(const PatternKey& key, F&& compute) {
@@ -199,6 +195,25 @@ class EstimateCache {
 std::shared_ptr<EstimateCache> make_estimate_cache() { return std::make_shared<EstimateCache>(); }
 
 namespace {
+
+// The cache key of a purpose's groups (0 tp, 1 dp, 2 pp, 3 cp, 4 SMDDP's first node, 5 expert
+// dp). In rank_of's order the groups depend on fewer degrees than the layout: tp groups are the
+// world's consecutive blocks of tp ranks (world, tp); cp groups take every tp-th rank inside
+// blocks of cp·tp (world, tp, cp); dp groups take every tp-th rank inside blocks of dp·cp·tp
+// (world, tp, dp·cp); pp pairs join rank x of one block of world/pp ranks with rank x of the
+// next (world, pp). Keying on those alone gives one ring_net per distinct list of groups, which
+// layouts with the same groups share: the same groups in the same order give the same RingNet.
+// SMDDP's and the expert-dp groups keep the whole layout.
+EstimateCache::NetKey net_key(const hw::Cluster* cl, const plan::Plan& p, int purpose) {
+  const int world = p.world_size();
+  switch (purpose) {
+    case 0: return {cl, world, p.tp, 0, 0, purpose, 1};
+    case 1: return {cl, world, p.tp, 0, p.dp_cp(), purpose, 1};
+    case 2: return {cl, world, 0, p.pp, 0, purpose, 1};
+    case 3: return {cl, world, p.tp, 0, p.cp, purpose, 1};
+    default: return {cl, p.dp, p.tp, p.pp, p.cp, purpose, purpose == 5 ? p.ep : 1};
+  }
+}
 
 // Groups of the rank layout rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank,
 // GPU = rank (plan::StepProgram::rank_of).
@@ -346,9 +361,9 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
   const Precision prec = p.precision_or(ctx.precision);
   const hw::Cluster* cl = &ctx.cluster;
   const RingNet tp_net =
-      p.tp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 0, 1}, [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
+      p.tp > 1 ? cache.net(net_key(cl, p, 0), [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
   const RingNet cp_net =
-      p.cp > 1 ? cache.net({cl, p.dp, p.tp, p.pp, p.cp, 3, 1}, [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
+      p.cp > 1 ? cache.net(net_key(cl, p, 3), [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
   // Unit costs depend on the layout only through the tp and cp groups' bandwidth; groups inside
   // one node never share links with each other, so there the layout does not matter.
   // The ep groups' all-to-all depends on the whole layout (they span data-parallel ranks).
@@ -397,9 +412,11 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.recompute_s += c.recompute_selective_s;
           st.recompute_flops += c.selective_flops;
         }
-        st.unit_fwd_s.push_back(c.fwd_s);
-        st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
-        st.unit_param_bytes.push_back(c.param_bytes);
+        if (p.zero_stage == 3) {  // only ZeRO-3's per-unit gathers read these (zero3_gathers_s)
+          st.unit_fwd_s.push_back(c.fwd_s);
+          st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
+          st.unit_param_bytes.push_back(c.param_bytes);
+        }
         st.params += c.params;
         st.param_bytes += c.param_bytes;
       }
@@ -535,10 +552,15 @@ double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, Es
                            double bytes) {
   if (bytes <= 0) return 0.0;
   const sim::CollectiveAlgorithm requested = sim::from_dp_algorithm(p.dp_algorithm);
+  // The first dp group, (pp 0, tp 0)'s, is ranks 0, tp, 2·tp, ... (dp·cp of them): it depends on
+  // (tp, dp·cp) alone, and so does its pattern.
+  const int dpcp = p.dp_cp();
   const sim::CommPattern& pat = cache.pattern(
-      {&ctx.cluster, p.dp, p.tp, p.pp, p.cp, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
+      {&ctx.cluster, dpcp, p.tp, 0, 0, static_cast<int>(kind), static_cast<int>(requested)}, [&] {
         const sim::ClusterTopology& topo = cache.topology(ctx.cluster);
-        const std::vector<int> group = topo.ring_order(dp_groups(p).front());
+        std::vector<int> first(static_cast<size_t>(dpcp));
+        for (int k = 0; k < dpcp; ++k) first[static_cast<size_t>(k)] = k * p.tp;
+        const std::vector<int> group = topo.ring_order(first);
         return sim::build_pattern(kind, sim::effective_algorithm(kind, requested, group, topo), {group}, topo);
       });
   return pat.uncontended_time_s(bytes);
@@ -579,7 +601,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   }
   const hw::Cluster* cl = &ctx.cluster;
   auto net = [&](int purpose, auto groups_fn) {
-    return cache->net({cl, p.dp, p.tp, p.pp, p.cp, purpose, purpose == 5 ? p.ep : 1}, [&] { return ring_net(ctx.cluster, groups_fn(p)); });
+    return cache->net(net_key(cl, p, purpose), [&] { return ring_net(ctx.cluster, groups_fn(p)); });
   };
   // Gradients are reduced (and ZeRO shards) over the dp * cp ranks that hold the same parameters.
   const int dpcp = p.dp_cp();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 
 #include "search_internal.hpp"
@@ -80,7 +81,7 @@ bool covers(const std::vector<plan::StageAssignment>& st, int units, int count) 
 
 // The candidates of the analytical, refine, simulate and rank passes.
 struct Pool {
-  std::vector<Candidate> cands;
+  std::deque<Candidate> cands;   // grows in refine without moving what analytical wrote
   std::vector<uint32_t> family;  // per candidate
   std::vector<char> exact;       // objective values final (not lower bounds)
 };
@@ -89,7 +90,7 @@ struct Pool {
 // the next (survivors -> pool of candidates -> order -> simulated -> result.ranked).
 struct SearchState {
   SearchState(const SearchRequest& r, const hw::Catalog& c, SearchResult& res)
-      : req(r), catalog(c), result(res), pool(static_cast<size_t>(std::max(0, r.threads))) {}
+      : req(r), catalog(c), result(res), pool(static_cast<size_t>(std::max(0, r.threads))), memory_terms(r.stages.memo) {}
   const SearchRequest& req;
   const hw::Catalog& catalog;
   SearchResult& result;
@@ -122,11 +123,17 @@ struct SearchState {
       const Candidate& c = P.cands[i];
       return c.simulated ? c.simulated->step_time_s : c.step.step_time_s;
     };
+    // A plan's JSON, written on its first tie and kept for the rest of the sort.
+    std::vector<std::string> dumps(P.cands.size());
+    const auto dump_of = [&](size_t i) -> const std::string& {
+      if (dumps[i].empty()) dumps[i] = json::dump(plan::to_json(P.cands[i].plan));
+      return dumps[i];
+    };
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
       if (keys[a] < keys[b]) return true;
       if (keys[b] < keys[a]) return false;
       if (P.cands[a].loader_bound() && P.cands[b].loader_bound() && compute_s(a) != compute_s(b)) return compute_s(a) < compute_s(b);
-      return json::dump(plan::to_json(P.cands[a].plan)) < json::dump(plan::to_json(P.cands[b].plan));
+      return dump_of(a) < dump_of(b);
     });
   }
 };
@@ -140,7 +147,7 @@ struct PassOutcome {
 
 // ---- enumerate --------------------------------------------------------------------------------
 PassOutcome run_enumerate(SearchState& st) {
-  st.space = enumerate(st.req, st.catalog, st.default_batch);
+  st.space = enumerate(st.req, st.catalog, st.default_batch, &st.pool);
   const Space& space = st.space;
   if (space.not_expressible)
     st.result.dropped[fmt::format("{} cannot run it", export_target_name(*st.req.framework))] = space.not_expressible;
@@ -324,24 +331,28 @@ Candidate estimate_survivor(const SearchState& st, const Survivor& sv) {
 PassOutcome run_analytical(SearchState& st) {
   const auto t0 = Clock::now();
   const std::vector<Survivor>& survivors = st.survivors;
-  std::vector<Candidate> evaluated(survivors.size());
+  Pool& P = st.P;  // empty before this pass; estimated in place, then closed up where cancelled
+  P.cands.resize(survivors.size());
   std::vector<char> done(survivors.size(), 0);
   {
     Progress bar("estimating", survivors.size());
     st.pool.parallel_for(
         survivors.size(),
         [&](size_t k) {
-          evaluated[k] = estimate_survivor(st, survivors[k]);
+          P.cands[k] = estimate_survivor(st, survivors[k]);
           done[k] = 1;
         },
         st.req.cancel, [&](size_t d) { bar.update(d); });
   }
+  size_t kept = 0;
   for (size_t k = 0; k < survivors.size(); ++k) {
     if (!done[k]) continue;
-    st.P.cands.push_back(std::move(evaluated[k]));
-    st.P.family.push_back(survivors[k].skeleton.family);
-    st.P.exact.push_back(needs_job_model(st.req) ? 0 : 1);
+    if (kept != k) P.cands[kept] = std::move(P.cands[k]);
+    P.family.push_back(survivors[k].skeleton.family);
+    P.exact.push_back(needs_job_model(st.req) ? 0 : 1);
+    ++kept;
   }
+  P.cands.resize(kept);
   SearchCounts& counts = st.result.counts;
   counts.analytical = st.P.cands.size();
   const double secs = since(t0);
@@ -717,6 +728,9 @@ SearchResult search(const SearchRequest& request, const hw::Catalog& catalog) {
     result.stages.push_back({pass.name, since(t0), out.kept, std::move(out.note), out.enabled});
   }
   result.cancelled = st.cancelled();
+  // The contexts (each cluster with its route caches) are most of what the state frees: freed
+  // on the pool rather than one by one when it goes out of scope.
+  st.pool.parallel_for(st.space.contexts.size(), [&](size_t i) { st.space.contexts[i].ctx.reset(); });
   return result;
 }
 

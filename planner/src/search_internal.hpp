@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "trainplan/core/thread_pool.hpp"
@@ -64,7 +65,7 @@ struct Space {
 };
 
 /// enumerate: the families of the request (see search.hpp).
-Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch);
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch, ThreadPool* pool = nullptr);
 
 /// The plan of a skeleton.
 plan::Plan make_plan(const Space& space, const Skeleton& s);
@@ -96,11 +97,41 @@ class MemoryTermsCache {
  public:
   const UnitMemoryTerms& terms(const plan::Plan& p, const plan::PlanContext& ctx);
 
+  /// memory_split's answers by their whole input, the partition problem (every field, bit for
+  /// bit) and the balance: fitting_partition is a pure function of them, so equal inputs (the
+  /// same stage shapes on several cluster sizes) share one answer. Off: nothing is kept.
+  using Split = std::optional<std::vector<plan::StageAssignment>>;
+  explicit MemoryTermsCache(bool memo_splits = true) : memo_splits_(memo_splits) {}
+  template <typename F>
+  Split split(const PartitionProblem& prob, Balance balance, F&& compute);
+
  private:
   using Key = std::tuple<int, bool, int, int64_t, int, int, int>;
   std::mutex mutex_;
   std::map<Key, std::unique_ptr<UnitMemoryTerms>> terms_;
+  bool memo_splits_ = true;
+  struct BitsHash {
+    size_t operator()(const std::vector<uint64_t>& v) const;
+  };
+  std::unordered_map<std::vector<uint64_t>, Split, BitsHash> splits_;
 };
+
+/// A partition problem and a balance as one flat key (sizes, then every value's bits).
+std::vector<uint64_t> problem_bits(const PartitionProblem& prob, Balance balance);
+
+template <typename F>
+MemoryTermsCache::Split MemoryTermsCache::split(const PartitionProblem& prob, Balance balance, F&& compute) {
+  if (!memo_splits_) return compute();
+  std::vector<uint64_t> key = problem_bits(prob, balance);
+  {
+    std::lock_guard lock(mutex_);
+    auto it = splits_.find(key);
+    if (it != splits_.end()) return it->second;
+  }
+  Split v = compute();
+  std::lock_guard lock(mutex_);
+  return splits_.emplace(std::move(key), std::move(v)).first->second;
+}
 
 /// The memory of the fullest rank: memory_per_rank (O(units), equal to plan::peak_memory for
 /// GPipe and 1F1B with flash attention); for interleaved schedules plan::peak_memory itself

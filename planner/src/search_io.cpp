@@ -222,8 +222,9 @@ SearchRequest search_request(const SearchOptions& a) {
     else if (stage == "expand") req.stages.expand = false;
     else if (stage == "lazy") req.stages.lazy = false;
     else if (stage == "checks") req.stages.check_invariants = false;
+    else if (stage == "memo") req.stages.memo = false;
     else
-      flag_choice("--off", stage, {"partition", "prune-memory", "expand", "lazy", "checks"});
+      flag_choice("--off", stage, {"partition", "prune-memory", "expand", "lazy", "checks", "memo"});
   }
   return req;
 }

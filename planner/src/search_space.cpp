@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <exception>
 #include <set>
 
 #include "search_internal.hpp"
@@ -380,9 +382,45 @@ bool apply_precision(const SearchRequest& req, plan::Plan& base, plan::PlanConte
   return true;
 }
 
+// One (type, count)'s base plan and context, or the error resolving it threw.
+struct ResolvedContext {
+  int count = 0;
+  plan::Plan base;
+  std::unique_ptr<plan::PlanContext> ctx;
+  std::exception_ptr error;
+};
+
+// Resolving a context (its model graph and cluster) is most of enumerate: every (type, count),
+// in enumerate's order, is resolved up front, on the pool when there is one; an error is kept
+// and thrown where enumerate reaches that context, as when it resolved them one by one.
+std::vector<ResolvedContext> resolve_contexts(const SearchRequest& req, const hw::Catalog& catalog,
+                                              const std::vector<std::string>& types, int64_t global_batch, ThreadPool* pool) {
+  std::vector<ResolvedContext> out;
+  std::vector<const hw::InstanceType*> inst;
+  for (const auto& t : types)
+    for (int count : counts_for(req, catalog.instance(t).gpu_count)) {
+      out.emplace_back().count = count;
+      inst.push_back(&catalog.instance(t));
+    }
+  const auto resolve_at = [&](size_t k) {
+    ResolvedContext& r = out[k];
+    try {
+      r.base = base_plan(req, inst[k]->name, r.count, r.count * inst[k]->gpu_count, global_batch);
+      r.base.region = catalog.region();
+      r.ctx = std::make_unique<plan::PlanContext>(plan::resolve(r.base, catalog, "<search>"));
+    } catch (...) {
+      r.error = std::current_exception();
+    }
+  };
+  if (pool) pool->parallel_for(out.size(), resolve_at);
+  else
+    for (size_t k = 0; k < out.size(); ++k) resolve_at(k);
+  return out;
+}
+
 }  // namespace
 
-Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch) {
+Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t default_batch, ThreadPool* pool) {
   Space space;
   space.types = req.instance_types;
   if (space.types.empty())
@@ -400,15 +438,18 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
   check_moe_request(req, spec);
   FilterCheck filters;
 
+  std::vector<ResolvedContext> resolved = resolve_contexts(req, catalog, space.types, batches.front(), pool);
+  size_t type_first = 0;
   for (size_t ti = 0; ti < space.types.size(); ++ti) {
-    const hw::InstanceType& inst = catalog.instance(space.types[ti]);
-    const int gpn = inst.gpu_count;
-    for (int count : counts_for(req, gpn)) {
+    const int gpn = catalog.instance(space.types[ti]).gpu_count;
+    const size_t type_end = type_first + counts_for(req, gpn).size();
+    for (size_t k = type_first; k < type_end; ++k) {
+      ResolvedContext& r = resolved[k];
+      if (r.error) std::rethrow_exception(r.error);
       Context c;
       c.type_index = static_cast<int>(ti);
-      c.base = base_plan(req, inst.name, count, count * gpn, batches.front());
-      c.base.region = catalog.region();
-      c.ctx = std::make_unique<plan::PlanContext>(plan::resolve(c.base, catalog, "<search>"));
+      c.base = std::move(r.base);
+      c.ctx = std::move(r.ctx);
       c.base.precision = c.ctx->precision;
       if (!apply_precision(req, c.base, *c.ctx)) break;
       c.input = data_input_of(req, c);
@@ -426,7 +467,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
                           plan::unit_activation_bytes(c.ctx->graph, u, 1, 1, false, plan::Recompute::none, c.ctx->precision,
                                                       c.base.attention);
       const uint32_t ci = static_cast<uint32_t>(space.contexts.size());
-      const int gpus = count * gpn;
+      const int gpus = r.count * gpn;
       const int blocks = c.ctx->graph.num_blocks();
       const int units = static_cast<int>(c.ctx->graph.units().size());
       for (int tp = 1; tp <= (req.allow_tp_across_nodes ? gpus : gpn); tp *= 2) {
@@ -522,6 +563,7 @@ Space enumerate(const SearchRequest& req, const hw::Catalog& catalog, int64_t de
       }
       space.contexts.push_back(std::move(c));
     }
+    type_first = type_end;
   }
   const bool filtered = !req.tp_degrees.empty() || !req.pp_degrees.empty() || !req.dp_degrees.empty();
   if (space.families.empty() && space.not_expressible == 0 && (filtered || filters.any_layout)) filters.throw_if_emptied(req);
@@ -620,9 +662,40 @@ std::optional<std::vector<plan::StageAssignment>> memory_split(const plan::Plan&
                                                                PartitionMode mode, const AnalyticalOptions& analytical,
                                                                EstimateCache* cache, MemoryTermsCache& terms) {
   PartitionProblem prob = make_partition_problem(p, ctx, unit_times_s(p, ctx, analytical, cache), terms.terms(p, ctx));
-  auto part = fitting_partition(prob, mode == PartitionMode::memory ? Balance::memory : Balance::time, false);
-  if (!part) return std::nullopt;
-  return std::move(part->stages);
+  const Balance balance = mode == PartitionMode::memory ? Balance::memory : Balance::time;
+  return terms.split(prob, balance, [&]() -> MemoryTermsCache::Split {
+    auto part = fitting_partition(prob, balance, false);
+    if (!part) return std::nullopt;
+    return std::move(part->stages);
+  });
+}
+
+std::vector<uint64_t> problem_bits(const PartitionProblem& prob, Balance balance) {
+  // Every field below: a field added to PartitionProblem must be added here too, or equal keys
+  // could stand for different problems.
+  static_assert(sizeof(PartitionProblem) == 2 * sizeof(int) + 7 * sizeof(std::vector<double>) + 3 * sizeof(double),
+                "problem_bits must cover every field of PartitionProblem");
+  std::vector<uint64_t> out{static_cast<uint64_t>(balance), static_cast<uint64_t>(prob.pp), static_cast<uint64_t>(prob.vp)};
+  const auto add = [&](const std::vector<double>& v) {
+    out.push_back(v.size());
+    for (double x : v) out.push_back(std::bit_cast<uint64_t>(x));
+  };
+  add(prob.unit_time_s);
+  add(prob.static_bytes);
+  add(prob.kept_bytes);
+  add(prob.excursion_bytes);
+  out.push_back(prob.peak_bytes.size());
+  for (const auto& v : prob.peak_bytes) add(v);
+  add(prob.fixed_bytes);
+  add(prob.in_flight);
+  for (double x : {prob.last_bytes, prob.last_without_first_bytes, prob.capacity_bytes}) out.push_back(std::bit_cast<uint64_t>(x));
+  return out;
+}
+
+size_t MemoryTermsCache::BitsHash::operator()(const std::vector<uint64_t>& v) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+  for (uint64_t x : v) h = (h ^ x) * 1099511628211ull;
+  return static_cast<size_t>(h);
 }
 
 }  // namespace detail

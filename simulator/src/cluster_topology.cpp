@@ -150,6 +150,7 @@ Topology::NcclHost ClusterTopology::nccl_host() const {
   h.simple_only = cluster_.instance().network.efa;
   h.channels_in_node = nccl_channels(cluster_, false);
   h.channels_across_nodes = nccl_channels(cluster_, true);
+  h.nvls = h.compute_capability >= 90 && cluster_.instance().topology.kind == hw::IntraNodeKind::nvswitch;
   return h;
 }
 

@@ -163,6 +163,9 @@ constexpr double kLlMaxBusBwIntel[2] = {39.0, 20.4}, kLlMaxBusBwAmd[2] = {22.5, 
 // Network-post overhead per ring step across nodes (getNetOverhead): 1 us Intel, 2 us AMD, x3
 // for Simple; an intra-node step never costs less.
 constexpr double kNetOverheadIntelUs = 1.0, kNetOverheadAmdUs = 2.0;
+// NVLSTree (Simple only; NCCL 2.2x tuning.cc): base latency 0, per-step latency 25 us on NVLink
+// (the in-node NVLS step, once) and 14 us on the network (per tree level, up and down).
+constexpr double kNvlsTreeIntraLatUs = 25.0, kNvlsTreeNetLatUs = 14.0;
 constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
 constexpr int kTree = 0, kRing = 1;
 constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
@@ -231,6 +234,13 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
   t.ranks = n;
   t.channels = std::max(1, static_cast<int>(ppn));
   t.sm_channels = nodes > 1 ? host.channels_across_nodes : host.channels_in_node;
+  if (p.algorithm == CollectiveAlgorithm::nvls_tree) {
+    // NCCL runs NVLS and NVLSTree with the Simple protocol only.
+    p.phases[0].nccl_latency_s = {0.0, 0.0, (kNvlsTreeIntraLatUs + 2.0 * log2_floor(nodes) * kNvlsTreeNetLatUs) * 1e-6};
+    t.bandwidth_share = {0.0, 0.0, 1.0};
+    p.nccl = true;
+    return;
+  }
   for (int proto = 0; proto < kNumNcclProtocols; ++proto) {
     const double base = kBaseLatUs[algo][proto] * 1e-6;
     auto& lat0 = p.phases[0].nccl_latency_s[static_cast<size_t>(proto)];
@@ -292,6 +302,7 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::automatic: return "auto";
     case CollectiveAlgorithm::smddp: return "smddp";
     case CollectiveAlgorithm::horovod: return "horovod";
+    case CollectiveAlgorithm::nvls_tree: return "nvls-tree";
   }
   return "?";
 }
@@ -299,10 +310,10 @@ std::string_view collective_algorithm_name(CollectiveAlgorithm a) {
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
   for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::hierarchical,
                  CollectiveAlgorithm::parameter_server, CollectiveAlgorithm::automatic, CollectiveAlgorithm::smddp,
-                 CollectiveAlgorithm::horovod})
+                 CollectiveAlgorithm::horovod, CollectiveAlgorithm::nvls_tree})
     if (collective_algorithm_name(a) == name) return a;
   throw Error("unknown collective algorithm \"" + std::string(name) + "\"")
-      .hint("one of ring, tree, hierarchical, parameter-server, auto, smddp, horovod");
+      .hint("one of ring, tree, hierarchical, parameter-server, auto, smddp, horovod, nvls-tree");
 }
 
 CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a) {
@@ -460,6 +471,15 @@ std::vector<std::vector<int>> double_binary_tree(int n) {
   return trees;
 }
 
+std::vector<CollectiveAlgorithm> automatic_candidates(plan::CollectiveKind kind, const std::vector<int>& group_gpus,
+                                                      const Topology& topology) {
+  std::vector<CollectiveAlgorithm> out{CollectiveAlgorithm::ring, CollectiveAlgorithm::tree};
+  if (effective_algorithm(kind, CollectiveAlgorithm::nvls_tree, group_gpus, topology) == CollectiveAlgorithm::nvls_tree &&
+      split_by_node(group_gpus, topology).size() == 2)
+    out.push_back(CollectiveAlgorithm::nvls_tree);
+  return out;
+}
+
 CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                                         const std::vector<int>& group_gpus, const Topology& topology) {
   TP_ASSERT(requested != CollectiveAlgorithm::automatic);
@@ -483,6 +503,12 @@ CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlg
       return CollectiveAlgorithm::smddp;
     }
     case CollectiveAlgorithm::horovod: return reduce_like ? CollectiveAlgorithm::horovod : CollectiveAlgorithm::ring;
+    case CollectiveAlgorithm::nvls_tree:
+      // NCCL runs NVLSTree for all-reduces only, across nodes of NVSwitch-3 GPUs (it disables
+      // it on one node); the ring otherwise.
+      return reduce_like && topology.nccl_host().nvls && hierarchical_applies(group_gpus, topology)
+                 ? CollectiveAlgorithm::nvls_tree
+                 : CollectiveAlgorithm::ring;
     default: return CollectiveAlgorithm::ring;
   }
 }
@@ -498,13 +524,44 @@ CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm request
                           const std::vector<std::vector<int>>& groups, const Topology& topology) {
   CommPattern p = build_phases(kind, requested, groups, topology);
   const bool nccl_algorithm = p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::tree ||
-                              p.algorithm == CollectiveAlgorithm::hierarchical || p.algorithm == CollectiveAlgorithm::horovod;
+                              p.algorithm == CollectiveAlgorithm::hierarchical || p.algorithm == CollectiveAlgorithm::horovod ||
+                              p.algorithm == CollectiveAlgorithm::nvls_tree;
   if (nccl_algorithm && kind != Kind::all_to_all && groups[0].size() >= 2) apply_nccl_model(p, kind, groups[0], topology);
   if (p.algorithm == CollectiveAlgorithm::horovod && groups[0].size() >= 2) p.start_delay_s = 0.5 * kHorovodCycleTimeS;
   return p;
 }
 
 namespace {
+
+// NCCL's NVLSTree, pipelined: every GPU heads 1/k of the data. Inside the node NVLS reduces and
+// multicasts through the switch; the traffic is that of the single-node all-reduce (2(k-1)/k * S
+// per GPU each way over NVLink, at the NVLS link rate of nccl_nvlink_share): every ordered pair
+// of the node 4 times at S/(2k). Between nodes each head runs a double binary tree over the
+// nodes with the heads of the same local index: each tree carries half of the head's S/k, up
+// (reduce) and down (broadcast) every edge. One coflow: the slower of NVLink and the network
+// sets the pace of the pipeline.
+void add_nvls_tree_phase(CommPattern& p, const std::vector<std::vector<int>>& groups, const Topology& topology) {
+  const auto nodes0 = split_by_node(groups[0], topology);
+  const int ki = static_cast<int>(nodes0[0].size());
+  const auto trees = double_binary_tree(static_cast<int>(nodes0.size()));
+  const int height = std::max(tree_height(trees[0]), tree_height(trees[1]));
+  add_phase(p, topology, 1.0 / (2.0 * ki), 2 * (ki - 1 + height), groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
+    const auto nodes = split_by_node(g, topology);
+    for (const auto& node : nodes)
+      for (int rep = 0; rep < 4; ++rep)
+        for (int a : node)
+          for (int c : node) b.flow(a, c);
+    for (const auto& parent : trees)
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const int par = parent[i];
+        if (par < 0) continue;
+        for (size_t j = 0; j < nodes[i].size(); ++j) {
+          b.flow(nodes[i][j], nodes[static_cast<size_t>(par)][j]);  // reduce, up
+          b.flow(nodes[static_cast<size_t>(par)][j], nodes[i][j]);  // broadcast, down
+        }
+      }
+  });
+}
 
 CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                          const std::vector<std::vector<int>>& groups, const Topology& topology) {
@@ -627,6 +684,9 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
       if (ki > 1) add_phase(p, topology, (k - 1) / k, ki - 1, groups, intra);
       return p;
     }
+    case CollectiveAlgorithm::nvls_tree:
+      add_nvls_tree_phase(p, groups, topology);
+      return p;
     case CollectiveAlgorithm::automatic: break;
   }
   TP_ASSERT_MSG(false, "unhandled collective algorithm");

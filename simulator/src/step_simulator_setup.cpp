@@ -295,11 +295,16 @@ int StepSimulator::pattern_for_collective(const CommItem& t, const std::vector<i
   };
   CollectiveAlgorithm a = algorithm_for(purpose, opt_);
   if (a != CollectiveAlgorithm::automatic) return build(a);
-  const int ring = build(CollectiveAlgorithm::ring);
-  const int tree = build(CollectiveAlgorithm::tree);
-  const double t_ring = patterns_[static_cast<size_t>(ring)].uncontended_time_s(t.bytes);
-  const double t_tree = patterns_[static_cast<size_t>(tree)].uncontended_time_s(t.bytes);
-  return t_tree < t_ring ? tree : ring;
+  // NCCL's tuner: the candidate with the lowest uncontended time (ties: the earlier, ring first).
+  int best = -1;
+  double best_t = 0;
+  const std::vector<int> ring0 = ring_of_group(groups[0], chain);
+  for (CollectiveAlgorithm c : automatic_candidates(t.collective, ring0, topo_)) {
+    const int id = build(c);
+    const double time = patterns_[static_cast<size_t>(id)].uncontended_time_s(t.bytes);
+    if (best < 0 || time < best_t) best = id, best_t = time;
+  }
+  return best;
 }
 
 int StepSimulator::pattern_for_p2p(const std::vector<FlowEnds>& pairs) {

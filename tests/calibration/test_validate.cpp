@@ -549,11 +549,11 @@ TEST_CASE("validate: a stated fabric no catalog node has builds the node with th
   CHECK(point(r, "4xhdr").predicted > point(r, "same").predicted);
   // The variant itself: 4 NICs of 200 Gb/s = 100 GB/s per direction for the node.
   hw::Catalog cat = hw::Catalog::builtin();
-  const auto& v = cat.instance(cat.add_network_variant("dgx-a100-40gb", 4, 100e9, "InfiniBand HDR", "test"));
+  const auto& v = cat.instance(cat.add_network_variant("dgx-a100-40gb", 4, 25e9, "test"));
   CHECK(v.network.nics == 4);
   CHECK(v.network.nic_bandwidth_bytes_per_s() == Approx(25e9));
   CHECK(v.gpu_count == 8);
-  REQUIRE_ERROR_CONTAINS(cat.add_network_variant("dgx-a100-40gb", 3, 75e9, "", "test"), "3 NICs cannot be shared evenly by 8 GPUs");
+  REQUIRE_ERROR_CONTAINS(cat.add_network_variant("dgx-a100-40gb", 3, 25e9, "test"), "3 NICs cannot be shared evenly by 8 GPUs");
 }
 
 TEST_CASE("validate: the 30-layer Llama 3.1 405B proxy on pp 4 x vp 8 runs Megatron-core's embedding/loss split", "[calibration]") {
@@ -629,4 +629,29 @@ TEST_CASE("validate: TFLOP/s \"as Table 1\" use the formula the same source stat
   const auto& unconverted = point(r, "other-source");
   CHECK_FALSE(unconverted.mapped);
   CHECK(unconverted.reason.find("no step time, tokens/s or convertible TFLOP/s") != std::string::npos);
+}
+
+TEST_CASE("validate: a collective point's stated NICs replace the catalog node's (4 x 200G HDR on DGX A100-class nodes)", "[calibration]") {
+  // nccl-tests#119: 3 servers of 8 A100-SXM4-40GB with 4 x 200 Gb/s HDR each. A ring across
+  // nodes is bound by a node's NICs: busbw <= 4 x 25 GB/s = 100 GB/s (the DGX A100's 8 NICs
+  // would allow 200).
+  auto doc = json::parse_file(testing::source_path("tests/calibration/data/published-mini.json"));
+  json::Json q;
+  for (const auto& p : doc["data_points"])
+    if (p["id"] == "mini-nccl-1n") q = p;
+  REQUIRE(q.is_object());
+  q["id"] = "hdr4";
+  q["hardware"] = {{"gpu", "A100-SXM4-40GB"}, {"gpus_per_node", 8}, {"inter_node", "4x 200G HDR IB"}, {"num_gpus", 24},
+                   {"system", "3 servers x 8 A100-SXM4-40GB, 4x HDR IB per server"}};
+  q["metrics"]["other"]["message_bytes"] = 134217728;
+  q["metrics"]["other"]["busbw_GBps"] = 96.0;
+  doc["data_points"] = json::Json::array({q});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& p = point(r, "hdr4");
+  REQUIRE(p.mapped);
+  CHECK(p.cluster == "3 x dgx-a100-40gb:4x200Gbps");
+  CHECK(p.predicted <= 100.0);
+  CHECK(p.predicted > 50.0);
+  CHECK(std::any_of(p.assumptions.begin(), p.assumptions.end(),
+                    [](const std::string& a) { return a.find("with 4 x 200 Gb/s instead of its 8 x 200 Gb/s") != std::string::npos; }));
 }

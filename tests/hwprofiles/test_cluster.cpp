@@ -374,3 +374,33 @@ TEST_CASE("hwprofiles: part of a node keeps its GPUs' links, sockets and NICs", 
   REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("p4d.24xlarge", 3), "would split");
   REQUIRE_ERROR_CONTAINS(cat.add_partial_instance("no-such", 1), "unknown instance type");
 }
+
+TEST_CASE("hwprofiles: a network variant keeps the node and takes the stated NICs", "[hwprofiles][cluster]") {
+  // nccl-tests#119: DGX A100-class nodes with 4 x 200 Gb/s HDR instead of the DGX's 8.
+  hw::Catalog cat = hw::Catalog::builtin();
+  const hw::InstanceType& dgx = cat.instance("dgx-a100-40gb");
+  const std::string v = cat.add_network_variant("dgx-a100-40gb", 4, 200e9 / 8, "test");
+  CHECK(v == "dgx-a100-40gb:4x200Gbps");
+  CHECK(cat.add_network_variant("dgx-a100-40gb", 4, 200e9 / 8, "test") == v);  // added once
+  const hw::InstanceType& t = cat.instance(v);
+  CHECK(t.network.nics == 4);
+  CHECK(t.network.bandwidth_bytes_per_s == Approx(100e9));
+  CHECK(t.network.nic_bandwidth_bytes_per_s() == Approx(25e9));
+  CHECK(t.gpu_count == dgx.gpu_count);
+  CHECK(t.topology.kind == dgx.topology.kind);
+  CHECK(t.network.fabric == dgx.network.fabric);
+  // Two GPUs per NIC in the cluster: 4 NIC vertices of 25 GB/s each to the fabric.
+  const hw::Cluster c = hw::Cluster::build(t, 2, cat);
+  int to_fabric = 0;
+  for (const hw::Link& l : c.links())
+    if (l.kind == hw::LinkKind::network && c.vertices()[static_cast<size_t>(l.src)].kind == hw::VertexKind::nic &&
+        c.vertices()[static_cast<size_t>(l.src)].node == 0 &&
+        c.vertices()[static_cast<size_t>(l.src)].name.find("ena") == std::string::npos) {
+      ++to_fabric;
+      CHECK(l.bandwidth_bytes_per_s == Approx(25e9));
+    }
+  CHECK(to_fabric == 4);
+  REQUIRE_ERROR_CONTAINS(cat.add_network_variant("dgx-a100-40gb", 0, 25e9, "test"), "1 to 64 NICs");
+  REQUIRE_ERROR_CONTAINS(cat.add_network_variant("dgx-a100-40gb", 4, 0, "test"), "bandwidth > 0");
+  REQUIRE_ERROR_CONTAINS(cat.add_network_variant("no-such", 4, 25e9, "test"), "unknown instance type");
+}

@@ -120,3 +120,94 @@ TEST_CASE("simulator: hand-built topologies keep the per-hop latency model", "[s
   // Closed form: 2(n-1)/n S / B + 2(n-1) x 2 hops x 1 us.
   CHECK(p.uncontended_time_s(64e6) == Approx(2.0 * 7 / 8 * 64e6 / 300e9 + 14 * 2e-6));
 }
+
+namespace {
+
+// busbw of one uncontended all-reduce of `bytes` over the first n GPUs of `cluster`, the
+// algorithm as the simulator's automatic choice (NCCL's tuner) picks it.
+double automatic_busbw(const hw::Cluster& cluster, int n, double bytes) {
+  ProgramBuilder b(n);
+  b.collective(b.group(first_gpus(n), plan::CommPurpose::none), plan::CollectiveKind::all_reduce, bytes);
+  sim::SimOptions opt;
+  opt.other_algorithm = sim::CollectiveAlgorithm::automatic;
+  const auto r = sim::simulate_step(b.program(), cluster, opt);
+  return bytes / r.step_time_s * sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, n);
+}
+
+}  // namespace
+
+TEST_CASE("simulator: NVLSTree on two p5 nodes: one pipelined coflow, NVLink-bound, beyond the NICs", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster two = hw::Cluster::build(cat.instance("p5.48xlarge"), 2, cat);
+  const auto p = pattern(two, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::nvls_tree, 16);
+  REQUIRE(p.algorithm == sim::CollectiveAlgorithm::nvls_tree);
+  REQUIRE(p.nccl);
+  REQUIRE(p.phases.size() == 1);
+  // k = 8 heads per node, S/(2k) per flow.
+  CHECK(p.phases[0].bytes_factor == Approx(1.0 / 16));
+  // Each GPU's NVSwitch port carries 4 x 7 flows (2(k-1)/k x S, the single-node all-reduce at
+  // the NVLS link rate); each GPU's NIC (p5: 4 x 100G = 50 GB/s per GPU) 2 (tree 0 up, tree 1
+  // down). NVLink binds: rate = 450 GB/s / 28.
+  CHECK(p.phases[0].uncontended_rate_bytes_per_s == Approx(450e9 / 28));
+  // Closed form: busbw = 2(n-1)/n x k/(2(k-1)) x B_nvlink = 1.875 x 8/14 x 450 = 482 GB/s, above
+  // the 400 GB/s of the node's NICs (what a ring across nodes can reach): NCCL's NVLSTree "can
+  // go beyond the network bottleneck" on two nodes (NVIDIA/nccl-tests#196).
+  const double s = 8.0 * (1 << 30);
+  const double busbw_bound = 2.0 * 15 / 16 * 8.0 / 14 * 450e9;
+  const double t_data = p.uncontended_time_s(s) - p.phase_latency_s(0, sim::NcclProtocol::simple, s);
+  CHECK(s / t_data * 2.0 * 15 / 16 == Approx(busbw_bound));
+  CHECK(busbw_bound > 400e9);
+  // NCCL's NVLSTree latency (tuning.cc, Simple only): 25 us in the node + 2 log2(nodes) x 14 us.
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * 14.0) * kUs));
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll, s) == 0.0);
+  CHECK(p.bandwidth_share(sim::NcclProtocol::ll128, s) == 0.0);
+  CHECK(p.protocol_for(1e3) == sim::NcclProtocol::simple);
+  // 4 nodes: two tree levels, 2 x 2 x 14 us.
+  const hw::Cluster four = hw::Cluster::build(cat.instance("p5.48xlarge"), 4, cat);
+  const auto q = pattern(four, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::nvls_tree, 32);
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * 2 * 14.0) * kUs));
+}
+
+TEST_CASE("simulator: NVLSTree only where NCCL runs it: all-reduce across NVSwitch-3 nodes", "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  auto effective = [&](const char* inst, int nodes, plan::CollectiveKind kind) {
+    const hw::Cluster c = hw::Cluster::build(cat.instance(inst), nodes, cat);
+    const sim::ClusterTopology topo(c);
+    const int n = nodes * c.gpus_per_node();
+    return sim::effective_algorithm(kind, sim::CollectiveAlgorithm::nvls_tree, topo.ring_order(first_gpus(n)), topo);
+  };
+  using A = sim::CollectiveAlgorithm;
+  using K = plan::CollectiveKind;
+  CHECK(effective("p5.48xlarge", 2, K::all_reduce) == A::nvls_tree);
+  CHECK(effective("dgx-h100", 4, K::all_reduce) == A::nvls_tree);
+  CHECK(effective("p5.48xlarge", 1, K::all_reduce) == A::ring);   // disabled on one node
+  CHECK(effective("p5.48xlarge", 2, K::all_gather) == A::ring);   // all-reduce only
+  CHECK(effective("p4d.24xlarge", 2, K::all_reduce) == A::ring);  // A100: no NVLink SHARP
+  CHECK(effective("p3dn.24xlarge", 2, K::all_reduce) == A::ring);
+  // automatic's candidates: NVLSTree on exactly two nodes.
+  auto candidates = [&](const char* inst, int nodes) {
+    const hw::Cluster c = hw::Cluster::build(cat.instance(inst), nodes, cat);
+    const sim::ClusterTopology topo(c);
+    const int n = nodes * c.gpus_per_node();
+    return sim::automatic_candidates(K::all_reduce, topo.ring_order(first_gpus(n)), topo);
+  };
+  CHECK(candidates("p5.48xlarge", 2) == std::vector<A>{A::ring, A::tree, A::nvls_tree});
+  CHECK(candidates("p5.48xlarge", 4) == std::vector<A>{A::ring, A::tree});
+  CHECK(candidates("p4d.24xlarge", 2) == std::vector<A>{A::ring, A::tree});
+  CHECK(sim::parse_collective_algorithm("nvls-tree") == A::nvls_tree);
+}
+
+TEST_CASE("simulator: NCCL's choice on p5: NVLSTree beyond the NICs on two nodes, the ring's NIC bound on four", "[simulator]") {
+  // Published: with NVLS on, 8 x H100 nodes with 8 x 400G NICs reach ~430 GB/s of all-reduce
+  // busbw on 1 and 2 nodes, and no more than without NVLS (~320) beyond 2 (NVIDIA/nccl#1221,
+  // NCCL 2.19.3, 4-8 GiB).
+  const auto& cat = hw::Catalog::builtin();
+  const double s = 4.0 * (1 << 30);
+  const double two = automatic_busbw(hw::Cluster::build(cat.instance("p5.48xlarge"), 2, cat), 16, s);
+  const double four = automatic_busbw(hw::Cluster::build(cat.instance("p5.48xlarge"), 4, cat), 32, s);
+  const double nics = cat.instance("p5.48xlarge").network.bandwidth_bytes_per_s;  // 400 GB/s
+  CHECK(two > nics);
+  CHECK(two == Approx(430e9).epsilon(0.15));
+  CHECK(four <= nics);
+  CHECK(four < two);
+}

@@ -312,19 +312,19 @@ class Catalog {
   /// "<name>:<gpus>gpu"; returns the name (adding it once). Throws Error when `gpus` is not in
   /// [1, gpu_count) or does not fill whole sockets / PCIe switches / NICs beyond the first.
   std::string add_partial_instance(const std::string& name, int gpus);
+  /// Adds instance `name` with its GPU network replaced by `nics` NICs of
+  /// `nic_bandwidth_bytes_per_s` each (per direction), for systems a source describes as a
+  /// catalog node with another network (nccl-tests on DGX A100-class nodes with 4 x 200 Gb/s
+  /// HDR instead of 8): everything else, prices included, is `name`'s. Named
+  /// "<name>:<nics>x<Gb/s>Gbps"; returns the name (adding it once), `why` goes to its notes.
+  /// Throws Error for an unknown name, `nics` outside [1, 64] or a bandwidth that is not > 0.
+  std::string add_network_variant(const std::string& name, int nics, double nic_bandwidth_bytes_per_s,
+                                  const std::string& why);
   /// Multiplies instance `name`'s network bandwidth (every NIC's share) by `factor` in (0, 1]
   /// and adds `why` to its notes: the fraction of the line rate a software stack achieves
   /// (validate's PyTorch DDP baseline on p3dn: NCCL over aws-ofi-nccl, 2019-2021). Throws
   /// Error for an unknown name or a factor outside (0, 1].
   void derate_network(const std::string& name, double factor, const std::string& why);
-  /// Adds instance `name` with its network replaced: `nics` NICs sharing
-  /// `bandwidth_bytes_per_s` per direction (GPUs split evenly over them, as for any instance),
-  /// `fabric` (empty: the base's), `why` in its notes; for systems a source describes with a
-  /// fabric no catalog instance has (validate: DGX A100 nodes with 4 x 200 Gb/s HDR). Named
-  /// "<name>:<nics>x<Gb/s per NIC>Gbps"; returns the name (adding it once). Throws Error for an
-  /// unknown name, no NIC, a bandwidth that is not positive, or NICs the GPUs cannot share evenly.
-  std::string add_network_variant(const std::string& name, int nics, double bandwidth_bytes_per_s, const std::string& fabric,
-                                  const std::string& why);
   const std::map<std::string, GpuSpec>& gpus() const { return gpus_; }
 
   /// EC2 Capacity Blocks for ML (catalog key "capacity_blocks"): the reservation rules and the

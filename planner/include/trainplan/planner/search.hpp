@@ -94,6 +94,7 @@ struct SearchStages {
   bool prune_memory = true;  // off: candidates that do not fit are ranked too (Candidate::fits false)
   bool expand = true;        // off: only the first dp algorithm and bucket size
   bool lazy = true;          // off: expand every variant, no bounds (for tests: same result)
+  bool memo = true;          // off: every memory-limited split computed afresh (for tests: same result)
   bool check_invariants = true;
 };
 

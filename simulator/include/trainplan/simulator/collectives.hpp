@@ -24,6 +24,16 @@
 //                                    S/(kN)), intra-node ring all-gather (k = GPUs per node)
 //   horovod       all_reduce      as ring, started half a Horovod cycle late (the wait for the
 //                                    background thread's next tick)
+//   nvls_tree     all_reduce      1: NCCL's NVLSTree (NVSwitch-3 nodes, sm_90+, >= 2 nodes, k
+//                                    GPUs on each): in-node NVLS reduce / multicast pipelined
+//                                    with a double binary tree between nodes, every GPU the head
+//                                    of 1/k of the data on its own NIC. One coflow of S/(2k) per
+//                                    flow: in-node every ordered pair 4 times (each GPU moves
+//                                    2(k-1)/k * S over NVLink, as the single-node all-reduce at
+//                                    the NVLS link rate), between nodes every edge of both trees
+//                                    up and down among same-local-index GPUs (a GPU of a 2-node
+//                                    group sends S/k over the network: busbw may exceed the
+//                                    NICs'). NCCL latency: 25 us + 2 log2(N) x 14 us, Simple only
 //   any           all_to_all      1: every pair, S/n, 1 step
 //   any           broadcast       1: chain from the first group member along the ring, S per
 //                                    flow, n-1 steps (reduce: the chain reversed)
@@ -64,9 +74,10 @@ enum class CollectiveAlgorithm {
   tree,              // double binary tree (all_reduce only; other kinds use ring)
   hierarchical,      // intra-node / inter-node / intra-node
   parameter_server,  // one server per node on its host: push then pull
-  automatic,         // the lower uncontended time of ring and tree (NCCL-tuner-like)
+  automatic,         // the lowest uncontended time of automatic_candidates() (NCCL's tuner)
   smddp,             // intra-node RS, push to / pull from every node's host servers, intra-node AG
   horovod,           // ring, after the wait for Horovod's cycle
+  nvls_tree,         // NCCL's NVLSTree: NVLS inside NVSwitch-3 nodes, tree between nodes (all_reduce)
 };
 
 /// Horovod's default cycle time (HOROVOD_CYCLE_TIME): its background thread negotiates and
@@ -77,7 +88,8 @@ inline constexpr double kHorovodCycleTimeS = 1e-3;
 /// Horovod's default fusion threshold (HOROVOD_FUSION_THRESHOLD): 64 MiB, docs/tensor-fusion.rst.
 inline constexpr double kHorovodFusionThresholdBytes = 64.0 * 1024 * 1024;
 std::string_view collective_algorithm_name(CollectiveAlgorithm a);
-/// "ring", "tree", "hierarchical", "parameter-server", "auto", "smddp", "horovod"; Error otherwise.
+/// "ring", "tree", "hierarchical", "parameter-server", "auto", "smddp", "horovod", "nvls-tree";
+/// Error otherwise.
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
 CollectiveAlgorithm from_dp_algorithm(plan::DpAlgorithm a);
 
@@ -188,6 +200,16 @@ CommPattern build_p2p_pattern(const std::vector<FlowEnds>& pairs, const Topology
 /// GPUs per node; other kinds than all_reduce/reduce_scatter/all_gather ignore the choice.
 CollectiveAlgorithm effective_algorithm(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                                         const std::vector<int>& group_gpus, const Topology& topology);
+
+/// The algorithms `automatic` chooses among for `kind` on `group_gpus` (ring order), as NCCL's
+/// tuner does (src/graph/tuning.cc: the lowest predicted time over algorithm x protocol):
+/// ring and tree, plus NVLSTree for an all-reduce over exactly 2 nodes of NVSwitch-3 GPUs
+/// (Topology::NcclHost::nvls) with the same number (>= 2) on each. Beyond 2 nodes NVLSTree is
+/// left out: NCCL models its bandwidth there as half the network's (bwInter / 2), below the
+/// ring's, and NVLS gives no gain beyond 2 nodes on 8 x 400G H100 nodes (NVIDIA/nccl#1221);
+/// its small-message latency advantage there is not modelled (simulator/README.md).
+std::vector<CollectiveAlgorithm> automatic_candidates(plan::CollectiveKind kind, const std::vector<int>& group_gpus,
+                                                      const Topology& topology);
 
 /// nccl-tests bus bandwidth factor: busbw = algbw * factor, algbw = S / time.
 /// all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; others 1.

@@ -63,7 +63,8 @@ struct SimOptions {
   plan::DpAlgorithm dp_algorithm = plan::DpAlgorithm::ring;
   /// Algorithm of tp / pp / none collectives; ps-purpose ones always use the parameter
   /// server. `automatic`: the lower uncontended time of ring and tree (tree wins in the
-  /// latency regime of small messages across many nodes).
+  /// latency regime of small messages across many nodes), and NVLSTree for all-reduces over
+  /// two NVSwitch-3 nodes (automatic_candidates, collectives.hpp).
   CollectiveAlgorithm other_algorithm = CollectiveAlgorithm::automatic;
   /// Training precision (tensor peak). Unset: bf16 where the GPU has it, else fp16.
   std::optional<Precision> precision;

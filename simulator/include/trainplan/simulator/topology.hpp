@@ -79,6 +79,9 @@ class Topology {
     bool simple_only = false;
     int channels_in_node = 0;
     int channels_across_nodes = 0;
+    /// NVLink SHARP: the node's NVSwitch reduces in the switch (NVSwitch 3, sm_90 and later),
+    /// so NCCL can run NVLS / NVLSTree (collectives.hpp).
+    bool nvls = false;
   };
   virtual NcclHost nccl_host() const { return {}; }
 };
