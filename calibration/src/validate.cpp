@@ -7,8 +7,8 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
-#include <regex>
 #include <map>
+#include <set>
 #include <memory>
 
 #include "trainplan/core/checked.hpp"
@@ -59,6 +59,66 @@ std::string str(const Json& j, const char* key) {
 }
 bool contains(const std::string& hay, std::string_view needle) { return to_lower(hay).find(to_lower(needle)) != std::string::npos; }
 
+// The inter-node network a point states: NIC count (0 when not stated) and per-node
+// bandwidth per direction in Gb/s (0 when not stated), from text such as "8x 200 Gb/s HDR
+// InfiniBand per node", "4x 200G HDR IB", "4x HDR", "800 Gbps per node (InfiniBand EDR, 12.5
+// GB/s per link)" or "1600 Gbps node-to-node RoCE". An InfiniBand generation without a rate
+// gives the rate per port (EDR 100, HDR 200, NDR 400, XDR 800 Gb/s).
+struct StatedNetwork {
+  int nics = 0;
+  double gbps = 0;  // per node
+  double per_gpu_gbps = 0;  // "400 Gb/s per GPU": one NIC of this rate per GPU
+  std::string fabric;
+};
+StatedNetwork stated_network(const std::string& text) {
+  StatedNetwork out;
+  const std::string t = to_lower(text);
+  double generation_rate = 0;
+  for (const auto& [word, rate] : std::initializer_list<std::pair<const char*, double>>{
+           {"edr", 100}, {"hdr", 200}, {"ndr", 400}, {"xdr", 800}})
+    if (t.find(word) != std::string::npos) {
+      generation_rate = rate;
+      out.fabric = fmt::format("InfiniBand {}{}{}", static_cast<char>(std::toupper(word[0])), static_cast<char>(std::toupper(word[1])),
+                               static_cast<char>(std::toupper(word[2])));
+    }
+  if (out.fabric.empty() && t.find("roce") != std::string::npos) out.fabric = "RoCE";
+  // Numbers in order with what follows each: "<n>x" is a count, "<r> gb/s" / "gbps" / "g " a rate.
+  int count = 0;
+  double rate = 0;
+  for (size_t i = 0; i < t.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(t[i])) || (i > 0 && (std::isalnum(static_cast<unsigned char>(t[i - 1])) || t[i - 1] == '.'))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < t.size() && (std::isdigit(static_cast<unsigned char>(t[j])) || t[j] == '.')) ++j;
+    const double v = std::atof(t.substr(i, j - i).c_str());
+    size_t k = j;
+    while (k < t.size() && t[k] == ' ') ++k;
+    // The unit from the text as written: "Gb/s", "Gbps", "Gbit", "G" are bits; "GB/s" (bytes) is not a line rate.
+    const std::string rest = text.substr(k, 5);
+    const bool gigabit = rest.rfind("Gb/s", 0) == 0 || rest.rfind("Gbps", 0) == 0 || rest.rfind("gbps", 0) == 0 ||
+                         rest.rfind("Gbit", 0) == 0 ||
+                         (rest.rfind("G", 0) == 0 && (rest.size() < 2 || !std::isalpha(static_cast<unsigned char>(rest[1]))));
+    if ((rest.rfind("x", 0) == 0 || rest.rfind("X", 0) == 0) && count == 0 && v >= 1 && v <= 64 && v == std::floor(v))
+      count = static_cast<int>(v);
+    else if (gigabit && rate == 0)
+      rate = v;
+    i = j;
+  }
+  if (count > 0) {
+    out.nics = count;
+    const double per_port = rate > 0 ? rate : generation_rate;
+    out.gbps = per_port * count;
+  } else if (rate > 0 && (t.find("per gpu") != std::string::npos || t.find("per nic") != std::string::npos)) {
+    out.per_gpu_gbps = rate;  // one NIC per GPU (the caller knows how many GPUs)
+  } else if (rate > 0 && t.find("node") != std::string::npos) {  // "per node", "node-to-node": the node's total
+    out.gbps = rate;
+    if (generation_rate > 0 && std::fmod(rate, generation_rate) == 0) out.nics = static_cast<int>(rate / generation_rate);
+  }
+  return out;
+}
+
 // Which catalog cluster a point's hardware is. Empty + reason when none fits.
 std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus, std::vector<std::string>& assumptions,
                         std::string& reason) {
@@ -92,10 +152,6 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     const bool gb80 = contains(gpu, "80") || num(hw, "gpu_mem_gb").value_or(0) >= 80;
     if (contains(inter, "EFA") || contains(system, "p4d")) {
       name = gb80 ? "p4de.24xlarge" : "p4d.24xlarge";
-    } else if (contains(inter, "4x HDR") || contains(inter, "4x 200") || contains(system, "4x HDR")) {
-      // An HGX A100 node with half the DGX's NICs: the DGX A100 with the stated network
-      // (with_stated_network builds it).
-      name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
     } else if (contains(inter, "HDR") || contains(inter, "1600") || contains(inter, "RoCE") || contains(system, "DGX A100") ||
                contains(system, "Selene")) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
@@ -118,11 +174,13 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
                                         system.empty() ? inter : system));
     }
   } else if (contains(gpu, "V100")) {
-    if (contains(gpu, "SXM3") || contains(system, "DGX-2")) {
-      reason = "DGX-2 (16 V100 SXM3 on NVSwitch) is not in the catalog";
-      return "";
-    }
-    if (contains(system, "p3dn") || (contains(inter, "100 Gbps") && contains(inter, "EFA"))) {
+    if (contains(gpu, "SXM3") || contains(system, "DGX-2") || contains(str(hw, "intra_node"), "DGX-2")) {
+      // V100 SXM3 exists only in the DGX-2 (and HGX-2 boards of the same design).
+      name = "dgx-2";
+      if (!contains(system, "DGX-2") && !contains(str(hw, "intra_node"), "DGX-2"))
+        assumptions.push_back(fmt::format("V100 SXM3 ({}) modelled as DGX-2 nodes (16 GPUs on NVSwitch, 8 x 100 Gb/s EDR InfiniBand)",
+                                          system.empty() ? gpu : system));
+    } else if (contains(system, "p3dn") || (contains(inter, "100 Gbps") && contains(inter, "EFA"))) {
       name = "p3dn.24xlarge";
     } else if (contains(system, "p3.16xlarge") || contains(inter, "p3.16xlarge")) {
       name = "p3.16xlarge";
@@ -148,6 +206,31 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   return name;
 }
 
+// A generic (non-AWS) node whose stated inter-node network differs from the catalog's: the
+// catalog gains the node with the stated NICs and bandwidth (hw::Catalog::add_network_variant),
+// with the assumption listed; `cluster` is renamed and `local` holds the catalog. AWS instances
+// keep their catalog network (the instance name fixes it).
+void with_stated_network(const Json& hw, const hw::Catalog& catalog, std::string& cluster, std::optional<hw::Catalog>& local,
+                         std::vector<std::string>& assumptions) {
+  const hw::InstanceType& base = catalog.instance(cluster);
+  const std::string text = str(hw, "inter_node");
+  if (base.aws || text.empty()) return;
+  StatedNetwork n = stated_network(text);
+  if (n.per_gpu_gbps > 0) n.nics = base.gpu_count, n.gbps = n.per_gpu_gbps * base.gpu_count;
+  if (n.gbps <= 0) return;
+  const double base_gbps = base.network.bandwidth_bytes_per_s * 8 / 1e9;
+  const int nics = n.nics > 0 ? n.nics : base.network.nics;
+  if (std::fabs(n.gbps - base_gbps) <= 1e-6 * base_gbps && nics == base.network.nics) return;
+  if (base.gpu_count % nics != 0 && nics % base.gpu_count != 0) return;  // no even GPU-to-NIC layout: keep the node's
+  if (!local) local.emplace(catalog);
+  cluster = local->add_network_variant(cluster, nics, n.gbps * 1e9 / 8 / nics,
+                                       fmt::format("network as the source states it: \"{}\"", text));
+  assumptions.push_back(fmt::format("network as stated (\"{}\"): {} with {} x {:g} Gb/s{} instead of its {} x {:g} Gb/s{}", text,
+                                    base.name, nics, n.gbps / nics, n.nics > 0 ? "" : " (NIC count of the catalog node)",
+                                    base.network.nics, base_gbps / base.network.nics,
+                                    n.fabric.empty() ? "" : fmt::format("; fabric {}", n.fabric)));
+}
+
 // A run on fewer GPUs than one `cluster` node holds runs on the first `gpus` of them: the
 // catalog gains that part of the node as an instance (hw::Catalog::add_partial_instance).
 // Returns the catalog to use and renames `cluster`; nullptr (with `reason`) when the part
@@ -155,9 +238,10 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
 const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& cluster, int gpus,
                                    std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions,
                                    std::string& reason) {
-  const int per_node = catalog.instance(cluster).gpu_count;
-  if (gpus >= per_node) return &catalog;
-  local.emplace(catalog);
+  const hw::Catalog& from = local ? *local : catalog;
+  const int per_node = from.instance(cluster).gpu_count;
+  if (gpus >= per_node) return &from;
+  if (!local) local.emplace(catalog);
   try {
     const std::string part = local->add_partial_instance(cluster, gpus);
     assumptions.push_back(fmt::format("{} of the {} GPUs of one {} node (their NVLink, PCIe and NICs)", gpus, per_node, cluster));
@@ -169,33 +253,12 @@ const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& clus
   return &*local;
 }
 
-// A node whose source states its NICs as "<n>x <rate>G" ("4x 200G HDR IB") where that differs
-// from `cluster`'s network: the catalog gains `cluster` with the stated NICs
-// (hw::Catalog::add_network_variant) and `cluster` is renamed. Returns the catalog to use.
-const hw::Catalog* with_stated_network(const Json& hw, const hw::Catalog& catalog, std::string& cluster,
-                                       std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions) {
-  static const std::regex stated(R"((\d+)\s*x\s*(\d+)\s*G)", std::regex::icase);
-  const std::string inter = str(hw, "inter_node");
-  std::smatch m;
-  if (!std::regex_search(inter, m, stated)) return &catalog;
-  const int nics = std::stoi(m[1].str());
-  const double nic_bytes_per_s = std::stod(m[2].str()) * 1e9 / 8;
-  const auto& net = catalog.instance(cluster).network;
-  if (nics < 1 || nics > 64 || std::abs(nics * nic_bytes_per_s / net.bandwidth_bytes_per_s - 1.0) < 0.01) return &catalog;
-  if (!local) local.emplace(catalog);
-  const std::string base = cluster;
-  cluster = local->add_network_variant(base, nics, nic_bytes_per_s, fmt::format("network as the source states it: {}", inter));
-  assumptions.push_back(fmt::format("{} with the stated network ({} x {:.0f} Gb/s per node) instead of its {} x {:.0f} Gb/s", base,
-                                    nics, nic_bytes_per_s * 8 / 1e9, net.nics, net.nic_bandwidth_bytes_per_s() * 8 / 1e9));
-  return &*local;
-}
-
 // The catalog for a point's `gpus` on `cluster`: part of a node (on_part_of_node), the stated
 // network (with_stated_network). nullptr (with `reason`) when the part cannot be built.
 const hw::Catalog* node_catalog(const Json& hw, const hw::Catalog& catalog, std::string& cluster, int gpus,
                                 std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions, std::string& reason) {
-  const hw::Catalog* cat = on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
-  return cat ? with_stated_network(hw, *cat, cluster, local, assumptions) : nullptr;
+  with_stated_network(hw, catalog, cluster, local, assumptions);
+  return on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
 }
 
 // The model of a point: the catalog model with the point's shape, else one built from the
@@ -271,7 +334,19 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
 }
 
 // The measured step time of a training point and how it was obtained.
-std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, std::string& how) {
+// A TFLOP/s convention a source states once ("F=96Bslh^2(...)" on its Table 1 points) and its
+// other points refer to ("as Table 1"): the source titles whose points state the Narayanan et
+// al. formula.
+using FormulaSources = std::set<std::string>;
+FormulaSources sources_stating_96bslh(const std::vector<const Json*>& points) {
+  FormulaSources out;
+  for (const Json* p : points)
+    if (contains(str(member(*p, "metrics"), "tflops_kind"), "96Bslh")) out.insert(str(member(*p, "source"), "title"));
+  return out;
+}
+
+std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, const FormulaSources& formula,
+                                    std::string& how) {
   const Json& x = member(point, "metrics");
   const Json& m = member(point, "model");
   if (auto t = measured(x, "step_time_s")) {
@@ -291,13 +366,16 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
     const std::string kind = str(x, "tflops_kind");
     const auto layers = whole(m, "layers", 1, limits::kMaxLayers);
     const auto hidden = whole(m, "hidden", 1, limits::kMaxWidth);
-    if (contains(kind, "96Bslh") && layers && hidden) {
+    // "as Table 1": the convention of the source's own Table 1, when that source's points state it.
+    const bool same_as_table = contains(kind, "as Table") && formula.count(str(member(point, "source"), "title")) > 0;
+    if ((contains(kind, "96Bslh") || same_as_table) && layers && hidden) {
       // Narayanan et al. 2021, eq. 3 (counts the recomputed forward).
       const double B = static_cast<double>(p.global_batch), s = static_cast<double>(seq),
                    l = static_cast<double>(*layers), h = static_cast<double>(*hidden),
                    V = static_cast<double>(whole(m, "vocab", 1, limits::kMaxVocab).value_or(51200));
       const double F = 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
-      how = "published TFLOP/s per GPU converted with the source's F = 96Bslh^2(1 + s/6h + V/16lh)";
+      how = same_as_table ? "published TFLOP/s per GPU (\"as Table 1\") converted with the source's F = 96Bslh^2(1 + s/6h + V/16lh)"
+                          : "published TFLOP/s per GPU converted with the source's F = 96Bslh^2(1 + s/6h + V/16lh)";
       return F / (*tf * 1e12 * gpus);
     }
   }
@@ -347,7 +425,71 @@ plan::Plan plan_on_stack(ValidationPoint& vp) {
   return p;
 }
 
-void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
+// Megatron-core builds pp*vp model chunks of num_layers / (pp*vp) layers each and refuses a
+// layer count they do not divide, unless the embedding and the loss count as layers
+// (account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split: NeMo's and
+// NVIDIA's Llama 3.1 405B recipes set both), when (num_layers + 2) must be a multiple. A
+// published Megatron run whose layers the chunks do not divide but layers + 2 do ran that
+// split (the 30-layer 405B proxy on pp 4 x vp 8: embedding alone, one layer per chunk, the
+// output layer and loss alone); the plan gets it as explicit stages.
+void map_megatron_split(plan::Plan& p, const plan::PlanContext& ctx, ValidationPoint& vp) {
+  const int chunks = p.pp * p.vp;
+  const int blocks = ctx.graph.num_blocks();
+  const int units = static_cast<int>(ctx.graph.units().size());
+  if (chunks < 2 || !contains(vp.framework, "Megatron") || units != blocks + 2) return;
+  if (blocks % chunks == 0 || units % chunks != 0) return;
+  p.stages = plan::even_stages_counting_ends(units, chunks);
+  const int per_chunk = units / chunks;
+  vp.setup += " emb+loss-split";
+  vp.assumptions.push_back(fmt::format(
+      "{} layers on pp*vp = {} chunks: Megatron-core's split that counts the embedding and the loss as layers "
+      "(account_for_embedding/loss_in_pipeline_split, the only split Megatron-core runs this with): {} units per chunk, the "
+      "first chunk the embedding and {} layer(s), the last {} layer(s) and the output layer and loss",
+      blocks, chunks, per_chunk, per_chunk - 1, per_chunk - 1));
+}
+
+// A mapped training point's predictions: peak memory (plan::peak_memory, with the loss buffer of
+// the framework the source names) and the simulated step time, plus the analytical one when the
+// caller supplies it.
+void predict_training(const plan::Plan& p, const plan::PlanContext& ctx, const ValidationOptions& options, int gpus,
+                      ValidationPoint& vp) {
+  plan::MemoryOptions memory_options;
+  if (contains(vp.framework, "llm-foundry")) {
+    // llm-foundry's MPT loss defaults to flash-attn's fused CrossEntropyLoss (loss_fn
+    // "fused_crossentropy"): it reads the 16-bit logits and writes a 16-bit gradient, no fp32 copy.
+    memory_options.loss_bytes_per_logit = 2.0;
+    vp.assumptions.push_back("loss: llm-foundry's default fused cross-entropy (flash-attn) on the 16-bit logits, no fp32 copy");
+  }
+  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx, memory_options);
+  vp.fits_memory = mem.fits();
+  vp.peak_memory_bytes = mem.total_bytes();
+  vp.memory_capacity_bytes = mem.capacity_bytes;
+  vp.gpus_per_node = ctx.instance->gpu_count;
+  vp.num_gpus = gpus;
+  vp.gpu = ctx.gpu->name;
+  // The plan's one prediction: what the planner ranks by and `trainplan simulate` prints above
+  // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
+  sim::PlanSimOptions so;
+  so.sim.calibration = options.calibration;
+  if (options.calibrate) options.calibrate(*ctx.gpu, so.sim);
+  so.sim.record_timeline = false;
+  so.memory_events = false;
+  so.granularity = plan::Granularity::layer;
+  so.fidelity = sim::Fidelity::symmetric;
+  const auto sim = sim::simulate_plan(p, ctx, so);
+  vp.predicted = sim.step.step_time_s;
+  vp.error = vp.predicted / vp.measured - 1.0;
+  if (options.analytical_step_s) {
+    vp.predicted_analytical = options.analytical_step_s(p, ctx);
+    vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
+  }
+  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
+  vp.model_tflops_measured = model_flops / (vp.measured * gpus) / 1e12;
+  vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
+}
+
+void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
+                  ValidationPoint& vp) {
   const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
   const Json& hwj = member(point, "hardware");
@@ -456,12 +598,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
       throw;
     }
   }();
+  map_megatron_split(p, ctx, vp);
   if (auto problem = plan::check(p, ctx)) {
     vp.reason = fmt::format("the published configuration is not a valid plan here: {}", *problem);
     return;
   }
   std::string how;
-  auto measured = measured_step(point, p, ctx.seq_len, gpus, how);
+  auto measured = measured_step(point, p, ctx.seq_len, gpus, formula, how);
   if (!measured) {
     vp.reason = "no step time, tokens/s or convertible TFLOP/s is given";
     return;
@@ -470,32 +613,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   vp.metric = "step_time_s";
   vp.measured = *measured;
   vp.measured_from = how;
-  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx);
-  vp.fits_memory = mem.fits();
-  vp.peak_memory_bytes = mem.total_bytes();
-  vp.memory_capacity_bytes = mem.capacity_bytes;
-  vp.gpus_per_node = inst.gpu_count;
-  vp.num_gpus = gpus;
-  vp.gpu = ctx.gpu->name;
-  // The plan's one prediction: what the planner ranks by and `trainplan simulate` prints above
-  // 64 GPUs (layer granularity, one rank per symmetry class, no memory events).
-  sim::PlanSimOptions so;
-  so.sim.calibration = options.calibration;
-  if (options.calibrate) options.calibrate(*ctx.gpu, so.sim);
-  so.sim.record_timeline = false;
-  so.memory_events = false;
-  so.granularity = plan::Granularity::layer;
-  so.fidelity = sim::Fidelity::symmetric;
-  const auto sim = sim::simulate_plan(p, ctx, so);
-  vp.predicted = sim.step.step_time_s;
-  vp.error = vp.predicted / vp.measured - 1.0;
-  if (options.analytical_step_s) {
-    vp.predicted_analytical = options.analytical_step_s(p, ctx);
-    vp.error_analytical = vp.predicted_analytical / vp.measured - 1.0;
-  }
-  const double model_flops = ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch);
-  vp.model_tflops_measured = model_flops / (vp.measured * gpus) / 1e12;
-  vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
+  predict_training(p, ctx, options, gpus, vp);
 }
 
 void map_collective(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, ValidationPoint& vp) {
@@ -781,13 +899,17 @@ void map_scaling_efficiency(const Json& point, const hw::Catalog& catalog, const
 std::string framework_of(const Json& point) {
   const Json none;
   const Json& source = point.contains("source") ? point["source"] : none;
-  std::string text = str(source, "title") + " " + str(source, "locator") + " " + str(source, "ref");
+  std::string notes;
   if (point.contains("notes") && point["notes"].is_array())
     for (const auto& n : point["notes"])
-      if (n.is_string()) text += " " + n.get<std::string>();
+      if (n.is_string()) notes += " " + n.get<std::string>();
+  const std::string text = str(source, "title") + " " + str(source, "locator") + " " + str(source, "ref") + notes;
   if (contains(text, "NeMo")) return "NeMo (Megatron-core)";
   if (contains(text, "llm-foundry") || contains(text, "MosaicML") || contains(text, "Composer")) return "PyTorch FSDP (llm-foundry)";
-  if (contains(text, "DeepSpeed") || contains(text, "ZeRO")) return "DeepSpeed";
+  // DeepSpeed when the point's notes or the source's title / reference name it; a locator
+  // ("Table 2 (PTD-P vs ZeRO-3 ...)") names what a table compares, not what each row ran.
+  const std::string named = str(source, "title") + " " + str(source, "ref") + notes;
+  if (contains(named, "DeepSpeed") || contains(named, "ZeRO")) return "DeepSpeed";
   if (contains(text, "SageMaker")) return "SageMaker";
   if (contains(text, "Megatron")) return "Megatron-LM";
   if (contains(text, "JAX") || contains(text, "MaxText") || contains(text, "Pax")) return "JAX";
@@ -885,6 +1007,9 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     selected.push_back(&p.value());
   }
   report.points.resize(selected.size());
+  std::vector<const Json*> all;
+  for (const auto& p : points) all.push_back(&p.value());
+  const FormulaSources formula = sources_stating_96bslh(all);
   ThreadPool pool(static_cast<size_t>(std::max(0, options.threads)));
   pool.parallel_for(selected.size(), [&](size_t i) {
     const Json& point = *selected[i];
@@ -896,7 +1021,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     vp.verification = str(point, "verification");
     vp.framework = framework_of(point);
     try {
-      if (vp.kind == "training_throughput") map_training(point, catalog, options, vp);
+      if (vp.kind == "training_throughput") map_training(point, catalog, options, formula, vp);
       else if (vp.kind == "collective_benchmark") map_collective(point, catalog, options, vp);
       else if (vp.kind == "relative_speedup") map_relative_speedup(point, catalog, options, vp);
       else if (vp.kind == "scaling_efficiency") map_scaling_efficiency(point, catalog, options, vp);

@@ -153,12 +153,13 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
   mb.activations_bytes = activation_peak_bytes(plan, ctx, stage);
 
   // Workspace: the cross-entropy of the stage that owns the loss holds its logits in fp32
-  // (b * s/cp * V/t * 4 bytes, as Megatron-LM computes the loss in fp32), and cuBLAS keeps the
-  // workspace the catalog gives for the GPU (32 MiB on Hopper, 4 MiB before).
+  // (b * s/cp * V/t * 4 bytes, as Megatron-LM computes the loss in fp32; a fused loss on the
+  // 16-bit logits holds their 16-bit gradient: MemoryOptions::loss_bytes_per_logit), and cuBLAS
+  // keeps the workspace the catalog gives for the GPU (32 MiB on Hopper, 4 MiB before).
   mb.workspace_bytes = ctx.gpu->cublas_workspace_bytes;
   if (owns_output && ctx.model_spec.vocab > 0)
     mb.workspace_bytes += static_cast<double>(plan.micro_batch) * static_cast<double>(ctx.seq_len) *
-                          static_cast<double>(ctx.model_spec.vocab) / tp / plan.cp * 4.0;
+                          static_cast<double>(ctx.model_spec.vocab) / tp / plan.cp * options.loss_bytes_per_logit;
 
   // Communication buffers.
   double comm = 0.0;

@@ -87,6 +87,18 @@ std::vector<StageAssignment> even_stages(int num_units, int stages) {
   return out;
 }
 
+std::vector<StageAssignment> even_stages_counting_ends(int num_units, int stages) {
+  TP_ASSERT(stages >= 1 && num_units >= stages);
+  std::vector<StageAssignment> out(static_cast<size_t>(stages));
+  int next = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int count = num_units / stages + (s < num_units % stages ? 1 : 0);
+    out[static_cast<size_t>(s)] = {next, next + count - 1};
+    next += count;
+  }
+  return out;
+}
+
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& file) {
   return resolve(plan, catalog, located(file, "/model", [&] { return models::resolve_model(plan.model); }), file);
 }
@@ -210,9 +222,13 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
   if (p.schedule == Schedule::interleaved_1f1b) {
     if (p.pp == 1) return err("/schedule", "interleaved-1f1b needs pp > 1", "use \"1f1b\" without pipeline parallelism");
     if (p.vp < 2) return err("/parallelism/vp", "interleaved-1f1b needs vp >= 2 virtual stages per rank", "set vp to 2 or more");
-    if (p.pp * p.vp > blocks)
+    // More chunks than blocks only with explicit stages that give the input and output units
+    // chunks of their own (Megatron-core's account_for_embedding / account_for_loss split); the
+    // stage rules below then check that every chunk has a unit.
+    if (p.pp * p.vp > blocks && p.stages.size() != static_cast<size_t>(p.pp * p.vp))
       return err("/parallelism/vp", fmt::format("pp*vp = {} model chunks but only {} layers", p.pp * p.vp, blocks),
-                 "lower vp so that every chunk has a layer");
+                 "lower vp so that every chunk has a layer, or give \"stages\" with the embedding and output units as chunks of "
+                 "their own");
   }
   const int64_t per_step = p.micro_batch * p.dp;
   if (p.global_batch % per_step != 0)

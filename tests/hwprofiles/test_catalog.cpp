@@ -299,6 +299,25 @@ TEST_CASE("hwprofiles: generic DGX clusters match the validation systems", "[hwp
   CHECK(h100.network.nic_bandwidth_bytes_per_s() == Approx(400e9 / 8));  // NDR 400 Gb/s per GPU
   CHECK(h100.host_memory_bytes == Approx(2e12));
   CHECK(h100.network.gpudirect_rdma);
+  // DGX-2 (GTC 2018 announcement): 16 V100 32 GB on NVSwitch (300 GB/s per GPU both ways), 8 x
+  // 100 Gb/s EDR InfiniBand, 1.5 TB host memory, 2 PFLOPS of tensor math.
+  const auto& dgx2 = cat.instance("dgx-2");
+  CHECK_FALSE(dgx2.aws);
+  CHECK(dgx2.gpu_count == 16);
+  CHECK(dgx2.gpu == "V100-SXM3-32GB");
+  CHECK(dgx2.topology.nvswitch_bandwidth_bytes_per_s * 2 == Approx(300e9));
+  CHECK(dgx2.network.nics == 8);
+  CHECK(dgx2.network.nic_bandwidth_bytes_per_s() == Approx(100e9 / 8));
+  CHECK(dgx2.host_memory_bytes == Approx(1.536e12));
+  CHECK(16 * cat.gpu(dgx2.gpu).peak_flops_per_s(Precision::fp16) == Approx(2e15));
+  // A node with another stated network: half the NICs at the same rate.
+  hw::Catalog mine = cat;
+  const auto& four = mine.instance(mine.add_network_variant("dgx-a100-80gb", 4, 200e9 / 8, "stated"));
+  CHECK(four.name == "dgx-a100-80gb:4x200Gbps");
+  CHECK(four.network.nics == 4);
+  CHECK(four.network.nic_bandwidth_bytes_per_s() == Approx(200e9 / 8));
+  CHECK(four.gpu_count == 8);
+  REQUIRE_ERROR_CONTAINS(mine.add_network_variant("dgx-a100-80gb", 0, 1e9, "none"), "1 to 64 NICs");
 }
 
 TEST_CASE("hwprofiles: load_dir of the catalog folder equals the built-in catalog", "[hwprofiles][catalog]") {

@@ -132,3 +132,19 @@ TEST_CASE("plan memory: fits compares the total with usable GPU memory", "[plan]
   CHECK(m.fits());
   CHECK(m.capacity_bytes == Approx(ctx2.gpu->memory_bytes * 0.97));
 }
+
+TEST_CASE("plan memory: the loss buffer is b*s*V/t bytes per logit of the loss (fp32 copy or fused on 16-bit logits)", "[plan]") {
+  const auto& cat = hw::Catalog::builtin();
+  plan::Plan p = make_plan("gpt2-124m", "p4d.24xlarge", 1, 8, 1, 1);
+  p.micro_batch = 4;
+  p.global_batch = 32;
+  auto ctx = plan::resolve(p, cat, "test");
+  const auto fp32 = plan::peak_memory(p, ctx);
+  plan::MemoryOptions fused;
+  fused.loss_bytes_per_logit = 2.0;
+  const auto bf16 = plan::peak_memory(p, ctx, fused);
+  const double logits = 4.0 * static_cast<double>(ctx.seq_len) * static_cast<double>(ctx.model_spec.vocab);
+  CHECK(fp32.workspace_bytes - ctx.gpu->cublas_workspace_bytes == Approx(4.0 * logits));
+  CHECK(bf16.workspace_bytes - ctx.gpu->cublas_workspace_bytes == Approx(2.0 * logits));
+  CHECK(fp32.total_bytes() - bf16.total_bytes() == Approx(2.0 * logits));
+}

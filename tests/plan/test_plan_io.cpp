@@ -1,6 +1,7 @@
 // Plan JSON: round trip, defaults, and the validation rules with their error text.
 #include "test_support.hpp"
 #include "trainplan/plan/plan.hpp"
+#include "trainplan/plan/step_program.hpp"
 
 using namespace trainplan;
 
@@ -116,6 +117,60 @@ TEST_CASE("plan: even stage split puts the embedding first and the head last", "
   for (size_t i = 1; i < s.size(); ++i) CHECK(s[i].first_unit == s[i - 1].last_unit + 1);
   // 10 blocks per stage.
   CHECK(s[1].last_unit - s[1].first_unit + 1 == 10);
+}
+
+TEST_CASE("plan: Megatron-core's split counting the embedding and the loss as layers", "[plan]") {
+  // 128 units (126 layers + embedding + output) on pp 8 x vp 8 = 64 chunks: 2 units each, so
+  // the first chunk is the embedding and one layer, the last one layer and the output.
+  auto s = plan::even_stages_counting_ends(128, 64);
+  REQUIRE(s.size() == 64);
+  CHECK(s[0].first_unit == 0);
+  CHECK(s[0].last_unit == 1);
+  CHECK(s[63].first_unit == 126);
+  CHECK(s[63].last_unit == 127);
+  for (size_t i = 1; i < s.size(); ++i) {
+    CHECK(s[i].first_unit == s[i - 1].last_unit + 1);
+    CHECK(s[i].last_unit - s[i].first_unit + 1 == 2);
+  }
+  // The 30-layer proxy on 32 chunks: every unit a chunk of its own.
+  auto one = plan::even_stages_counting_ends(32, 32);
+  for (int i = 0; i < 32; ++i) {
+    CHECK(one[static_cast<size_t>(i)].first_unit == i);
+    CHECK(one[static_cast<size_t>(i)].last_unit == i);
+  }
+  // Not a multiple: earlier chunks take the remainder.
+  auto r = plan::even_stages_counting_ends(10, 4);
+  CHECK(r[0].last_unit == 2);
+  CHECK(r[1].last_unit == 5);
+  CHECK(r[2].last_unit == 7);
+  CHECK(r[3].last_unit == 9);
+}
+
+TEST_CASE("plan: more chunks than layers only with stages that give the embedding and output chunks of their own", "[plan]") {
+  // gpt3-1.3b: 24 layers, 26 units; pp 2 x vp 13 = 26 chunks.
+  plan::Plan p;
+  p.model = "gpt3-1.3b";
+  p.instance_type = "p4d.24xlarge";
+  p.dp = 4;
+  p.pp = 2;
+  p.vp = 13;
+  p.schedule = plan::Schedule::interleaved_1f1b;
+  p.global_batch = 8;
+  p.micro_batch = 1;
+  {
+    plan::Plan q = p;
+    REQUIRE_ERROR_CONTAINS(validate(q), "pp*vp = 26 model chunks but only 24 layers");
+  }
+  p.stages = plan::even_stages_counting_ends(26, 26);
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  plan::validate(p, ctx, "plan.json");
+  // Stage 0's first chunk holds the embedding alone; the program lowers with every chunk.
+  const plan::StepProgram prog = plan::lower(p, ctx);
+  CHECK(prog.ranks.size() == 8);
+  // One unit too many: a chunk would be empty.
+  p.stages = plan::even_stages_counting_ends(26, 26);
+  p.stages.back() = {25, 24};
+  REQUIRE_ERROR_CONTAINS(validate(p), "empty stage");
 }
 
 TEST_CASE("plan: one AZ and one cluster placement group by default, not written", "[plan]") {

@@ -63,6 +63,11 @@ struct MemoryOptions {
   double framework_overhead_bytes = 1.5 * 1073741824.0;
   /// Share of the GPU's memory that is usable (the driver reserves some).
   double usable_fraction = 0.97;
+  /// Bytes per logit of the loss's working buffer on the stage that owns the output: 4 when the
+  /// cross-entropy works on an fp32 copy of the logits (Megatron-LM, PyTorch's cross_entropy
+  /// under autocast), 2 when a fused kernel reads the 16-bit logits and writes their 16-bit
+  /// gradient (flash-attn's CrossEntropyLoss, llm-foundry's default loss).
+  double loss_bytes_per_logit = 4.0;
 };
 
 /// Memory of pipeline rank `stage` (0..pp-1), all its virtual stages together. Activations are

@@ -242,4 +242,14 @@ std::optional<std::string> check_precision(const Plan& plan, const PlanContext& 
 /// possible, the input unit on the first stage, the output unit on the last.
 std::vector<StageAssignment> even_stages(int num_units, int stages);
 
+/// Megatron-core's split with account_for_embedding_in_pipeline_split and
+/// account_for_loss_in_pipeline_split: the input unit (embedding) and the output unit (final
+/// norm, output layer, loss) each count as one layer, and all `num_units` units are divided as
+/// evenly as possible over `stages` contiguous ranges, earlier ranges taking the remainder.
+/// When num_units is a multiple of stages (what Megatron-core requires) the first chunk holds
+/// the embedding and one layer fewer than the rest, the last chunk the output unit and one layer
+/// fewer (a 30-layer model on pp*vp = 32 chunks: embedding alone, one layer per chunk, output
+/// alone). Needs num_units >= stages.
+std::vector<StageAssignment> even_stages_counting_ends(int num_units, int stages);
+
 }  // namespace trainplan::plan
