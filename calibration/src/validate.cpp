@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <tuple>
 
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/strings.hpp"
@@ -119,6 +120,83 @@ StatedNetwork stated_network(const std::string& text) {
   return out;
 }
 
+// Lower-case alphanumeric tokens of `s` ("NVIDIA L40S 48GB" -> nvidia, l40s, 48gb).
+std::vector<std::string> tokens(const std::string& s) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.back().empty()) out.emplace_back();
+  }
+  if (out.back().empty()) out.pop_back();
+  return out;
+}
+bool has_token(const std::vector<std::string>& t, std::string_view w) { return std::find(t.begin(), t.end(), w) != t.end(); }
+bool has_token_prefix(const std::vector<std::string>& t, std::string_view w) {
+  return std::any_of(t.begin(), t.end(), [&](const std::string& x) { return x.rfind(w, 0) == 0; });
+}
+
+// Whether the GPU a point names can be the catalog GPU `g`: its family (the first token of the
+// catalog name: "l40s" of "L40S", "a100" of "A100-SXM4-80GB") is a token of the stated name,
+// and a stated form factor (SXM, PCIe, NVL) and memory size ("80GB" or gpu_mem_gb, within
+// 15 %: catalog sizes are as sold) agree with the catalog GPU's.
+bool names_gpu(const Json& hw, const std::vector<std::string>& stated, const hw::GpuSpec& g) {
+  const std::vector<std::string> cat = tokens(g.name);
+  if (cat.empty() || !has_token(stated, cat.front())) return false;
+  const bool cat_sxm = has_token_prefix(cat, "sxm"), stated_sxm = has_token_prefix(stated, "sxm");
+  const bool stated_pcie = has_token(stated, "pcie") || has_token(stated, "nvl");
+  if ((stated_pcie && !has_token(cat, "pcie")) || (stated_sxm && !cat_sxm)) return false;
+  std::optional<double> gb = num(hw, "gpu_mem_gb");
+  for (const auto& t : stated) {
+    const size_t digits = t.find_first_not_of("0123456789");
+    if (!gb && digits > 0 && digits != std::string::npos && t.substr(digits) == "gb") gb = std::stod(t.substr(0, digits));
+  }
+  const double cat_gb = g.memory_bytes / (1024.0 * 1024 * 1024);
+  return !gb || std::fabs(*gb - cat_gb) <= 0.15 * cat_gb;
+}
+
+// A point's cluster from the catalog itself, when no known system below describes it: an
+// instance type its system or network text names (the longest name, "ml.g5.48xlarge" ->
+// g5.48xlarge), else a catalog node whose GPU the point names (names_gpu): with the stated
+// GPUs per node when given, else the one whose GPU count equals the run's, the smallest that
+// holds it, or the largest that divides it; a node that is not an AWS instance (it takes the stated
+// network, with_stated_network) unless the text says EFA, AWS or SageMaker. "" when none fits.
+std::string map_cluster_by_gpu(const Json& hw, const hw::Catalog& catalog, int num_gpus, std::vector<std::string>& assumptions) {
+  const std::string gpu = str(hw, "gpu"), inter = str(hw, "inter_node"), system = str(hw, "system");
+  const std::vector<std::string> stated = tokens(gpu);
+  const std::string text = to_lower(system + " " + inter);
+  std::string named;
+  for (const auto& n : catalog.instance_names())
+    if (text.find(to_lower(n)) != std::string::npos && n.size() > named.size() && catalog.has_instance(n) &&
+        (stated.empty() || names_gpu(hw, stated, catalog.gpu(catalog.instance(n).gpu))))
+      named = n;
+  if (!named.empty()) return named;
+  if (stated.empty()) return "";
+  const auto per_node = num(hw, "gpus_per_node");
+  const bool aws = contains(text, "efa") || contains(text, "aws") || contains(text, "sagemaker") || contains(text, "ec2");
+  std::string best;
+  auto score = [&](const hw::InstanceType& i) {
+    // Exact GPUs per node first, then one node that holds the run, the network kind the text
+    // implies, and the smallest such node (else the largest, for a run over several).
+    const int count = i.gpu_count;
+    const bool exact = per_node ? count == static_cast<int>(*per_node) : count == num_gpus;
+    const bool fits = num_gpus <= count;
+    return std::make_tuple(exact, fits, i.aws == aws, fits ? -count : count);
+  };
+  for (const auto& n : catalog.instance_names()) {
+    if (!catalog.has_instance(n)) continue;
+    const hw::InstanceType& i = catalog.instance(n);
+    if (i.gpu_count <= 0 || !names_gpu(hw, stated, catalog.gpu(i.gpu))) continue;
+    if (per_node && i.gpu_count != static_cast<int>(*per_node)) continue;
+    if (num_gpus > i.gpu_count && num_gpus % i.gpu_count != 0) continue;
+    if (best.empty() || score(i) > score(catalog.instance(best))) best = n;
+  }
+  if (!best.empty())
+    assumptions.push_back(fmt::format("{} GPUs ({}) modelled as the catalog's {} ({} x {}, {})", num_gpus, gpu, best,
+                                      catalog.instance(best).gpu_count, catalog.instance(best).gpu,
+                                      catalog.instance(best).aws ? "an AWS instance" : "a reference node"));
+  return best;
+}
+
 // Which catalog cluster a point's hardware is. Empty + reason when none fits.
 std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus, std::vector<std::string>& assumptions,
                         std::string& reason) {
@@ -127,6 +205,17 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   const std::string system = str(hw, "system");
   const bool single_node = num_gpus <= 8;
   std::string name;
+  // A GPU of a catalog family in a form factor or memory size the catalog lacks (A100 PCIe,
+  // H100 NVL) runs at other clocks, power and links: not modelled as the SXM part.
+  const std::vector<std::string> stated = tokens(gpu);
+  std::vector<std::string> family;
+  bool variant = false;
+  for (const auto& [n, g] : catalog.gpus())
+    if (const auto t = tokens(n); !t.empty() && has_token(stated, t.front())) family.push_back(n), variant = variant || names_gpu(hw, stated, g);
+  if (!family.empty() && !variant) {
+    reason = fmt::format("no catalog cluster has a {}: the catalog's {} differ in form factor or memory", gpu, join(family, ", "));
+    return "";
+  }
   // InfiniBand named any way a source writes it ("InfiniBand", "IB", "NDR", "HDR", "400 Gb/s").
   const bool infiniband = contains(inter, "infiniband") || contains(inter, "ib ") || contains(inter, " ib") ||
                           contains(inter, "NDR") || contains(inter, "HDR") || contains(inter, "ConnectX");
@@ -192,6 +281,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
                                         system.empty() ? gpu : system, name));
     }
   }
+  if (name.empty()) name = map_cluster_by_gpu(hw, catalog, num_gpus, assumptions);
   if (name.empty()) {
     reason = fmt::format("no catalog cluster for {} with \"{}\"", gpu.empty() ? "an unknown GPU" : gpu,
                          inter.empty() ? system : inter);
@@ -261,6 +351,47 @@ const hw::Catalog* node_catalog(const Json& hw, const hw::Catalog& catalog, std:
   return on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
 }
 
+// A model name reduced for matching: lower-case letters, digits and dots ("Llama-2 70B" ->
+// "llama270b"); Llama 3.1 / 3.2 / 3.3 at 8B and 70B have Llama 3's shapes (their model
+// cards), so "llama3.1" reads as "llama3" unless the catalog has the name itself.
+std::string model_key(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The catalog model a point names when it does not state the shape: a catalog name or display
+// name ("llama2-70b", "Llama 2 70B") whose key (model_key) is in the point's name, or the point's
+// name in exactly one catalog key; the longest such key wins. A stated parameter count must be
+// within 15 % of the catalog model's. "" when none fits (or the name is in several keys).
+std::string catalog_model_named(const Json& m) {
+  const std::string name = model_key(str(m, "name"));
+  if (name.size() < 4 || name.find_first_of("0123456789") == std::string::npos) return "";
+  std::string with_31 = name;
+  for (const char* v : {"llama3.1", "llama3.2", "llama3.3"})
+    if (auto at = with_31.find(v); at != std::string::npos) with_31.replace(at, 8, "llama3");
+  std::string best;
+  std::set<std::string> containing;
+  size_t best_len = 0;
+  for (const auto& s : models::ModelCatalog::builtin().specs()) {
+    if (s.family == models::Family::mlp || s.name.find("tiny") != std::string::npos) continue;
+    for (const std::string& key : {model_key(s.name), model_key(s.display_name)}) {
+      if (key.find_first_of("0123456789") == std::string::npos) continue;
+      if ((name.find(key) != std::string::npos || with_31.find(key) != std::string::npos) && key.size() > best_len)
+        best = s.name, best_len = key.size();
+      if (key.find(name) != std::string::npos) containing.insert(s.name);
+    }
+  }
+  if (best.empty() && containing.size() == 1) best = *containing.begin();
+  if (best.empty()) return "";
+  if (const auto params_b = num(m, "params_b"); params_b && *params_b > 0) {
+    const double params = models::build_graph(models::ModelCatalog::builtin().spec(best)).total_params() / 1e9;
+    if (std::fabs(params - *params_b) > 0.15 * *params_b) return "";
+  }
+  return best;
+}
+
 // The model of a point: the catalog model with the point's shape, else one built from the
 // shape (decoder-only; Llama-style with SwiGLU, RMSNorm, rotary and untied embeddings when the
 // point's notes, grouped-query attention or a non-4h FFN say so; GPT-style otherwise). What a
@@ -270,7 +401,11 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
   auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
   const int64_t layers = get("layers"), hidden = get("hidden"), heads = get("heads");
   if (!layers || !hidden || !heads) {
-    reason = "the model's layers / hidden / heads are not given";
+    if (const std::string named = catalog_model_named(m); !named.empty()) {
+      assumptions.push_back(fmt::format("shape not stated: the catalog's {} (\"{}\")", named, str(m, "name")));
+      return models::ModelCatalog::builtin().spec(named);
+    }
+    reason = "the model's layers / hidden / heads are not given, and its name is no catalog model's";
     return std::nullopt;
   }
   const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;

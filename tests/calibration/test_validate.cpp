@@ -17,6 +17,10 @@ const calibration::ValidationPoint& point(const calibration::ValidationReport& r
   FAIL("no point " << id);
   return r.points.front();
 }
+// Whether one of the point's listed assumptions contains `text`.
+bool assumes(const calibration::ValidationPoint& p, const std::string& text) {
+  return std::any_of(p.assumptions.begin(), p.assumptions.end(), [&](const std::string& a) { return a.find(text) != std::string::npos; });
+}
 // The mini file and one of its points, which tests vary.
 json::Json mini_doc() { return json::parse_file(testing::source_path("tests/calibration/data/published-mini.json")); }
 json::Json mini_point(const json::Json& doc, const std::string& id) {
@@ -277,13 +281,9 @@ TEST_CASE("validate: clusters from the point's GPU and interconnect fields, each
     CHECK(p.predicted > 0);
   }
   // Only the clusters inferred from loose descriptions carry an assumption saying so.
-  auto says_modelled = [](const calibration::ValidationPoint& p) {
-    return std::any_of(p.assumptions.begin(), p.assumptions.end(),
-                       [](const std::string& a) { return a.find("modelled as") != std::string::npos; });
-  };
-  CHECK(says_modelled(point(r, "ib-h100-16")));
-  CHECK(says_modelled(point(r, "hgx-h100")));
-  CHECK(says_modelled(point(r, "h200-one-node")));
+  CHECK(assumes(point(r, "ib-h100-16"), "modelled as"));
+  CHECK(assumes(point(r, "hgx-h100"), "modelled as"));
+  CHECK(assumes(point(r, "h200-one-node"), "modelled as"));
 }
 
 TEST_CASE("validate: a profile's calibration applies to the points on its GPU type only", "[calibration]") {
@@ -655,4 +655,98 @@ TEST_CASE("validate: a collective point's stated NICs replace the catalog node's
   CHECK(p.predicted > 50.0);
   CHECK(std::any_of(p.assumptions.begin(), p.assumptions.end(),
                     [](const std::string& a) { return a.find("with 4 x 200 Gb/s instead of its 8 x 200 Gb/s") != std::string::npos; }));
+}
+
+TEST_CASE("validate: any catalog GPU a point names maps onto a node with it; a PCIe or other-memory variant does not", "[calibration]") {
+  // Llama 3 8B (the mini cp point, without cp) under hardware descriptions the known systems do
+  // not cover: the catalog itself says which nodes hold the named GPU.
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-cp");
+  struct Case {
+    const char* id;
+    json::Json hardware;
+    const char* cluster;  // "" = not mapped
+  };
+  const Case cases[] = {
+      {"g6e-named", {{"gpu", "NVIDIA L40S"}, {"system", "ml.g6e.48xlarge"}, {"num_gpus", 8}}, "1 x g6e.48xlarge"},
+      {"l40s-4", {{"gpu", "L40S 48GB"}, {"num_gpus", 4}}, "1 x g6e.12xlarge"},
+      {"l4-two-nodes", {{"gpu", "NVIDIA L4"}, {"gpus_per_node", 8}, {"num_gpus", 16}, {"inter_node", "100 Gbps EFA"}}, "2 x g6.48xlarge"},
+      {"a10g-2", {{"gpu", "A10G"}, {"num_gpus", 2}}, "1 x g5.12xlarge:2gpu"},
+      {"h100-roce", {{"gpu", "H100 80GB HBM3"}, {"num_gpus", 16}, {"inter_node", "RoCE"}}, "2 x dgx-h100"},
+      {"b200", {{"gpu", "B200"}, {"num_gpus", 8}}, "1 x p6-b200.48xlarge"},
+      {"a100-pcie", {{"gpu", "A100 80GB PCIe"}, {"num_gpus", 8}, {"inter_node", "RoCE"}}, ""},
+      {"h100-nvl", {{"gpu", "H100 NVL"}, {"num_gpus", 4}}, ""},
+      {"l4-as-l40s-memory", {{"gpu", "L4"}, {"gpu_mem_gb", 48}, {"num_gpus", 1}}, ""},
+      {"a10-is-not-a10g", {{"gpu", "A10"}, {"num_gpus", 1}}, ""},
+  };
+  json::Json points = json::Json::array();
+  for (const Case& c : cases) {
+    json::Json q = base;
+    q["id"] = c.id;
+    q["hardware"] = c.hardware;
+    q["model"]["seq_len"] = 2048;
+    q["parallelism"] = {{"global_batch", 64}, {"micro_batch", 1}, {"tp", 1}, {"pp", 1}, {"dp", c.hardware["num_gpus"]}};
+    points.push_back(q);
+  }
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  for (const Case& c : cases) {
+    INFO(c.id);
+    const auto& p = point(r, c.id);
+    if (std::string(c.cluster).empty()) {
+      CHECK_FALSE(p.mapped);
+      CHECK(p.reason.find("no catalog cluster") != std::string::npos);
+      continue;
+    }
+    REQUIRE(p.mapped);
+    CHECK(p.cluster == c.cluster);
+    CHECK(p.predicted > 0);
+  }
+  // A node chosen by its GPU alone says so; one the point names (ml.g6e.48xlarge) does not.
+  CHECK(assumes(point(r, "l40s-4"), "modelled as the catalog's"));
+  CHECK(assumes(point(r, "h100-roce"), "modelled as the catalog's"));
+  CHECK_FALSE(assumes(point(r, "g6e-named"), "modelled as the catalog's"));
+}
+
+TEST_CASE("validate: a point that names a catalog model without its shape is that model; a parameter count must agree", "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-cp");
+  struct Case {
+    const char* id;
+    json::Json model;
+    const char* setup;  // "" = not mapped
+  };
+  const Case cases[] = {
+      {"llama2-70b-hf", {{"name", "meta-llama/Llama-2-70b-hf"}}, "llama2-70b"},
+      {"llama-3.1-8b", {{"name", "Llama 3.1 8B"}, {"params_b", 8.0}}, "llama3-8b"},
+      {"llama-3.1-405b", {{"name", "Llama 3.1 405B"}}, "llama3-405b "},
+      {"gpt3-175b", {{"name", "GPT-3 175B"}, {"params_b", 175}}, "gpt3-175b"},
+      {"mixtral", {{"name", "Mixtral-8x7B-v0.1"}}, "mixtral-8x7b"},
+      {"wrong-size", {{"name", "Llama 2 7B"}, {"params_b", 13}}, ""},
+      {"no-size", {{"name", "GPT-2-like model"}}, ""},
+  };
+  json::Json points = json::Json::array();
+  for (const Case& c : cases) {
+    json::Json q = base;
+    q["id"] = c.id;
+    q["model"] = c.model;
+    q["model"]["seq_len"] = 4096;
+    q["hardware"] = {{"gpu", "H100-SXM5-80GB"}, {"inter_node", "8x 400 Gb/s NDR"}, {"num_gpus", 64}};
+    q["parallelism"] = {{"global_batch", 64}, {"micro_batch", 1}, {"tp", 8}, {"pp", 8}, {"dp", 1}};
+    points.push_back(q);
+  }
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  for (const Case& c : cases) {
+    INFO(c.id);
+    const auto& p = point(r, c.id);
+    if (std::string(c.setup).empty()) {
+      CHECK_FALSE(p.mapped);
+      CHECK(p.reason.find("layers / hidden / heads are not given") != std::string::npos);
+      continue;
+    }
+    REQUIRE(p.mapped);
+    CHECK(p.setup.rfind(c.setup, 0) == 0);
+    CHECK(assumes(p, "shape not stated"));
+  }
 }
