@@ -623,15 +623,72 @@ void predict_training(const plan::Plan& p, const plan::PlanContext& ctx, const V
   vp.model_tflops_predicted = model_flops / (vp.predicted * gpus) / 1e12;
 }
 
+// The point's parallel layout and batch on `gpus` GPUs, into `p`; false (with vp.reason) when
+// they cannot be read. A published dp counts replicas without cp (Megatron's data-parallel
+// size); one that counts cp ranks too (tp·pp·dp = GPUs) is divided by cp, listed. The global
+// batch is the stated one, else global_batch_tokens / seq, else micro-batch x dp x the stated
+// gradient accumulation, each listed.
+bool map_layout_and_batch(const Json& q, const Json& m, int gpus, plan::Plan& p, ValidationPoint& vp) {
+  p.tp = static_cast<int>(whole(q, "tp", 1, limits::kMaxGpus).value_or(1));
+  p.pp = static_cast<int>(whole(q, "pp", 1, limits::kMaxGpus).value_or(1));
+  p.cp = static_cast<int>(whole(q, "cp", 1, limits::kMaxGpus).value_or(1));
+  const int64_t model_parallel = checked::multiply(checked::multiply(p.tp, p.pp, limits::kMaxGpus, "tp*pp"), p.cp, limits::kMaxGpus, "tp*pp*cp");
+  if (!num(q, "tp") || !num(q, "pp")) vp.assumptions.push_back("unstated tp/pp taken as 1");
+  if (const auto dp = whole(q, "dp", 1, limits::kMaxGpus)) {
+    p.dp = static_cast<int>(*dp);
+    if (p.cp > 1 && model_parallel * *dp != gpus && p.tp * p.pp * *dp == gpus && *dp % p.cp == 0) {
+      p.dp = static_cast<int>(*dp / p.cp);
+      vp.assumptions.push_back(fmt::format("the published dp {} counts the cp ranks (tp·pp·dp = {} GPUs): {} replicas of cp {}", *dp,
+                                           gpus, p.dp, p.cp));
+    }
+  } else if (gpus % model_parallel != 0) {
+    vp.reason = fmt::format("{} GPUs is not a multiple of tp·pp·cp = {}", gpus, model_parallel);
+    return false;
+  } else {
+    p.dp = static_cast<int>(gpus / model_parallel);
+  }
+  const auto mb = whole(q, "micro_batch", 1, limits::kMaxBatch);
+  p.micro_batch = mb.value_or(1);
+  if (!mb) vp.assumptions.push_back("micro-batch size not given: 1 assumed");
+  if (const auto gb = whole(q, "global_batch", 1, limits::kMaxBatch)) {
+    p.global_batch = *gb;
+    return true;
+  }
+  const auto seq = whole(m, "seq_len", 1, limits::kMaxSeqLen);
+  const auto tokens = whole(q, "global_batch_tokens", 1, limits::kMaxBatch * limits::kMaxSeqLen);
+  const auto accum = whole(q, "other_grad_accum", 1, limits::kMaxBatch);
+  if (tokens && seq && *tokens % *seq == 0) {
+    p.global_batch = *tokens / *seq;
+    vp.assumptions.push_back(fmt::format("global batch from the stated {} tokens per step / sequence {}: {}", *tokens, *seq, p.global_batch));
+  } else if (mb && accum) {
+    p.global_batch = checked::multiply(checked::multiply(*mb, p.dp, limits::kMaxBatch, "micro_batch*dp"), *accum, limits::kMaxBatch,
+                                       "micro_batch*dp*grad_accum");
+    vp.assumptions.push_back(fmt::format("global batch from micro-batch {} x dp {} x gradient accumulation {}: {}", *mb, p.dp, *accum,
+                                         p.global_batch));
+  } else {
+    vp.reason = "the global batch is not given";
+    return false;
+  }
+  return true;
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
                   ValidationPoint& vp) {
   const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
   const Json& hwj = member(point, "hardware");
-  const int gpus = static_cast<int>(whole(hwj, "num_gpus", 1, limits::kMaxGpus).value_or(0));
+  int gpus = static_cast<int>(whole(hwj, "num_gpus", 1, limits::kMaxGpus).value_or(0));
   if (gpus <= 0) {
-    vp.reason = "the number of GPUs is not given";
-    return;
+    // Not stated: the stated layout's product, when it states dp.
+    const auto dp = whole(q, "dp", 1, limits::kMaxGpus);
+    if (!dp) {
+      vp.reason = "the number of GPUs is not given";
+      return;
+    }
+    int64_t n = *dp;
+    for (const char* k : {"tp", "pp", "cp"}) n = checked::multiply(n, whole(q, k, 1, limits::kMaxGpus).value_or(1), limits::kMaxGpus, "tp*pp*cp*dp");
+    gpus = static_cast<int>(n);
+    vp.assumptions.push_back(fmt::format("number of GPUs not stated: tp·pp·cp·dp = {}", gpus));
   }
   const std::optional<models::ModelSpec> spec = map_model(m, vp.assumptions, vp.reason);
   if (!spec) return;
@@ -652,26 +709,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   p.model = model;
   p.instance_type = cluster;
   p.instance_count = gpus / inst.gpu_count;
-  p.tp = static_cast<int>(whole(q, "tp", 1, limits::kMaxGpus).value_or(1));
-  p.pp = static_cast<int>(whole(q, "pp", 1, limits::kMaxGpus).value_or(1));
-  // Context parallelism (Megatron-core / NeMo's context_parallel_size); a published dp counts
-  // replicas without it, as Megatron's data-parallel size does.
-  p.cp = static_cast<int>(whole(q, "cp", 1, limits::kMaxGpus).value_or(1));
-  const int64_t model_parallel = checked::multiply(checked::multiply(p.tp, p.pp, limits::kMaxGpus, "tp*pp"), p.cp, limits::kMaxGpus, "tp*pp*cp");
-  p.dp = static_cast<int>(whole(q, "dp", 1, limits::kMaxGpus).value_or(gpus / model_parallel));
-  if (!num(q, "tp") || !num(q, "pp")) vp.assumptions.push_back("unstated tp/pp taken as 1");
-  const auto gb = whole(q, "global_batch", 1, limits::kMaxBatch);
-  if (!gb) {
-    vp.reason = "the global batch is not given";
-    return;
-  }
-  p.global_batch = *gb;
-  if (auto mb = whole(q, "micro_batch", 1, limits::kMaxBatch)) {
-    p.micro_batch = *mb;
-  } else {
-    p.micro_batch = 1;
-    vp.assumptions.push_back("micro-batch size not given: 1 assumed");
-  }
+  if (!map_layout_and_batch(q, m, gpus, p, vp)) return;
   p.seq_len = whole(m, "seq_len", 1, limits::kMaxSeqLen).value_or(0);
   const std::string fsdp = str(q, "fsdp");
   p.ep = ep;
@@ -717,8 +755,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     } else {
       vp.assumptions.push_back("FP8 recipe not stated: delayed scaling, amax history 1024 (Transformer Engine's default)");
     }
-  } else if (contains(prec, "bf16")) p.precision = Precision::bf16;
-  else if (contains(prec, "fp16")) p.precision = Precision::fp16;
+  } else if (contains(prec, "bf16") || contains(prec, "bfloat16")) p.precision = Precision::bf16;
+  else if (contains(prec, "fp16") || contains(prec, "float16") || contains(prec, "amp") || contains(prec, "mixed")) {
+    // Automatic mixed precision without a type is fp16 (torch.cuda.amp's and Apex's default).
+    p.precision = Precision::fp16;
+    if (!contains(prec, "16")) vp.assumptions.push_back(fmt::format("precision \"{}\": fp16 mixed precision (AMP's default)", prec));
+  } else if (contains(prec, "tf32")) p.precision = Precision::tf32;
+  else if (contains(prec, "fp32") || contains(prec, "float32")) p.precision = Precision::fp32;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
   vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
                          p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",

@@ -750,3 +750,47 @@ TEST_CASE("validate: a point that names a catalog model without its shape is tha
     CHECK(assumes(p, "shape not stated"));
   }
 }
+
+TEST_CASE("validate: the batch from tokens per step or micro-batch x dp x accumulation, a dp that counts cp, GPUs from the layout, AMP and fp32",
+          "[calibration]") {
+  // The mini cp point (Llama 3 8B, seq 8192, gb 128, mb 1, tp 1 pp 1 dp 4 cp 2 on 8 H100) with
+  // its batch or layout written other ways; each reads back the same plan.
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-cp");
+  auto variant = [&](const char* id, auto&& edit) {
+    json::Json q = base;
+    q["id"] = id;
+    edit(q);
+    return q;
+  };
+  doc["data_points"] = json::Json::array({
+      base,
+      variant("tokens", [](json::Json& q) { q["parallelism"].erase("global_batch"), q["parallelism"]["global_batch_tokens"] = 128 * 8192; }),
+      variant("accum", [](json::Json& q) { q["parallelism"].erase("global_batch"), q["parallelism"]["other_grad_accum"] = 32; }),
+      variant("dp-with-cp", [](json::Json& q) { q["parallelism"]["dp"] = 8; }),
+      variant("no-batch", [](json::Json& q) { q["parallelism"].erase("global_batch"); }),
+      variant("gpus-from-layout", [](json::Json& q) { q["hardware"].erase("num_gpus"); }),
+      variant("amp", [](json::Json& q) { q["precision"] = "AMP"; }),
+      variant("fp32", [](json::Json& q) { q["precision"] = "FP32"; }),
+  });
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& ref = point(r, "mini-cp");
+  REQUIRE(ref.mapped);
+  for (const char* id : {"tokens", "accum", "dp-with-cp", "gpus-from-layout"}) {
+    INFO(id);
+    const auto& p = point(r, id);
+    REQUIRE(p.mapped);
+    CHECK(p.setup == ref.setup);
+    CHECK(p.predicted == Approx(ref.predicted).epsilon(1e-12));
+  }
+  CHECK(assumes(point(r, "tokens"), "global batch from the stated 1048576 tokens"));
+  CHECK(assumes(point(r, "accum"), "gradient accumulation 32: 128"));
+  CHECK(assumes(point(r, "dp-with-cp"), "counts the cp ranks"));
+  CHECK(assumes(point(r, "gpus-from-layout"), "tp·pp·cp·dp = 8"));
+  CHECK_FALSE(point(r, "no-batch").mapped);
+  CHECK(point(r, "no-batch").reason == "the global batch is not given");
+  CHECK(point(r, "amp").setup.find(" fp16 ") != std::string::npos);
+  CHECK(assumes(point(r, "amp"), "AMP's default"));
+  CHECK(point(r, "fp32").setup.find(" fp32 ") != std::string::npos);
+  CHECK(point(r, "fp32").predicted > 2 * ref.predicted);  // no tensor cores at fp32
+}
