@@ -282,8 +282,12 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     }
   }
   if (name.empty()) name = map_cluster_by_gpu(hw, catalog, num_gpus, assumptions);
+  if (name.empty() && gpu.empty()) {
+    reason = "the GPU is not given (hardware.gpu)";
+    return "";
+  }
   if (name.empty()) {
-    reason = fmt::format("no catalog cluster for {} with \"{}\"", gpu.empty() ? "an unknown GPU" : gpu,
+    reason = fmt::format("no catalog cluster for {} with \"{}\"", gpu,
                          inter.empty() ? system : inter);
     return "";
   }

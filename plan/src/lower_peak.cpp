@@ -16,7 +16,7 @@ UnitActivationProfile unit_activation_profile(const Plan& plan, const PlanContex
   const bool sp = plan.sequence_parallel && plan.tp > 1;
   const auto& ops = graph.units()[static_cast<size_t>(unit)].ops;
   const bool selective = plan.recompute == Recompute::selective;
-  const bool full = plan.recompute == Recompute::full;
+  const bool full = unit_recompute(plan.recompute, graph.units()[static_cast<size_t>(unit)]) == Recompute::full;
   std::vector<OpCost> costs;
   costs.reserve(ops.size());
   for (int id : ops) costs.push_back(op_cost(graph.ops()[static_cast<size_t>(id)], plan, prec));

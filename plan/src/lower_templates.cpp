@@ -64,7 +64,7 @@ class TemplateBuilder {
 
   UnitTemplate build(int unit) {
     const auto& u = graph_.units()[static_cast<size_t>(unit)];
-    const bool full = plan_.recompute == Recompute::full;
+    const bool full = unit_recompute(plan_.recompute, u) == Recompute::full;
     const bool selective = plan_.recompute == Recompute::selective;
     std::vector<TpCollective> colls;
     if (plan_.tp > 1) colls = tp_collectives(graph_, unit, plan_.sequence_parallel, plan_.cp);

@@ -54,7 +54,7 @@ double unit_activation_bytes(const models::ModelGraph& graph, int unit, int64_t 
   const auto& u = graph.units()[static_cast<size_t>(unit)];
   const double elem = bytes_per_element(precision);
   const double b = static_cast<double>(micro_batch);
-  if (recompute == Recompute::full) {
+  if (unit_recompute(recompute, u) == Recompute::full) {
     // Only the unit's input is kept (sharded along the sequence with SP); unit 0's input is
     // the token ids, negligible.
     if (unit == 0) return 0.0;

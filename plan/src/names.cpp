@@ -4,6 +4,10 @@
 
 namespace trainplan::plan {
 
+Recompute unit_recompute(Recompute r, const models::Unit& u) {
+  return r == Recompute::full && u.name.rfind("block", 0) != 0 ? Recompute::none : r;
+}
+
 std::string_view recompute_name(Recompute r) {
   switch (r) {
     case Recompute::none: return "none";

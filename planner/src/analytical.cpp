@@ -109,7 +109,8 @@ double ring_gather_s(const RingNet& n, double bytes) {  // all-gather or reduce-
 // Costs of one layer unit for one micro-batch on one tp rank.
 struct UnitCost {
   double fwd_s = 0, bwd_s = 0;            // compute
-  double recompute_full_s = 0;            // = fwd_s (the whole forward re-runs)
+  double recompute_full_s = 0;            // = fwd_s (the whole forward re-runs) for a layer, else 0
+  bool full_recomputed = false;           // a layer: full recomputation re-runs it (plan::unit_recompute)
   double recompute_selective_s = 0;       // the ops selective recomputation re-runs
   double fwd_flops = 0, bwd_flops = 0, selective_flops = 0;
   double tp_fwd_s = 0, tp_bwd_s = 0;      // tp collectives (exposed)
@@ -284,6 +285,7 @@ struct StageTimes {
   std::vector<double> unit_param_bytes;
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
   int units = 0;                      // layer units on this rank (all chunks)
+  int rerun_units = 0;                // of which a recomputation re-runs (a third host pass)
   bool host_bound = false;            // the host's issue time set fwd_s and bwd_s (apply_host)
   std::array<double, 2> fwd_sm_s{}, bwd_sm_s{};  // fwd_s, bwd_s (recomputation included) with a
                                                  // collective's SMs taken (UnitCost::fwd_sm_s)
@@ -348,7 +350,8 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       c.params += oc.params;
       c.param_bytes += oc.params * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem);
     }
-    c.recompute_full_s = c.fwd_s;
+    c.full_recomputed = plan::unit_recompute(plan::Recompute::full, graph.units()[u]) == plan::Recompute::full;
+    c.recompute_full_s = c.full_recomputed ? c.fwd_s : 0.0;
     if (p.tp > 1) {
       for (const auto& coll : plan::tp_collectives(graph, static_cast<int>(u), p.sequence_parallel, p.cp)) {
         const double bytes = coll.elems_per_sample * b * plan::tp_collective_element_bytes(graph, coll, prec);
@@ -398,21 +401,23 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
       const auto& a = p.stages[static_cast<size_t>(v * p.pp + s)];
       for (int u = a.first_unit; u <= a.last_unit; ++u) {
         const UnitCost& c = unit_costs[static_cast<size_t>(u)];
+        const bool full = p.recompute == plan::Recompute::full && c.full_recomputed;
         st.fwd_s += c.fwd_s;
         st.bwd_s += c.bwd_s;
         for (size_t i = 0; i < 2; ++i) {
           st.fwd_sm_s[i] += c.fwd_sm_s[i];
-          st.bwd_sm_s[i] += c.bwd_sm_s[i] + (p.recompute == plan::Recompute::full        ? c.fwd_sm_s[i]
+          st.bwd_sm_s[i] += c.bwd_sm_s[i] + (full                                        ? c.fwd_sm_s[i]
                                              : p.recompute == plan::Recompute::selective ? c.recompute_selective_sm_s[i]
                                                                                          : 0.0);
         }
         st.fwd_flops += c.fwd_flops;
         st.bwd_flops += c.bwd_flops;
         st.host_s += c.host_fwd_s + c.host_bwd_s +
-                      (p.recompute == plan::Recompute::full        ? c.host_fwd_s
+                      (full                                        ? c.host_fwd_s
                        : p.recompute == plan::Recompute::selective ? c.host_recompute_selective_s
                                                                    : 0.0);
         ++st.units;
+        if (full || p.recompute == plan::Recompute::selective) ++st.rerun_units;
         st.tp_fwd_s += c.tp_fwd_s;
         st.tp_bwd_s += c.tp_bwd_s;
         st.cp_fwd_s += c.cp_fwd_s;
@@ -420,7 +425,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
         st.ep_fwd_s += c.ep_fwd_s;
         st.ep_bwd_s += c.ep_bwd_s;
         st.expert_params += c.expert_params;
-        if (p.recompute == plan::Recompute::full) {
+        if (full) {
           st.recompute_s += c.recompute_full_s;
           st.recompute_flops += c.fwd_flops;
           st.tp_bwd_s += c.tp_fwd_s;  // the re-run forward repeats its collectives
@@ -453,9 +458,8 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
 // time: forward and backward stretch alike (StageTimes::host_bound).
 void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages) {
   if (sw.name.empty()) return;
-  const double passes = p.recompute == plan::Recompute::none ? 2.0 : 3.0;
   for (StageTimes& st : stages) {
-    const double host = st.host_s + st.units * passes * sw.layer_hook_s + (p.pp > 1 ? 2.0 : 1.0) * sw.micro_batch_s;
+    const double host = st.host_s + (2.0 * st.units + st.rerun_units) * sw.layer_hook_s + (p.pp > 1 ? 2.0 : 1.0) * sw.micro_batch_s;
     const double gpu = st.fwd_s + st.bwd_s;
     if (!(host > gpu) || !(gpu > 0)) continue;
     st.host_bound = true;
@@ -808,7 +812,7 @@ std::vector<double> unit_times_s(const plan::Plan& p, const plan::PlanContext& c
   for (size_t u = 0; u < costs.size(); ++u) {
     const UnitCost& c = costs[u];
     double t = c.fwd_s + c.bwd_s + c.tp_fwd_s + c.tp_bwd_s + c.cp_fwd_s + c.cp_bwd_s;
-    if (p.recompute == plan::Recompute::full) t += c.recompute_full_s + c.tp_fwd_s + c.cp_fwd_s;
+    if (p.recompute == plan::Recompute::full && c.full_recomputed) t += c.recompute_full_s + c.tp_fwd_s + c.cp_fwd_s;
     else if (p.recompute == plan::Recompute::selective) t += c.recompute_selective_s;
     out[u] = t;
   }

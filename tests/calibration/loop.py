@@ -11,7 +11,8 @@
 Measured step time of a plan = the fastest of its steps after the first two (the first pays
 allocation and page faults, the second still warms caches; ten steps by default): on a shared
 machine timing noise only adds time. A reference plan runs before A and after B; an attempt in
-which the machine's speed drifted by more than --max-drift is discarded and run again (at most
+which the machine's speed drifted by more than --max-drift, or in which one A plan's repeats
+spread by more than --max-spread (median over A), is discarded and run again (at most
 --attempts). Exit 1 when --bound is given and the median error after calibration exceeds it, or
 calibration did not reduce the median error; exit 77 (CTest "skipped") when no attempt held still.
 
@@ -121,13 +122,17 @@ def one_attempt(a, tp, plans_a, plans_b):
     # Each plan of A runs --repeats times and only its fastest run goes into the fit: on a shared
     # machine timing noise only adds time (the same rule as the fastest step within a run), so a
     # run that another process stretched never pulls the fitted efficiencies down.
-    fastest = {}
+    fastest, runs = {}, {}
     for rep in range(a.repeats):
         for name, plan in plans_a.items():
             tl = os.path.join(a.work, f"{name}.{rep}.timeline.json")
             t = execute(tp, a.backend, plan, tl, a.steps)
+            runs.setdefault(name, []).append(t)
             if name not in fastest or t < fastest[name][0]:
                 fastest[name] = (t, rep)
+    # How far one plan's repeats spread (slowest / fastest - 1, the median over A's plans): the
+    # timing noise of this machine while A ran.
+    a.spread = statistics.median(max(ts) / min(ts) - 1 for ts in runs.values())
     a.fastest_rep = {name: rep for name, (_, rep) in fastest.items()}
     timelines = [os.path.join(a.work, f"{name}.{rep}.timeline.json") for name, rep in a.fastest_rep.items()]
     bench = os.path.join(a.work, "bench.json")
@@ -190,6 +195,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--attempts", type=int, default=3)
     ap.add_argument("--max-drift", type=float, default=0.10)
+    ap.add_argument("--max-spread", type=float, default=0.15,
+                    help="discard an attempt whose repeats of one A plan spread more than this (median over A)")
     ap.add_argument("--bound", type=float)
     ap.add_argument("--results")
     ap.add_argument("--keep", help="copy the calibration inputs (bench, set A's timelines, plans, models) here, "
@@ -218,12 +225,16 @@ def main():
         ref_after = execute(tp, a.backend, ref_plan, ref_tl, a.steps, history=False)
         drift = ref_after / ref_before - 1
         print(f"attempt {attempt}: reference plan {SET_A[0][0]} {ref_before*1e3:.2f} ms before, "
-              f"{ref_after*1e3:.2f} ms after ({100*drift:+.1f}%; {time.time()-t0:.0f} s)")
-        if abs(drift) <= a.max_drift:
+              f"{ref_after*1e3:.2f} ms after ({100*drift:+.1f}%; {time.time()-t0:.0f} s); "
+              f"set A's repeats spread {100*a.spread:.1f}% (median)")
+        if abs(drift) <= a.max_drift and a.spread <= a.max_spread:
             break
-        print(f"  the machine's speed drifted beyond {100*a.max_drift:.0f}%: measurements discarded")
+        if abs(drift) > a.max_drift:
+            print(f"  the machine's speed drifted beyond {100*a.max_drift:.0f}%: measurements discarded")
+        else:
+            print(f"  set A's repeats spread beyond {100*a.max_spread:.0f}%: the machine is too noisy to judge; discarded")
     else:
-        print(f"no attempt of {a.attempts} measured on a machine that held its speed: cannot score the loop here")
+        print(f"no attempt of {a.attempts} measured on a machine that held its speed and timing: cannot score the loop here")
         return 77
     meas = [r["measured_s"] for r in rows]
     mb, wb = errors([r["predicted_before_s"] for r in rows], meas)

@@ -22,14 +22,17 @@ double replication(const models::Op& op, int tp, bool sp) {
   return tp;
 }
 
-// Training FLOPs of one step over all ranks, with the recomputed forwards.
+// Training FLOPs of one step over all ranks, with the recomputed forwards: full recomputation
+// re-runs the layers ("block*" units), never the embedding or the head (output layer, loss).
 double expected_step_flops(const plan::Plan& p, const plan::PlanContext& ctx, double* recomputed) {
   const double gb = static_cast<double>(p.global_batch);
   double total = 0, rec = 0;
   for (const auto& op : ctx.graph.ops()) {
     const double k = replication(op, p.tp, p.sequence_parallel) * gb;
     total += (op.flops_fwd + op.flops_bwd) * k;
-    if (p.recompute == plan::Recompute::full || (p.recompute == plan::Recompute::selective && op.dropped_by_selective_recompute))
+    const bool layer = ctx.graph.units()[static_cast<size_t>(op.unit)].name.rfind("block", 0) == 0;
+    if ((p.recompute == plan::Recompute::full && layer) ||
+        (p.recompute == plan::Recompute::selective && op.dropped_by_selective_recompute))
       rec += op.flops_fwd * k;
   }
   *recomputed = rec;

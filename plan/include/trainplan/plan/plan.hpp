@@ -54,6 +54,13 @@ enum class Platform { ec2, sagemaker };
 enum class AttentionImpl { flash, unfused, flash1 };
 
 std::string_view recompute_name(Recompute r);        // "none", "selective", "full"
+/// The recomputation unit `u` gets under the plan's `r`. Full recomputation re-runs the model's
+/// layers ("block*" units) only, as the frameworks checkpoint them: Megatron-LM's
+/// --recompute-granularity full (the transformer layers; the embedding, output layer and loss
+/// keep their activations), PyTorch FSDP's activation-checkpoint wrapper (llm-foundry: each
+/// MPTBlock) and Hugging Face gradient checkpointing (each decoder layer). The embedding /
+/// stem and the head run once and keep what their backward needs.
+Recompute unit_recompute(Recompute r, const models::Unit& u);
 std::string_view schedule_name(Schedule s);          // "gpipe", "1f1b", "interleaved-1f1b"
 std::string_view dp_algorithm_name(DpAlgorithm a);   // "ring", "tree", "hierarchical", "parameter-server", "smddp", "horovod"
 /// Every DpAlgorithm, in declaration order (for parsers and choice lists).
