@@ -485,7 +485,7 @@ FormulaSources sources_stating_96bslh(const std::vector<const Json*>& points) {
 }
 
 std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, const FormulaSources& formula,
-                                    std::string& how) {
+                                    double model_flops, std::string& how) {
   const Json& x = member(point, "metrics");
   const Json& m = member(point, "model");
   if (auto t = measured(x, "step_time_s")) {
@@ -496,6 +496,10 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
   if (auto r = measured(x, "tokens_per_s")) {
     how = "global batch tokens / published tokens per second";
     return tokens / *r;
+  }
+  if (auto r = measured(x, "tokens_per_s_per_gpu")) {
+    how = "global batch tokens / (published tokens per second per GPU x GPUs)";
+    return tokens / (*r * gpus);
   }
   if (auto r = measured(x, "samples_per_s")) {
     how = "global batch / published samples per second";
@@ -517,6 +521,20 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
                           : "published TFLOP/s per GPU converted with the source's F = 96Bslh^2(1 + s/6h + V/16lh)";
       return F / (*tf * 1e12 * gpus);
     }
+    // Model FLOPs (MFU's numerator: forward + backward of every matmul and the attention, no
+    // recomputation): the model graph's training FLOPs of the step.
+    if ((contains(kind, "model") || contains(kind, "mfu")) && !contains(kind, "hardware") && !contains(kind, "hfu") && model_flops > 0) {
+      how = fmt::format("published model TFLOP/s per GPU (\"{}\") converted with the model's training FLOPs per step (6N + attention, "
+                        "no recomputation)", kind);
+      return model_flops / (*tf * 1e12 * gpus);
+    }
+  }
+  // MFU alone, with the peak the source divided by.
+  const auto mfu = measured(x, "mfu");
+  const auto peak = measured(member(point, "hardware"), "peak_tflops_used_for_mfu");
+  if (mfu && peak && *mfu <= 1 && model_flops > 0) {
+    how = fmt::format("published MFU {:g} x the source's peak {:g} TFLOP/s, converted with the model's training FLOPs per step", *mfu, *peak);
+    return model_flops / (*mfu * *peak * 1e12 * gpus);
   }
   return std::nullopt;
 }
@@ -786,7 +804,8 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     return;
   }
   std::string how;
-  auto measured = measured_step(point, p, ctx.seq_len, gpus, formula, how);
+  auto measured = measured_step(point, p, ctx.seq_len, gpus, formula,
+                                ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch), how);
   if (!measured) {
     vp.reason = "no step time, tokens/s or convertible TFLOP/s is given";
     return;

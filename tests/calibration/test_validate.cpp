@@ -794,3 +794,41 @@ TEST_CASE("validate: the batch from tokens per step or micro-batch x dp x accumu
   CHECK(point(r, "fp32").setup.find(" fp32 ") != std::string::npos);
   CHECK(point(r, "fp32").predicted > 2 * ref.predicted);  // no tensor cores at fp32
 }
+
+TEST_CASE("validate: tokens/s per GPU, model TFLOP/s and MFU alone convert to the step time that tokens/s gives", "[calibration]") {
+  // llm-foundry's MPT-30B row (seq 4096, 8 x A100 80GB, global batch 168): 6513 tokens/s, 814
+  // per GPU, 160 model TFLOP/s per GPU, MFU 0.5137 of 312 TFLOP/s (scripts/train/benchmarking/
+  // README.md). Its own FLOP count (6N + attention) makes the four agree; ours must too.
+  auto doc = mini_doc();
+  json::Json base = mini_point(doc, "mini-mosaic-125m");
+  base["model"] = {{"name", "MPT-30b"}, {"layers", 48}, {"hidden", 7168}, {"heads", 56}, {"seq_len", 4096}, {"vocab", 50368},
+                   {"arch_notes", "MPT: ALiBi, FlashAttention, no biases, expansion 4"}};
+  base["parallelism"] = {{"global_batch", 168}, {"micro_batch", 1}, {"tp", 1}, {"pp", 1}, {"dp", 8}, {"fsdp", "FULL_SHARD"},
+                         {"activation_recompute", "full"}};
+  base["hardware"]["peak_tflops_used_for_mfu"] = 312;
+  auto variant = [&](const char* id, json::Json metrics) {
+    json::Json q = base;
+    q["id"] = id;
+    q["metrics"] = metrics;
+    return q;
+  };
+  doc["data_points"] = json::Json::array({
+      variant("tokens", {{"tokens_per_s", 6513}}),
+      variant("per-gpu", {{"tokens_per_s_per_gpu", 814.125}}),
+      variant("model-tflops", {{"tflops_per_gpu", 160.0}, {"tflops_kind", "model TFLOP/s (column 'Model TFLOP')"}}),
+      variant("mfu", {{"mfu", 0.5137}}),
+      variant("hardware-tflops", {{"tflops_per_gpu", 213.7}, {"tflops_kind", "hardware TFLOP/s (HFU)"}}),
+  });
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const double step = 168.0 * 4096 / 6513;
+  REQUIRE(point(r, "tokens").mapped);
+  CHECK(point(r, "tokens").measured == Approx(step));
+  CHECK(point(r, "per-gpu").measured == Approx(step).epsilon(1e-9));
+  for (const char* id : {"model-tflops", "mfu"}) {
+    INFO(id);
+    REQUIRE(point(r, id).mapped);
+    CHECK(point(r, id).measured == Approx(step).epsilon(0.005));
+  }
+  // Hardware FLOPs count the recomputation: no convention to convert them by.
+  CHECK_FALSE(point(r, "hardware-tflops").mapped);
+}
