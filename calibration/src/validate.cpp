@@ -186,8 +186,9 @@ std::string map_cluster_by_gpu(const Json& hw, const hw::Catalog& catalog, int n
     if (!catalog.has_instance(n)) continue;
     const hw::InstanceType& i = catalog.instance(n);
     if (i.gpu_count <= 0 || !names_gpu(hw, stated, catalog.gpu(i.gpu))) continue;
-    if (per_node && i.gpu_count != static_cast<int>(*per_node)) continue;
-    if (num_gpus > i.gpu_count && num_gpus % i.gpu_count != 0) continue;
+    if (per_node && i.gpu_count < static_cast<int>(*per_node)) continue;
+    const int per = per_node ? static_cast<int>(*per_node) : i.gpu_count;  // fewer: part of the node (node_catalog)
+    if (num_gpus > per && num_gpus % per != 0) continue;
     if (best.empty() || score(i) > score(catalog.instance(best))) best = n;
   }
   if (!best.empty())
@@ -292,9 +293,13 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     return "";
   }
   const auto& inst = catalog.instance(name);
-  if (num_gpus < inst.gpu_count) return name;  // part of one node: see on_part_of_node
-  if (num_gpus % inst.gpu_count != 0) {
-    reason = fmt::format("{} GPUs is not a whole number of {} instances ({} GPUs each)", num_gpus, name, inst.gpu_count);
+  // Nodes of fewer GPUs than the catalog node (4 per node): part of it per node (node_catalog).
+  const auto stated_per_node = num(hw, "gpus_per_node");
+  const int per = stated_per_node && *stated_per_node >= 1 && *stated_per_node < inst.gpu_count ? static_cast<int>(*stated_per_node)
+                                                                                                 : inst.gpu_count;
+  if (num_gpus < per) return name;  // part of one node: see on_part_of_node
+  if (num_gpus % per != 0) {
+    reason = fmt::format("{} GPUs is not a whole number of {} nodes ({} GPUs each)", num_gpus, name, per);
     return "";
   }
   return name;
@@ -351,6 +356,24 @@ const hw::Catalog* on_part_of_node(const hw::Catalog& catalog, std::string& clus
 // network (with_stated_network). nullptr (with `reason`) when the part cannot be built.
 const hw::Catalog* node_catalog(const Json& hw, const hw::Catalog& catalog, std::string& cluster, int gpus,
                                 std::optional<hw::Catalog>& local, std::vector<std::string>& assumptions, std::string& reason) {
+  // A run over nodes of fewer GPUs than the catalog node (gpus_per_node 4 of an 8-GPU node):
+  // each node is that part of the catalog node, with the stated network per node.
+  const int node = catalog.instance(cluster).gpu_count;
+  if (const auto per = num(hw, "gpus_per_node"); per && *per >= 1 && *per < node && gpus > *per) {
+    local.emplace(catalog);
+    try {
+      const std::string part = local->add_partial_instance(cluster, static_cast<int>(*per));
+      assumptions.push_back(fmt::format("nodes of {} GPUs: {} of the {} GPUs of a {} node each (their NVLink, PCIe and NICs)", *per, *per,
+                                        node, cluster));
+      cluster = part;
+    } catch (const Error& e) {
+      reason = e.what();
+      return nullptr;
+    }
+    const hw::Catalog parted = *local;
+    with_stated_network(hw, parted, cluster, local, assumptions);
+    return &*local;
+  }
   with_stated_network(hw, catalog, cluster, local, assumptions);
   return on_part_of_node(catalog, cluster, gpus, local, assumptions, reason);
 }

@@ -674,6 +674,9 @@ TEST_CASE("validate: any catalog GPU a point names maps onto a node with it; a P
       {"a10g-2", {{"gpu", "A10G"}, {"num_gpus", 2}}, "1 x g5.12xlarge:2gpu"},
       {"h100-roce", {{"gpu", "H100 80GB HBM3"}, {"num_gpus", 16}, {"inter_node", "RoCE"}}, "2 x dgx-h100"},
       {"b200", {{"gpu", "B200"}, {"num_gpus", 8}}, "1 x p6-b200.48xlarge"},
+      {"a100-4-per-node",
+       {{"gpu", "A100-SXM4-40GB"}, {"gpus_per_node", 4}, {"num_gpus", 16}, {"inter_node", "4x 200 Gb/s Slingshot-11"}},
+       "4 x dgx-a100-40gb:4gpu"},
       {"a100-pcie", {{"gpu", "A100 80GB PCIe"}, {"num_gpus", 8}, {"inter_node", "RoCE"}}, ""},
       {"h100-nvl", {{"gpu", "H100 NVL"}, {"num_gpus", 4}}, ""},
       {"l4-as-l40s-memory", {{"gpu", "L4"}, {"gpu_mem_gb", 48}, {"num_gpus", 1}}, ""},
@@ -706,6 +709,9 @@ TEST_CASE("validate: any catalog GPU a point names maps onto a node with it; a P
   CHECK(assumes(point(r, "l40s-4"), "modelled as the catalog's"));
   CHECK(assumes(point(r, "h100-roce"), "modelled as the catalog's"));
   CHECK_FALSE(assumes(point(r, "g6e-named"), "modelled as the catalog's"));
+  // 4 GPUs per node: half a DGX A100 each, its 4 of 8 HDR NICs = the stated 4 x 200 Gb/s.
+  CHECK(assumes(point(r, "a100-4-per-node"), "nodes of 4 GPUs: 4 of the 8 GPUs of a dgx-a100-40gb node"));
+  CHECK_FALSE(assumes(point(r, "a100-4-per-node"), "network as stated"));
 }
 
 TEST_CASE("validate: a point that names a catalog model without its shape is that model; a parameter count must agree", "[calibration]") {
