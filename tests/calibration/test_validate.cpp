@@ -657,7 +657,7 @@ TEST_CASE("validate: a collective point's stated NICs replace the catalog node's
                     [](const std::string& a) { return a.find("with 4 x 200 Gb/s instead of its 8 x 200 Gb/s") != std::string::npos; }));
 }
 
-TEST_CASE("validate: any catalog GPU a point names maps onto a node with it; a PCIe or other-memory variant does not", "[calibration]") {
+TEST_CASE("validate: any catalog GPU a point names maps onto a node with it, a PCIe or other-memory variant does not", "[calibration]") {
   // Llama 3 8B (the mini cp point, without cp) under hardware descriptions the known systems do
   // not cover: the catalog itself says which nodes hold the named GPU.
   auto doc = mini_doc();
@@ -714,7 +714,7 @@ TEST_CASE("validate: any catalog GPU a point names maps onto a node with it; a P
   CHECK_FALSE(assumes(point(r, "a100-4-per-node"), "network as stated"));
 }
 
-TEST_CASE("validate: a point that names a catalog model without its shape is that model; a parameter count must agree", "[calibration]") {
+TEST_CASE("validate: a point that names a catalog model without its shape is that model when a stated parameter count agrees", "[calibration]") {
   auto doc = mini_doc();
   const json::Json base = mini_point(doc, "mini-cp");
   struct Case {
