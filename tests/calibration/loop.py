@@ -10,9 +10,10 @@
      |error| of the step time, before and after.
 
 Measured step time of a plan = the fastest of its steps after the first two (the first pays
-allocation and page faults, the second still warms caches; ten steps by default): on a shared
-machine timing noise only adds time. A reference plan runs before A and after B; an attempt in
-which the machine's speed drifted by more than --max-drift, or in which the repeats of any plan
+allocation and page faults, the second still warms caches; ten steps by default), and its timeline
+is that step's (execute --timeline-step fastest): on a shared machine timing noise only adds time. A reference plan runs before A and after B, and two plans of A
+run again in each round of B; an attempt in which the machine's speed drifted by more than
+--max-drift (the reference, or A's plans between A and B), or in which the repeats of any plan
 of A or B spread by more than --max-spread, is discarded and run again (at most
 --attempts). Exit 1 when --bound is given and the median error after calibration exceeds it, or
 calibration did not reduce the median error; exit 77 (CTest "skipped") when no attempt held still.
@@ -62,6 +63,9 @@ SET_B = [
 ]
 
 
+# Plans of A measured again while B runs: the machine must be as fast for B as it was for A.
+CONTROLS = ["a1-single", "a1-dp2"]
+
 ENV = dict(os.environ)
 
 
@@ -96,7 +100,8 @@ def write_plans(work, plans):
 
 
 def execute(tp, backend, plan, timeline, steps, profile=None, history=True):
-    out = run([tp, "execute", plan, "--backend", backend, "--steps", str(steps), "--timeline", timeline]
+    out = run([tp, "execute", plan, "--backend", backend, "--steps", str(steps), "--timeline", timeline,
+               "--timeline-step", "fastest"]
               + (["--calibration", profile] if profile else []) + ([] if history else ["--no-history"]))
     times = []
     for m in re.finditer(r"^step\s+\d+\s+loss \S+\s+grad-norm \S+\s+time (\S+) (\w+)$", out, re.M):
@@ -148,11 +153,20 @@ def one_attempt(a, tp, plans_a, plans_b):
     # lasting seconds stretches one round, not every run of one plan), the fastest run of each plan
     # counts, and B's spread joins A's (a plan of B stretched by another process would read as a
     # prediction error).
-    runs_b = {}
+    # Each round of B also runs two plans of A again (one rank and two ranks, no history): the
+    # fitted profile claims to predict B on the machine A was measured on, so when their fastest
+    # runs here differ from those in A by more than --max-drift (a core taken, or the host slowed,
+    # for the seconds between A and B), the attempt says nothing about the model.
+    runs_b, runs_ctl = {}, {}
     for rep in range(a.repeats):
         for name, plan in plans_b.items():
             runs_b.setdefault(name, []).append(
                 execute(tp, a.backend, plan, os.path.join(a.work, f"{name}.timeline.json"), a.steps, after))
+        for name in CONTROLS:
+            runs_ctl.setdefault(name, []).append(
+                execute(tp, a.backend, plans_a[name], os.path.join(a.work, f"{name}.control.timeline.json"),
+                        a.steps, history=False))
+    a.control_drift = max((min(runs_ctl[n]) / min(runs[n]) - 1 for n in CONTROLS), key=abs)
     rows = []
     for name, plan in plans_b.items():
         pb = predict(tp, plan, before, os.path.join(a.work, f"{name}.before.json"))
@@ -238,10 +252,11 @@ def main():
         drift = ref_after / ref_before - 1
         print(f"attempt {attempt}: reference plan {SET_A[0][0]} {ref_before*1e3:.2f} ms before, "
               f"{ref_after*1e3:.2f} ms after ({100*drift:+.1f}%; {time.time()-t0:.0f} s); "
-              f"repeats spread up to {100*a.spread:.1f}% (A), {100*a.spread_b:.1f}% (B)")
-        if abs(drift) <= a.max_drift and max(a.spread, a.spread_b) <= a.max_spread:
+              f"repeats spread up to {100*a.spread:.1f}% (A), {100*a.spread_b:.1f}% (B); "
+              f"A's control plans {100*a.control_drift:+.1f}% while B ran")
+        if max(abs(drift), abs(a.control_drift)) <= a.max_drift and max(a.spread, a.spread_b) <= a.max_spread:
             break
-        if abs(drift) > a.max_drift:
+        if max(abs(drift), abs(a.control_drift)) > a.max_drift:
             print(f"  the machine's speed drifted beyond {100*a.max_drift:.0f}%: measurements discarded")
         else:
             print(f"  the repeats of a plan spread beyond {100*a.max_spread:.0f}%: the machine is too noisy to judge; discarded")
@@ -278,7 +293,7 @@ def main():
                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "machine": platform.node(), "hardware": prof["hardware"], "backend": a.backend,
                "load_average_1min": os.getloadavg()[0], "cpus": os.cpu_count(),
-               "command": " ".join(sys.argv), "attempt": attempt, "reference_drift": drift,
+               "command": " ".join(sys.argv), "attempt": attempt, "reference_drift": drift, "control_drift": a.control_drift,
                "measured_step": "fastest of steps 3..N of each run (timing noise on a shared machine only adds time)",
                "set_a": [r[0] for r in SET_A], "set_b": rows,
                "median_error_before": mb, "worst_error_before": wb,

@@ -8,10 +8,13 @@
 // too, while another world size is refused; the measured timeline of every rank is gathered.
 #include <cstring>
 #include <set>
+#include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "mp_support.hpp"
+#include "trainplan/core/units.hpp"
 #include "trainplan/executor/launch.hpp"
 #include "trainplan/plan/timeline.hpp"
 
@@ -372,6 +375,67 @@ TEST_CASE("executor mp: the measured timelines of every rank merge into one time
   for (const auto& e : trace["traceEvents"])
     if (e.value("ph", "") == "X") pids.insert(e["pid"].get<int>());
   CHECK(pids.size() == 8);
+}
+
+namespace {
+// "step    N  loss ...  time 13.7 ms" -> (N, the time as printed, in seconds)
+std::vector<std::tuple<int, std::string, double>> printed_step_times(const std::string& text) {
+  std::vector<std::tuple<int, std::string, double>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("step ", 0) != 0 || line.find("time ") == std::string::npos) continue;
+    std::istringstream words(line.substr(5));
+    int step = 0;
+    words >> step;
+    std::istringstream t(line.substr(line.find("time ") + 5));
+    std::string value, unit;
+    t >> value >> unit;
+    const double scale = unit == "min" ? 60 : unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+    out.emplace_back(step, value + " " + unit, std::stod(value) * scale);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("executor mp: --timeline-step fastest keeps the fastest step after the first two, the same on every process",
+          "[executor_mp][timeline]") {
+  // Oracle: the printed step times. The timeline's step is the one of steps 3..N printed
+  // fastest, its step time prints as that step's, and under mpirun the merged timeline holds
+  // every rank's tasks of that one step, each task once.
+  require_mpirun();
+  const std::string dir = scratch("timeline-fastest");
+  RunSpec s = spec("tiny-gpt", 2, 1, 1);
+  const std::string plan_file = write_plan(s, dir + "/plan.json");
+  for (const bool mp : {false, true}) {
+    const std::vector<std::string> args = {"execute", plan_file, "--steps", "6", "--timeline", dir + "/t.json",
+                                           "--timeline-step", "fastest", "--no-history"};
+    const Proc p = mp ? run(mpirun_cmd(2, args), dir + "/mp.out") : run(cli_cmd(args), dir + "/in.out");
+    INFO(p.text());
+    REQUIRE(p.status == 0);
+    const auto steps = printed_step_times(p.text());
+    REQUIRE(steps.size() == 6);
+    const plan::Timeline tl = plan::read_timeline_file(dir + "/t.json");
+    const int chosen = tl.meta["step"].get<int>();
+    CHECK(chosen >= 3);
+    CHECK(chosen <= 6);
+    double fastest = 1e30;
+    for (const auto& [n, text, t] : steps)
+      if (n >= 3) fastest = std::min(fastest, t);
+    const auto& [n, text, t] = steps[static_cast<size_t>(chosen - 1)];
+    CHECK(n == chosen);
+    CHECK(t == fastest);
+    CHECK(text == units::format_duration(tl.step_time_s));
+    CHECK(p.text().find(fmt::format("measured timeline of step {}:", chosen)) != std::string::npos);
+    std::multiset<std::pair<int, int>> tasks;
+    for (const auto& e : tl.events) tasks.insert({e.rank, e.task});
+    std::set<int> ranks;
+    for (const auto& [r, task] : tasks) {
+      ranks.insert(r);
+      CHECK(tasks.count({r, task}) == 1);
+    }
+    CHECK(ranks.size() == 2);
+  }
 }
 
 TEST_CASE("executor mp: trainplan bench under mpirun -np 2 measures the all-reduce across the processes over TCP",
