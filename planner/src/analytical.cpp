@@ -32,32 +32,60 @@ using models::TpSplit;
 // Per-flow bandwidth and latency of ring collectives run at the same time by `groups`, with
 // every flow's share of each link it crosses (links shared by k flows give each 1/k).
 struct RingNet {
-  double bandwidth_bytes_per_s = 0;  // slowest ring link, after sharing (NVLink at NCCL's rate)
+  double bandwidth_bytes_per_s = 0;  // slowest ring link, after sharing (NVLink at NCCL's rate; channels spread over NICs)
   double latency_s = 0;              // slowest ring link's route latency
   int size = 1;                      // ranks per group
   int nodes = 1;                     // nodes one group spans
   sim::NcclRingLatency nccl;         // NCCL Simple ring latencies (the simulator's NCCL model)
 };
 
+// A group's ring as NCCL lays it out across nodes (the simulator's sim::build_pattern ring):
+// when the ring spans several nodes with the same number k >= 2 of members on each, each
+// node's members contiguous, it runs as k channels, ring c entering and leaving every node
+// through a different member (the node's members rotated by c), so the traffic spreads over
+// all the node's NICs and each channel carries 1/k of the bytes; otherwise one ring.
+std::vector<std::vector<int>> channel_rings(const hw::Cluster& cluster, const std::vector<int>& order) {
+  std::vector<std::vector<int>> nodes;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || cluster.node_of(order[i]) != cluster.node_of(order[i - 1])) nodes.emplace_back();
+    nodes.back().push_back(order[i]);
+  }
+  std::vector<int> distinct;
+  for (const auto& n : nodes) distinct.push_back(cluster.node_of(n.front()));
+  std::sort(distinct.begin(), distinct.end());
+  const bool contiguous = std::unique(distinct.begin(), distinct.end()) == distinct.end();
+  bool even = nodes.size() >= 2 && nodes[0].size() >= 2 && contiguous;
+  for (const auto& n : nodes) even = even && n.size() == nodes[0].size();
+  if (!even) return {order};
+  std::vector<std::vector<int>> rings(nodes[0].size());
+  for (size_t c = 0; c < rings.size(); ++c)
+    for (const auto& n : nodes)
+      for (size_t i = 0; i < n.size(); ++i) rings[c].push_back(n[(i + c) % n.size()]);
+  return rings;
+}
+
 RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>& groups) {
   RingNet out;
   if (groups.empty() || groups[0].size() < 2) return out;
   out.size = static_cast<int>(groups[0].size());
   std::vector<const hw::Route*> flows;  // the cluster's routes (stable references), not copies
-  std::vector<int> usage(cluster.links().size(), 0);
+  std::vector<double> load(cluster.links().size(), 0.0);  // the share of a group's bytes each link carries
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    std::vector<int> order = cluster.ring_order(groups[gi]);
-    for (size_t i = 0; i < order.size(); ++i) {
-      const hw::Route& r = cluster.route(order[i], order[(i + 1) % order.size()]);
-      if (gi == 0 && cluster.node_of(order[i]) == cluster.node_of(order[(i + 1) % order.size()]))
-        for (int l : r.links) {
-          const auto k = cluster.links()[static_cast<size_t>(l)].kind;
-          if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
-        }
-      for (int l : r.links) ++usage[static_cast<size_t>(l)];
-      flows.push_back(&r);
-    }
+    const std::vector<int> order = cluster.ring_order(groups[gi]);
+    const std::vector<std::vector<int>> rings = channel_rings(cluster, order);
+    const double share = 1.0 / static_cast<double>(rings.size());
+    for (const std::vector<int>& ring : rings)
+      for (size_t i = 0; i < ring.size(); ++i) {
+        const hw::Route& r = cluster.route(ring[i], ring[(i + 1) % ring.size()]);
+        if (gi == 0 && cluster.node_of(ring[i]) == cluster.node_of(ring[(i + 1) % ring.size()]))
+          for (int l : r.links) {
+            const auto k = cluster.links()[static_cast<size_t>(l)].kind;
+            if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
+          }
+        for (int l : r.links) load[static_cast<size_t>(l)] += share;
+        flows.push_back(&r);
+      }
   }
   double bw = std::numeric_limits<double>::infinity();
   double lat = 0;
@@ -69,7 +97,7 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
       const double share = nvl ? sim::nccl_nvlink_share(cluster.gpu_spec().compute_capability,
                                                         link.kind == hw::LinkKind::nvswitch)
                                : 1.0;
-      fb = std::min(fb, link.bandwidth_bytes_per_s * share / usage[static_cast<size_t>(l)]);
+      fb = std::min(fb, link.bandwidth_bytes_per_s * share / load[static_cast<size_t>(l)]);
     }
     bw = std::min(bw, fb);
     lat = std::max(lat, r->latency_s);
