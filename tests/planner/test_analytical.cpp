@@ -17,6 +17,14 @@ testing::ResolvedPlan resolved(const std::string& model, const std::string& inst
   return testing::resolved_plan(model, inst, count, dp, tp, pp, gb, mb);
 }
 
+// The simulator's step time of the plan (its default options, no timeline).
+double simulated_step_s(const testing::ResolvedPlan& r) {
+  sim::PlanSimOptions so;
+  so.sim = sim::options_for(r.plan);
+  so.sim.record_timeline = false;
+  return sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+}
+
 }  // namespace
 
 TEST_CASE("analytical: data-parallel ring all-reduce matches 2(n-1)/n * S/B + NCCL's ring latency", "[planner]") {
@@ -66,10 +74,7 @@ TEST_CASE("analytical: tp 1 data parallelism and ZeRO-3 across nodes agree with 
     auto r = resolved(c.model, c.inst, c.count, c.dp, 1, 1, c.gb, c.mb);
     r.plan.zero_stage = c.zero;
     r.plan.overlap_grad_reduce = false;
-    sim::PlanSimOptions so;
-    so.sim = sim::options_for(r.plan);
-    so.sim.record_timeline = false;
-    const double simulated = sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+    const double simulated = simulated_step_s(r);
     const double analytical = planner::estimate_step(r.plan, r.ctx).step_time_s;
     INFO(c.model << " on " << c.count << " x " << c.inst << ", ZeRO-" << c.zero << ": simulated " << simulated
                  << " s, analytical " << analytical << " s");
@@ -172,10 +177,7 @@ TEST_CASE("analytical: SMDDP, Horovod and the parameter server agree with the si
     auto r = resolved("bert-large", "p3dn.24xlarge", 2, 16, 1, 1, 128, 8);
     r.plan.dp_algorithm = algo;
     r.plan.overlap_grad_reduce = false;
-    sim::PlanSimOptions so;
-    so.sim = sim::options_for(r.plan);
-    so.sim.record_timeline = false;
-    const double simulated = sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
+    const double simulated = simulated_step_s(r);
     const double analytical = planner::estimate_step(r.plan, r.ctx).step_time_s;
     INFO(plan::dp_algorithm_name(algo) << ": simulated " << simulated << " s, analytical " << analytical << " s");
     CHECK(std::fabs(analytical / simulated - 1) < 0.05);
