@@ -299,6 +299,16 @@ std::vector<std::vector<int>> pp_pairs(const plan::Plan& p) {
   return out;
 }
 
+// The tied word embedding's copies: each (dp, cp, tp) rank of the first stage with the same rank
+// of the last stage (plan::lower's tied-embedding groups).
+std::vector<std::vector<int>> tied_pairs(const plan::Plan& p) {
+  std::vector<std::vector<int>> out;
+  for (int d = 0; d < p.dp; ++d)
+    for (int c = 0; c < p.cp; ++c)
+      for (int t = 0; t < p.tp; ++t) out.push_back({rank_of(p, d, t, 0, c), rank_of(p, d, t, p.pp - 1, c)});
+  return out;
+}
+
 struct StageTimes {
   double fwd_s = 0, bwd_s = 0;        // compute per micro-batch
   double ep_fwd_s = 0, ep_bwd_s = 0;  // exposed ep all-to-alls per micro-batch
@@ -674,6 +684,24 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   return {exposed, extra};
 }
 
+// A pipelined model with tied embeddings: after backward the first and the last stage
+// all-reduce the word embedding's gradient (Megatron-LM's finalize_model_grads), before the
+// data-parallel reduction of that copy; nothing overlaps it (plan::lower: the tied bucket).
+double tied_embedding_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, double elem) {
+  if (p.pp < 2 || !ctx.model_spec.tied_embeddings) return 0.0;
+  const RingNet n = cache.net(net_key(&ctx.cluster, p, 6), [&] { return ring_net(ctx.cluster, tied_pairs(p)); });
+  return ring_all_reduce_s(n, static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / p.tp * elem);
+}
+
+// Pipeline p2p per micro-batch and chunk boundary: the stage output forward, its gradient
+// backward; with sequence parallelism (or Megatron's scatter-gather) each tp rank sends 1/tp.
+double pipeline_p2p_s(const plan::Plan& p, const models::ModelGraph& graph, const RingNet& pp_net, double elem) {
+  double out_elems = 0;
+  for (const auto& u : graph.units()) out_elems = std::max(out_elems, u.output_elems);
+  const double bytes = out_elems * static_cast<double>(p.micro_batch) * elem / p.tp / p.cp;
+  return bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
+}
+
 }  // namespace
 
 StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, const AnalyticalOptions& options,
@@ -706,15 +734,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   if (p.pp > 1 && ctx.model_spec.tied_embeddings)
     stages.back().params += static_cast<double>(ctx.model_spec.vocab) * static_cast<double>(ctx.model_spec.hidden) / p.tp;
 
-  // Pipeline p2p per micro-batch and chunk boundary: the stage output forward, its gradient
-  // backward; with sequence parallelism (or Megatron's scatter-gather) each tp rank sends 1/tp.
-  double p2p_s = 0;
-  if (p.pp > 1) {
-    double out_elems = 0;
-    for (const auto& u : graph.units()) out_elems = std::max(out_elems, u.output_elems);
-    const double bytes = out_elems * static_cast<double>(p.micro_batch) * elem / p.tp / p.cp;
-    p2p_s = bytes / pp_net.bandwidth_bytes_per_s + pp_net.latency_s;
-  }
+  const double p2p_s = p.pp > 1 ? pipeline_p2p_s(p, graph, pp_net, elem) : 0.0;
 
   StepEstimate e{.host_s = host_exposed_s(ctx.software, stages)};
   const double m = static_cast<double>(p.num_micro_batches);
@@ -799,6 +819,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       if (p.zero_stage == 3) std::tie(zero_param_exposed, overlap_extra_s) = zero3_gathers_s(p, ctx, *cache, stages[heavy], dp_net, m);
     }
   }
+  dp_exposed += tied_embedding_s(p, ctx, *cache, elem);
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::dp)] = dp_exposed;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_grad)] = zero_grad_exposed;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_param)] = zero_param_exposed;

@@ -22,9 +22,14 @@ struct CommItem {
   plan::TaskKind kind = plan::TaskKind::collective;
   plan::CollectiveKind collective = plan::CollectiveKind::all_reduce;
   plan::CommPurpose purpose = plan::CommPurpose::none;
+  /// A gradient collective that moves no op's gradients: the gradient norm's scalar all-reduce
+  /// (plan::lower; the executor tells it the same way), a plain NCCL call whose algorithm NCCL's
+  /// tuner picks, not the gradient reduction the plan's dp algorithm sets.
+  bool scalar = false;
 
   static CommItem of(int rank, const plan::Task& t) {
-    return {t.comm_id, rank, t.id, t.group, t.peer, t.bytes, t.kind, t.collective, t.purpose};
+    return {t.comm_id, rank, t.id, t.group, t.peer, t.bytes, t.kind, t.collective, t.purpose,
+            t.role == plan::TensorRole::grads && t.ops.empty() && t.op < 0};
   }
 };
 

@@ -196,3 +196,47 @@ TEST_CASE("analytical: on one node SMDDP pays its trip through host memory, acro
   CHECK(step(one, plan::DpAlgorithm::smddp) > step(one, plan::DpAlgorithm::ring));
   CHECK(step(two, plan::DpAlgorithm::smddp) < step(two, plan::DpAlgorithm::ring));
 }
+
+TEST_CASE("analytical: the tied embedding's gradient all-reduce between the first and the last stage is exposed, as simulated",
+          "[planner]") {
+  // GPT-2 ties its word embedding to the LM head: with pp 2 both stages hold a copy, and after
+  // backward they all-reduce its gradient (V x h / tp elements) before the optimizer. With dp 1
+  // that is the only dp-purpose communication, so the analytical dp exposure must equal the
+  // simulator's duration of the "ar tied-embedding grads" task (its flow model of the pair).
+  // 4 V100s of a p3.8xlarge: tp 1 x pp 4 and tp 2 x pp 2.
+  for (int tp : {1, 2}) {
+    auto r = resolved("gpt2-124m", "p3.8xlarge", 1, 1, tp, 4 / tp, 8, 1);
+    REQUIRE(r.ctx.model_spec.tied_embeddings);
+    const double analytical = planner::estimate_step(r.plan, r.ctx).exposed_comm_s(plan::CommPurpose::dp);
+    sim::PlanSimOptions so;
+    so.sim = sim::options_for(r.plan);
+    so.sim.record_timeline = true;
+    const auto sim_result = sim::simulate_plan(r.plan, r.ctx, so);
+    double simulated = 0;
+    int found = 0;
+    for (const auto& e : sim_result.step.timeline.events)
+      if (e.rank == 0 && e.label == "ar tied-embedding grads") simulated = e.end_s - e.start_s, ++found;
+    REQUIRE(found == 1);
+    INFO("tp " << tp << ": analytical " << analytical << " s, simulated " << simulated << " s");
+    CHECK(analytical > 0);
+    CHECK(analytical == Approx(simulated).epsilon(0.05));
+  }
+}
+
+TEST_CASE("simulator: the gradient norm's all-reduce takes NCCL's tuned algorithm, not the plan's dp algorithm",
+          "[simulator][planner]") {
+  // A 4-byte all-reduce over 256 GPUs: as a ring (the plan's dp algorithm) it pays 2 x 255 step
+  // latencies; NCCL's tuner runs it as a tree (2 x height steps), well under a millisecond.
+  auto r = resolved("gpt2-124m", "p4d.24xlarge", 32, 256, 1, 1, 256, 1);
+  r.plan.dp_algorithm = plan::DpAlgorithm::ring;
+  sim::PlanSimOptions so;
+  so.sim = sim::options_for(r.plan);
+  so.sim.record_timeline = true;
+  const auto res = sim::simulate_plan(r.plan, r.ctx, so);
+  double norm_s = -1;
+  for (const auto& e : res.step.timeline.events)
+    if (e.rank == 0 && e.label == "ar world grad-norm") norm_s = e.end_s - e.start_s;
+  REQUIRE(norm_s >= 0);
+  const double ring_latency = 2 * 255 * 3.4e-6;  // even at the NVLink step latency alone
+  CHECK(norm_s < 0.25 * ring_latency);
+}
