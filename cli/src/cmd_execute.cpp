@@ -347,7 +347,7 @@ void add_execute_command(CLI::App& app) {
   add_choice(cmd, "--timeline-step", args->timeline_step, {"last", "fastest"},
              "The measured step (timeline, trace, comparison with the prediction, error history): the last step, or "
              "the fastest after the first two (timing noise on a shared machine only adds time)");
-  cmd->add_option("--trace", args->trace, "Write the last step's Chrome trace here (ui.perfetto.dev)");
+  cmd->add_option("--trace", args->trace, "Write the measured step's Chrome trace here (--timeline-step; ui.perfetto.dev)");
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir, "Folder of checkpoints (step-<N>/ with one file per rank)");
   add_int(cmd, "--checkpoint-every", args->checkpoint_every, 0, limits::kMaxSteps, "Save a checkpoint every K steps (0: never)");
   cmd->add_flag("--resume", args->resume, "Continue from the newest checkpoint in --checkpoint-dir");
