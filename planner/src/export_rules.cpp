@@ -15,8 +15,6 @@ namespace {
 
 constexpr std::string_view kMegatronArgs = "NVIDIA/Megatron-LM megatron/training/arguments.py (validate_args, commit 000c4ac)";
 constexpr std::string_view kDeepSpeedConfig = "deepspeedai/DeepSpeed deepspeed/runtime/config.py (commit 3a890ec)";
-constexpr std::string_view kSdkFwUtils =
-    "aws/sagemaker-python-sdk v2 src/sagemaker/fw_utils.py (as of PR #4454, Feb 2024: \"update pt2.2 sm training dlc\")";
 
 constexpr std::array kRules = {
     ExportRule{"all.no-parameter-server",

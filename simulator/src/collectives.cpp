@@ -166,7 +166,9 @@ constexpr double kNetOverheadIntelUs = 1.0, kNetOverheadAmdUs = 2.0;
 // NVLSTree (Simple only; NCCL 2.2x tuning.cc): base latency 0, per-step latency 25 us on NVLink
 // (the in-node NVLS step, once) and 14 us on the network (per tree level, up and down).
 constexpr double kNvlsTreeIntraLatUs = 25.0, kNvlsTreeNetLatUs = 14.0;
-constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+// Protocol indices of the tables above (LL and LL128 name the other columns).
+[[maybe_unused]] constexpr int kLL = 0, kLL128 = 1;
+constexpr int kSimple = 2;
 constexpr int kTree = 0, kRing = 1;
 constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 
