@@ -24,19 +24,20 @@ struct ModelGraph::Impl {
 };
 
 ModelGraph::ModelGraph(ModelSpec spec, std::vector<Op> ops, std::vector<Unit> units,
-                       std::vector<std::pair<int, int>> edges)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->spec = std::move(spec);
-  impl_->ops = std::move(ops);
-  impl_->units = std::move(units);
-  impl_->edges = std::move(edges);
-  const int n = static_cast<int>(impl_->ops.size());
-  for (int i = 0; i < n; ++i) TP_ASSERT_MSG(impl_->ops[i].id == i, "op ids must equal their index");
-  impl_->graph = DependencyGraph(static_cast<size_t>(n));
-  for (auto [from, to] : impl_->edges) {
+                       std::vector<std::pair<int, int>> edges) {
+  auto impl = std::make_shared<Impl>();
+  impl->spec = std::move(spec);
+  impl->ops = std::move(ops);
+  impl->units = std::move(units);
+  impl->edges = std::move(edges);
+  const int n = static_cast<int>(impl->ops.size());
+  for (int i = 0; i < n; ++i) TP_ASSERT_MSG(impl->ops[i].id == i, "op ids must equal their index");
+  impl->graph = DependencyGraph(static_cast<size_t>(n));
+  for (auto [from, to] : impl->edges) {
     TP_ASSERT(from >= 0 && from < n && to >= 0 && to < n && from != to);
-    boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), impl_->graph);
+    boost::add_edge(static_cast<size_t>(from), static_cast<size_t>(to), impl->graph);
   }
+  impl_ = std::move(impl);
   // The topological sort throws boost::not_a_dag on a cycle: a builder bug.
   try {
     (void)topological_order();
@@ -47,7 +48,8 @@ ModelGraph::ModelGraph(ModelSpec spec, std::vector<Op> ops, std::vector<Unit> un
 
 ModelGraph::ModelGraph(ModelGraph&&) noexcept = default;
 ModelGraph& ModelGraph::operator=(ModelGraph&&) noexcept = default;
-ModelGraph::ModelGraph(const ModelGraph& other) : impl_(std::make_unique<Impl>(*other.impl_)) {}
+// A graph never changes once built: a copy shares it.
+ModelGraph::ModelGraph(const ModelGraph& other) = default;
 ModelGraph::~ModelGraph() = default;
 
 const ModelSpec& ModelGraph::spec() const { return impl_->spec; }

@@ -106,6 +106,11 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& f
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const std::string& file) {
   if (plan.seq_len > 0) located(file, "/batch/seq_len", [&] { models::set_seq_len(spec, plan.seq_len, "batch.seq_len"); });
   models::ModelGraph graph = located(file, "/model", [&] { return models::build_graph(spec); });
+  return resolve(plan, catalog, std::move(spec), graph, file);
+}
+
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const models::ModelGraph& graph,
+                    const std::string& file) {
   const hw::InstanceType& inst =
       located(file, "/cluster/instance_type", [&]() -> const hw::InstanceType& { return catalog.instance(plan.instance_type); });
   const hw::GpuSpec& gpu = catalog.gpu(inst.gpu);
@@ -117,12 +122,12 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec sp
   const int num_units = static_cast<int>(graph.units().size());
   if (plan.stages.empty() && plan.pp * plan.vp <= std::max(1, num_units - 2))
     plan.stages = even_stages(num_units, plan.pp * plan.vp);
-  int64_t seq = spec.seq_len;
+  const int64_t seq = spec.seq_len;
   hw::SoftwareStack software;
   if (plan.software.empty() && catalog.software_stacks().count(hw::kDefaultSoftware)) plan.software = hw::kDefaultSoftware;
   if (!plan.software.empty())
     software = located(file, "/software", [&]() -> const hw::SoftwareStack& { return catalog.software(plan.software); });
-  return PlanContext{std::move(spec), std::move(graph), &inst, &gpu, std::move(cluster), *plan.precision, seq, std::move(software)};
+  return PlanContext{std::move(spec), graph, &inst, &gpu, std::move(cluster), *plan.precision, seq, std::move(software)};
 }
 
 namespace {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <numeric>
 
 #include "search_internal.hpp"
@@ -81,7 +80,10 @@ bool covers(const std::vector<plan::StageAssignment>& st, int units, int count) 
 
 // The candidates of the analytical, refine, simulate and rank passes.
 struct Pool {
-  std::deque<Candidate> cands;   // grows in refine without moving what analytical wrote
+  // One block (a deque of 1.3 kB candidates holds one per node), with room reserved up front for
+  // every variant refine may append (virtual memory: only the pages used are touched), so it is
+  // never moved; rank permutes it into result.ranked in place.
+  std::vector<Candidate> cands;
   std::vector<uint32_t> family;  // per candidate
   std::vector<char> exact;       // objective values final (not lower bounds)
 };
@@ -332,6 +334,13 @@ PassOutcome run_analytical(SearchState& st) {
   const auto t0 = Clock::now();
   const std::vector<Survivor>& survivors = st.survivors;
   Pool& P = st.P;  // empty before this pass; estimated in place, then closed up where cancelled
+  // Room for the lazy axes' variants refine may append: at most one per (algorithm, bucket).
+  size_t room = survivors.size();
+  if (st.req.stages.expand)
+    for (const Survivor& sv : survivors)
+      room += (st.space.families[sv.skeleton.family].zero == 0 ? st.req.dp_algorithms.size() : 1) *
+              st.req.bucket_sizes_bytes.size();
+  P.cands.reserve(room);
   P.cands.resize(survivors.size());
   std::vector<char> done(survivors.size(), 0);
   {
@@ -644,6 +653,26 @@ void monte_carlo_rows(SearchState& st, const std::vector<size_t>& final_order) {
   });
 }
 
+// Reorders `v` so that v[k] is the old v[order[k]], keeping only those (`order` holds distinct
+// indices), by swaps in place: no second copy of the candidates.
+template <typename T>
+void permute_prefix(std::vector<T>& v, const std::vector<size_t>& order) {
+  std::vector<size_t> slot(v.size()), held(v.size());  // slot[i]: where old i is; held[s]: old index at s
+  std::iota(slot.begin(), slot.end(), 0);
+  std::iota(held.begin(), held.end(), 0);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t s = slot[order[k]];
+    if (s == k) continue;
+    std::swap(v[k], v[s]);
+    const size_t displaced = held[k];
+    held[k] = order[k];
+    held[s] = displaced;
+    slot[displaced] = s;
+    slot[order[k]] = k;
+  }
+  v.erase(v.begin() + static_cast<std::ptrdiff_t>(order.size()), v.end());
+}
+
 PassOutcome run_rank(SearchState& st) {
   // The simulated candidates first, in simulated order; then the rest by estimate.
   std::vector<char> is_sim(st.P.cands.size(), 0);
@@ -655,8 +684,9 @@ PassOutcome run_rank(SearchState& st) {
     if (!is_sim[i]) final_order.push_back(i);
   recheck_memory_of_rows(st, final_order);
   monte_carlo_rows(st, final_order);
-  st.result.ranked.reserve(final_order.size());
-  for (size_t i : final_order) st.result.ranked.push_back(std::move(st.P.cands[i]));
+  permute_prefix(st.P.cands, final_order);
+  st.result.ranked = std::move(st.P.cands);
+  st.P.cands.clear();
   return {st.result.ranked.size(), fmt::format("by {}", objective_name(st.req.objective))};
 }
 void check_rank(const SearchState& st) {

@@ -6,10 +6,12 @@
 #include <bit>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <set>
 
 #include "search_internal.hpp"
 #include "trainplan/planner/export_rules.hpp"
+#include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
 
 namespace trainplan::planner {
@@ -403,12 +405,25 @@ std::vector<ResolvedContext> resolve_contexts(const SearchRequest& req, const hw
       out.emplace_back().count = count;
       inst.push_back(&catalog.instance(t));
     }
+  // Every context has the request's model and sequence length: its graph is built once and
+  // shared (plan::resolve builds it per call). Where building it fails, each context resolves
+  // on its own, so the error reads as plan::resolve words it.
+  std::optional<std::pair<models::ModelSpec, models::ModelGraph>> model;
+  try {
+    models::ModelSpec spec = models::resolve_model(req.model);
+    if (req.seq_len > 0) models::set_seq_len(spec, req.seq_len, "batch.seq_len");
+    models::ModelGraph graph = models::build_graph(spec);
+    model.emplace(std::move(spec), std::move(graph));
+  } catch (const std::exception&) {
+  }
   const auto resolve_at = [&](size_t k) {
     ResolvedContext& r = out[k];
     try {
       r.base = base_plan(req, inst[k]->name, r.count, r.count * inst[k]->gpu_count, global_batch);
       r.base.region = catalog.region();
-      r.ctx = std::make_unique<plan::PlanContext>(plan::resolve(r.base, catalog, "<search>"));
+      TP_ASSERT(r.base.model == req.model && r.base.seq_len == req.seq_len);
+      r.ctx = std::make_unique<plan::PlanContext>(model ? plan::resolve(r.base, catalog, model->first, model->second, "<search>")
+                                                        : plan::resolve(r.base, catalog, "<search>"));
     } catch (...) {
       r.error = std::current_exception();
     }

@@ -272,3 +272,18 @@ TEST_CASE("models: building the same spec twice gives identical graphs", "[model
   }
   CHECK(a.topological_order() == b.topological_order());
 }
+
+TEST_CASE("graph: a copy shares the built graph and reads the same", "[models]") {
+  const ModelGraph g = build_graph(resolve_model("gpt3-13b"));
+  const ModelGraph copy = g;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the subject
+  CHECK(&copy.ops() == &g.ops());
+  CHECK(&copy.units() == &g.units());
+  CHECK(copy.total_params() == g.total_params());
+  CHECK(copy.topological_order() == g.topological_order());
+  // A moved-to graph keeps what it was given; the source of the copy is untouched.
+  ModelGraph moved = build_graph(resolve_model("gpt3-13b"));
+  const double params = moved.total_params();
+  const ModelGraph taken = std::move(moved);
+  CHECK(taken.total_params() == params);
+  CHECK(g.ops().size() == taken.ops().size());
+}

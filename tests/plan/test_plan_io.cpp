@@ -252,3 +252,23 @@ TEST_CASE("plan: the software stack field: default, round trip, unknown names", 
   REQUIRE_ERROR_CONTAINS(with("/software", ""), "/software");
   REQUIRE_ERROR_CONTAINS(with("/software", 3), "/software");
 }
+
+TEST_CASE("plan: resolving with a built graph gives the context resolving from the name gives", "[plan]") {
+  plan::Plan a = parse(kMinimal);
+  a.seq_len = 1024;
+  plan::Plan b = a;
+  const auto& catalog = hw::Catalog::builtin();
+  const plan::PlanContext from_name = plan::resolve(a, catalog, "plan.json");
+  models::ModelSpec spec = models::resolve_model("gpt3-13b");
+  models::set_seq_len(spec, 1024, "batch.seq_len");
+  const models::ModelGraph graph = models::build_graph(spec);
+  const plan::PlanContext shared = plan::resolve(b, catalog, spec, graph, "plan.json");
+  CHECK(&shared.graph.ops() == &graph.ops());  // not rebuilt
+  CHECK(shared.seq_len == from_name.seq_len);
+  CHECK(shared.seq_len == 1024);
+  CHECK(shared.graph.ops().size() == from_name.graph.ops().size());
+  CHECK(shared.graph.total_params() == from_name.graph.total_params());
+  CHECK(shared.model_spec.name == from_name.model_spec.name);
+  CHECK(shared.cluster.num_gpus() == from_name.cluster.num_gpus());
+  CHECK(json::dump(plan::to_json(a)) == json::dump(plan::to_json(b)));  // the same defaults filled in
+}

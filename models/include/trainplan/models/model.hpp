@@ -456,7 +456,8 @@ class ModelGraph {
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // Immutable once built: copies share it (and may be read from any thread).
+  std::shared_ptr<const Impl> impl_;
 };
 
 /// Builds the graph of a spec. Throws Error (naming spec.file and the field) when the spec is

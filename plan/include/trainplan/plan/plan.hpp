@@ -229,6 +229,11 @@ PlanContext resolve(Plan& plan, const hw::Catalog& catalog, const std::string& p
 /// The same with the model given as a spec (a model built from a published shape; plan.model
 /// names it for display).
 PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const std::string& plan_file);
+/// The same with the graph already built: `spec` with plan.seq_len applied, and
+/// graph = models::build_graph(spec). A copy of a graph shares it, so the plan search builds
+/// one graph for all its clusters.
+PlanContext resolve(Plan& plan, const hw::Catalog& catalog, models::ModelSpec spec, const models::ModelGraph& graph,
+                    const std::string& plan_file);
 
 /// Cross-field rules. Throws Error with the plan file, JSON pointer and a hint:
 /// tp divides heads, kv_heads and hidden (and ffn_hidden); pp <= blocks; dp*tp*pp*cp = GPUs of
