@@ -39,31 +39,6 @@ struct RingNet {
   sim::NcclRingLatency nccl;         // NCCL Simple ring latencies (the simulator's NCCL model)
 };
 
-// A group's ring as NCCL lays it out across nodes (the simulator's sim::build_pattern ring):
-// when the ring spans several nodes with the same number k >= 2 of members on each, each
-// node's members contiguous, it runs as k channels, ring c entering and leaving every node
-// through a different member (the node's members rotated by c), so the traffic spreads over
-// all the node's NICs and each channel carries 1/k of the bytes; otherwise one ring.
-std::vector<std::vector<int>> channel_rings(const hw::Cluster& cluster, const std::vector<int>& order) {
-  std::vector<std::vector<int>> nodes;
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (i == 0 || cluster.node_of(order[i]) != cluster.node_of(order[i - 1])) nodes.emplace_back();
-    nodes.back().push_back(order[i]);
-  }
-  std::vector<int> distinct;
-  for (const auto& n : nodes) distinct.push_back(cluster.node_of(n.front()));
-  std::sort(distinct.begin(), distinct.end());
-  const bool contiguous = std::unique(distinct.begin(), distinct.end()) == distinct.end();
-  bool even = nodes.size() >= 2 && nodes[0].size() >= 2 && contiguous;
-  for (const auto& n : nodes) even = even && n.size() == nodes[0].size();
-  if (!even) return {order};
-  std::vector<std::vector<int>> rings(nodes[0].size());
-  for (size_t c = 0; c < rings.size(); ++c)
-    for (const auto& n : nodes)
-      for (size_t i = 0; i < n.size(); ++i) rings[c].push_back(n[(i + c) % n.size()]);
-  return rings;
-}
-
 RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>& groups) {
   RingNet out;
   if (groups.empty() || groups[0].size() < 2) return out;
@@ -73,7 +48,9 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::vector<int> order = cluster.ring_order(groups[gi]);
-    const std::vector<std::vector<int>> rings = channel_rings(cluster, order);
+    std::vector<int> member_nodes;
+    for (int g : order) member_nodes.push_back(cluster.node_of(g));
+    const std::vector<std::vector<int>> rings = sim::channel_rings(order, member_nodes);  // NCCL's channels
     const double share = 1.0 / static_cast<double>(rings.size());
     for (const std::vector<int>& ring : rings)
       for (size_t i = 0; i < ring.size(); ++i) {

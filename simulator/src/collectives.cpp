@@ -109,16 +109,12 @@ bool hierarchical_applies(const std::vector<int>& gpus, const Topology& topology
   return true;
 }
 
-// Channels of a ring over `gpus`: the members per node when the group spans several nodes
-// with the same number (>= 2) on each and each node's members are contiguous in the ring;
-// otherwise 1.
-int ring_channels(const std::vector<int>& ring, const Topology& topology) {
-  if (!hierarchical_applies(ring, topology)) return 1;
-  int changes = 0;
-  for (size_t i = 1; i < ring.size(); ++i) changes += topology.node_of(ring[i]) != topology.node_of(ring[i - 1]) ? 1 : 0;
-  const auto nodes = split_by_node(ring, topology);
-  if (changes != static_cast<int>(nodes.size()) - 1) return 1;
-  return static_cast<int>(nodes[0].size());
+// The nodes of a group's members, in the group's order.
+std::vector<int> nodes_of_members(const std::vector<int>& group, const Topology& topology) {
+  std::vector<int> out;
+  out.reserve(group.size());
+  for (int g : group) out.push_back(topology.node_of(g));
+  return out;
 }
 
 // Parameter-server traffic of one group copy: every GPU to (push) or from (pull) the host of
@@ -522,6 +518,29 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
 
 }  // namespace
 
+std::vector<std::vector<int>> channel_rings(const std::vector<int>& order, const std::vector<int>& member_nodes) {
+  TP_ASSERT(order.size() == member_nodes.size());
+  std::vector<std::vector<int>> nodes;  // the ring's runs of members on one node
+  std::vector<int> ids;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || member_nodes[i] != member_nodes[i - 1]) {
+      nodes.emplace_back();
+      ids.push_back(member_nodes[i]);
+    }
+    nodes.back().push_back(order[i]);
+  }
+  std::sort(ids.begin(), ids.end());
+  const bool contiguous = std::unique(ids.begin(), ids.end()) == ids.end();
+  bool even = nodes.size() >= 2 && nodes[0].size() >= 2 && contiguous;
+  for (const auto& n : nodes) even = even && n.size() == nodes[0].size();
+  if (!even) return {order};
+  std::vector<std::vector<int>> rings(nodes[0].size());
+  for (size_t c = 0; c < rings.size(); ++c)
+    for (const auto& n : nodes)
+      for (size_t i = 0; i < n.size(); ++i) rings[c].push_back(n[(i + c) % n.size()]);
+  return rings;
+}
+
 CommPattern build_pattern(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                           const std::vector<std::vector<int>>& groups, const Topology& topology) {
   CommPattern p = build_phases(kind, requested, groups, topology);
@@ -601,18 +620,11 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
       // A ring spanning nodes runs as k channels (k = members per node), each entering and
       // leaving every node through a different member, as NCCL's multi-ring layout does, so
       // the traffic spreads over all the node's NICs; each channel carries S/k.
-      const int channels = ring_channels(groups[0], topology);
+      const double channels = static_cast<double>(channel_rings(groups[0], nodes_of_members(groups[0], topology)).size());
       const double factor = (reduce_like ? 2.0 * (nn - 1) / nn : (nn - 1) / nn) / channels;
       const int steps = reduce_like ? 2 * (n - 1) : n - 1;
       add_phase(p, topology, factor, steps, groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
-        if (channels == 1) return ring_edges(b, g);
-        const auto nodes = split_by_node(g, topology);
-        for (int c = 0; c < channels; ++c) {
-          std::vector<int> ring;
-          for (const auto& node : nodes)
-            for (size_t i = 0; i < node.size(); ++i) ring.push_back(node[(i + static_cast<size_t>(c)) % node.size()]);
-          ring_edges(b, ring);
-        }
+        for (const std::vector<int>& ring : channel_rings(g, nodes_of_members(g, topology))) ring_edges(b, ring);
       });
       return p;
     }

@@ -185,6 +185,14 @@ int nccl_channels(hw::IntraNodeKind intra, int gpus_per_node, int nics_per_node,
 /// The same for a catalog cluster's instance; 0 on accelerators without CUDA (Trainium).
 int nccl_channels(const hw::Cluster& cluster, bool across_nodes);
 
+/// The rings NCCL runs a ring collective over `order` as (`member_nodes[i]` is the node of
+/// order[i]): when the ring spans several nodes with the same number k >= 2 of members on each,
+/// each node's members contiguous, k channels, channel c entering and leaving every node
+/// through a different member (the node's members rotated by c), so the traffic spreads over
+/// all the node's NICs and each channel carries 1/k of the bytes; otherwise the one ring.
+/// build_pattern lays rings out this way, and the planner's analytical estimate reads it.
+std::vector<std::vector<int>> channel_rings(const std::vector<int>& order, const std::vector<int>& member_nodes);
+
 /// The phases of one collective. `groups` holds one or more copies of the group (GPU ids, each
 /// copy already in ring order); copies run together as one pattern (symmetric simulation
 /// merges the copies of a collective that renamed ranks run at the same time). `automatic` is
