@@ -440,3 +440,17 @@ TEST_CASE("simulator: synchronized batch norm is a forward all-gather of 2C+1 an
   // A transformer has no batch norm.
   CHECK(sim::sync_batchnorm_cost(models::build_graph(models::resolve_model("gpt2-124m")), 3, group, topo).layers == 0);
 }
+
+TEST_CASE("collectives: a ring over nodes runs as one channel per member of a node, each rotated", "[sim]") {
+  using Rings = std::vector<std::vector<int>>;
+  // Two nodes of 4: NCCL's layout enters and leaves each node through a different member.
+  CHECK(sim::channel_rings({0, 1, 2, 3, 4, 5, 6, 7}, {0, 0, 0, 0, 1, 1, 1, 1}) ==
+        Rings{{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2, 3, 0, 5, 6, 7, 4}, {2, 3, 0, 1, 6, 7, 4, 5}, {3, 0, 1, 2, 7, 4, 5, 6}});
+  // Three nodes of 2, in ring order (members need not be numbered in order).
+  CHECK(sim::channel_rings({8, 9, 2, 3, 12, 13}, {4, 4, 1, 1, 6, 6}) == Rings{{8, 9, 2, 3, 12, 13}, {9, 8, 3, 2, 13, 12}});
+  // One ring otherwise: one node, one member per node, unequal nodes, a node visited twice.
+  CHECK(sim::channel_rings({0, 1, 2, 3}, {0, 0, 0, 0}) == Rings{{0, 1, 2, 3}});
+  CHECK(sim::channel_rings({0, 8, 16}, {0, 1, 2}) == Rings{{0, 8, 16}});
+  CHECK(sim::channel_rings({0, 1, 2, 8, 9}, {0, 0, 0, 1, 1}) == Rings{{0, 1, 2, 8, 9}});
+  CHECK(sim::channel_rings({0, 1, 8, 9, 2, 3}, {0, 0, 1, 1, 0, 0}) == Rings{{0, 1, 8, 9, 2, 3}});
+}
