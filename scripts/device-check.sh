@@ -3,7 +3,8 @@
 #
 #   scripts/device-check.sh [OUT_DIR] [STAGES]      (OUT_DIR default: $OUT, else ./device-check)
 #
-# STAGES (comma-separated, default "build,test,calibrate,bench,runtime,torch,loop"):
+# STAGES (comma-separated, default "build,test,calibrate,bench,runtime,gemm,loop,torch"; they run in
+# this order):
 #   build      Release build for this GPU's architecture only (nvidia-smi compute_cap) in
 #              build-device/: the GPU test binary, the CUDA benchmarks, the trainplan CLI
 #   test       the GPU tests: every CUDA kernel vs the CPU reference, the tiny GPT step and loss
@@ -16,21 +17,29 @@
 #              benchmarks                                          -> bench-cuda.json
 #   runtime    `trainplan execute` of the dp2 x tp2 x pp2 tiny plan on the GPU (8 ranks sharing
 #              it through the staging communicator), measured timeline -> timeline-cuda.json
-#   torch      the PyTorch baseline, when torch imports            -> pytorch-baseline.json
+#   gemm       bf16 GEMMs of transformer layers (hidden 2048..12288, tp 1..8, three layouts) and
+#              causal attention (seq 1024..16384) through PyTorch, for checking the compute model
+#                                                                  -> gemm-attention.json
 #   loop       the calibration loop on the GPU (tests/calibration/loop.py --backend cuda):
 #              execute set A, trainplan bench + calibrate, predict and execute set B
 #              (results, and its inputs for a built-in profile in calibration-data/)
 #                                                                  -> calibration-loop-cuda.tar.gz
-# A summary of every stage (exit codes, log tails, nvidia-smi) goes to summary.txt: at most 8
-# files in OUT_DIR. Each stage runs even when an earlier one failed; the exit code is the number
-# of failed stages. On a machine where one call may run 10 minutes, run "build" first, then the
-# other stages (the build folder is kept).
+#   torch      the PyTorch baseline, when torch imports            -> pytorch-baseline.json
+# A summary of every stage (exit codes, log tails, nvidia-smi) goes to summary.txt: 9 files in
+# OUT_DIR when every stage runs (the device tool brings back 8: pack them, or run two calls).
+# Each stage runs even when an earlier one failed; the exit code is the number of failed stages.
+# On a machine where one call may run 10 minutes, run "build" first, then the other stages (the
+# build folder is kept), or build elsewhere and point BUILD_DIR at the binaries.
+#
+# Time limits (seconds, optional): STAGE_TIMEOUT stops any one stage after that long (exit 124 in
+# the summary); DEADLINE stops the whole check that long after it started: a stage gets at most
+# what is left, and a stage with under 15 s left is not started (noted as "not run").
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-${OUT:-$root/device-check}}
 cd "$root"  # plan files name their model relative to the repository
-stages=${2:-build,test,calibrate,bench,runtime,torch,loop}
+stages=${2:-build,test,calibrate,bench,runtime,gemm,loop,torch}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 build=${BUILD_DIR:-$root/build-device}
@@ -44,8 +53,22 @@ run() {
   local name=$1; shift
   local log=$build/logs/$name.log
   mkdir -p "$build/logs"
+  local limit=${STAGE_TIMEOUT:-0}
+  if [[ -n ${DEADLINE:-} ]]; then
+    local left=$((DEADLINE - SECONDS))
+    if ((left < 15)); then
+      note "== $name: not run (${left} s left of DEADLINE=${DEADLINE})"
+      failed=$((failed + 1))
+      return 124
+    fi
+    if ((limit == 0 || left < limit)); then limit=$left; fi
+  fi
   local t0=$SECONDS
-  "$@" >"$log" 2>&1
+  if ((limit > 0)); then
+    timeout -k 5 "$limit" "$@" >"$log" 2>&1
+  else
+    "$@" >"$log" 2>&1
+  fi
   local rc=$?
   note "== $name: exit $rc in $((SECONDS - t0)) s ($*)"
   tail -n 40 "$log" >>"$summary"
@@ -91,14 +114,13 @@ if want runtime; then
   run runtime "$bin_cli" execute "$root/tests/executor/data/plan-tiny-gpt-dp2-tp2-pp2.json" \
     --backend cuda --steps 3 --timeline "$out/timeline-cuda.json"
 fi
-if want torch; then
+if want gemm; then
   if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
-    run torch python3 "$root/benches/baselines/gpt2_torch.py" --out "$out/pytorch-baseline.json"
+    run gemm python3 "$root/benches/baselines/gemm_attention_torch.py" --out "$out/gemm-attention.json"
   else
-    note "== torch: skipped (torch with CUDA does not import here)"
+    note "== gemm: skipped (torch with CUDA does not import here)"
   fi
 fi
-
 if want loop; then
   # The catalog GPU this device is (the profile of a GPU type is keyed by its catalog name);
   # CATALOG_GPU overrides.
@@ -119,6 +141,14 @@ if want loop; then
     --results "$build/calibration-loop-cuda/calibration-loop-cuda.json" \
     --keep "$build/calibration-loop-cuda/calibration-data" ${catalog_gpu:+--catalog-gpu "$catalog_gpu"}
   tar -C "$build" -czf "$out/calibration-loop-cuda.tar.gz" calibration-loop-cuda
+fi
+
+if want torch; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    run torch python3 "$root/benches/baselines/gpt2_torch.py" --out "$out/pytorch-baseline.json"
+  else
+    note "== torch: skipped (torch with CUDA does not import here)"
+  fi
 fi
 
 note "== $failed stage(s) failed; results in $out"

@@ -107,7 +107,8 @@ def catalog_gpu(catalog_path, props):
     cc = f"{props.major}.{props.minor}"
     best = None
     for name, g in gpus.items():
-        if g["compute_capability"] != cc:
+        # Entries without a CUDA compute capability (accelerators that are not NVIDIA GPUs) never match.
+        if g.get("compute_capability") != cc or "memory" not in g:
             continue
         gap = abs(parse_quantity(g["memory"]) - props.total_memory) / parse_quantity(g["memory"])
         if best is None or gap < best[0]:

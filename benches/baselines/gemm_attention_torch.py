@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Measured bf16 GEMM and attention rates on the GPU at hand, through PyTorch (cuBLAS and
+PyTorch's fused attention), for checking trainplan's compute model (simulator/README.md,
+"Compute model") against shapes of published training runs: the transformer-layer GEMMs
+(QKV, attention output, MLP up and down) of hidden sizes 2048 .. 12288, tensor-parallel
+degrees 1 .. 8, at 8192 tokens per micro-batch, in the three layouts of a training step
+(forward X W^T, data gradient dY W, weight gradient dY^T X), and causal attention forward and
+backward over sequence lengths 1024 .. 16384 with head dimension 128.
+
+  python3 benches/baselines/gemm_attention_torch.py --out gemm-attention.json [--repeats 20]
+
+Each point: the median of `repeats` CUDA-event timings after 5 warm-ups, with FLOPs counted
+as 2mnk per GEMM and 4 * batch * heads * s^2 * d / 2 (causal half) per attention forward,
+2.5x that for its backward (FlashAttention-2's convention).
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def timed(fn, repeats):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return statistics.median(times)
+
+
+def gemm_points(repeats, tokens):
+    out = []
+    dev, dt = "cuda", torch.bfloat16
+    for h in (2048, 4096, 5120, 8192, 12288):
+        for tp in (1, 2, 4, 8):
+            for name, n_out, n_in in (("qkv", 3 * h // tp, h), ("proj", h, h // tp),
+                                      ("fc1", 4 * h // tp, h), ("fc2", h, 4 * h // tp)):
+                x = torch.randn(tokens, n_in, device=dev, dtype=dt)
+                w = torch.randn(n_out, n_in, device=dev, dtype=dt)
+                dy = torch.randn(tokens, n_out, device=dev, dtype=dt)
+                for layout, fn, (m, n, k) in (
+                        ("fwd", lambda: x @ w.t(), (tokens, n_out, n_in)),
+                        ("dgrad", lambda: dy @ w, (tokens, n_in, n_out)),
+                        ("wgrad", lambda: dy.t() @ x, (n_out, n_in, tokens))):
+                    s = timed(fn, repeats)
+                    out.append(dict(op="gemm", layer=name, hidden=h, tp=tp, layout=layout, m=m, n=n, k=k,
+                                    seconds=s, tflops=2.0 * m * n * k / s / 1e12))
+                del x, w, dy
+    return out
+
+
+def attention_points(repeats, tokens):
+    out = []
+    d = 128
+    for seq in (1024, 2048, 4096, 8192, 16384):
+        for heads in (8, 32):
+            batch = max(1, tokens // seq)
+            q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                       for _ in range(3))
+            fwd_flops = 4.0 * batch * heads * seq * seq * d / 2
+            s_f = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), repeats)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            g = torch.randn_like(o)
+            s_fb = timed(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                                     (q, k, v), g), repeats)
+            s_b = max(s_fb - s_f, 1e-9)
+            out.append(dict(op="attention", seq=seq, heads=heads, head_dim=d, batch=batch, causal=True,
+                            forward_seconds=s_f, backward_seconds=s_b,
+                            forward_tflops=fwd_flops / s_f / 1e12, backward_tflops=2.5 * fwd_flops / s_b / 1e12))
+            del q, k, v, o, g
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--tokens", type=int, default=8192)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
+    p = torch.cuda.get_device_properties(0)
+    t0 = time.time()
+    doc = dict(date=time.strftime("%Y-%m-%d"), gpu=p.name, multiprocessors=p.multi_processor_count,
+               torch=torch.__version__, cuda=torch.version.cuda, tokens_per_microbatch=a.tokens,
+               repeats=a.repeats, gemm=gemm_points(a.repeats, a.tokens),
+               attention=attention_points(a.repeats, a.tokens))
+    doc["wall_seconds"] = time.time() - t0
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {a.out}: {len(doc['gemm'])} GEMMs, {len(doc['attention'])} attention points "
+          f"in {doc['wall_seconds']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
