@@ -287,11 +287,16 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
   for (const auto& [p, flops] : gpu.peak_flops)
     peaks += fmt::format("{}{} {}", peaks.empty() ? "" : ", ", precision_name(p), units::format_flops_rate(flops));
   std::printf("  dense peak: %s\n", peaks.c_str());
-  std::string mamf;
-  for (const auto& [p, flops] : gpu.mamf_flops)
-    mamf += fmt::format("{}{} {} ({:.1f}% of peak)", mamf.empty() ? "" : ", ", precision_name(p),
-                        units::format_flops_rate(flops), 100.0 * *gpu.mamf_fraction(p));
-  if (!mamf.empty()) std::printf("  measured max matmul (MAMF): %s\n", mamf.c_str());
+  // Measured matmul rates by precision, each with its share of that precision's dense peak.
+  auto measured = [&](const char* label, const std::map<Precision, double>& rates) {
+    std::string line;
+    for (const auto& [p, flops] : rates)
+      line += fmt::format("{}{} {} ({:.1f}% of peak)", line.empty() ? "" : ", ", precision_name(p),
+                          units::format_flops_rate(flops), 100.0 * flops / gpu.peak_flops.at(p));
+    if (!line.empty()) std::printf("  %s: %s\n", label, line.c_str());
+  };
+  measured("measured max matmul (MAMF)", gpu.mamf_flops);
+  measured("sustained matmul at the power limit", gpu.sustained_matmul_flops);
   if (gpu.executable())
     std::printf("  %d SMs; cuBLAS workspace %s\n", gpu.sm_count, units::format_bytes(gpu.cublas_workspace_bytes).c_str());
   else

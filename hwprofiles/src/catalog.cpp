@@ -21,7 +21,8 @@ const std::vector<std::string>& instance_source_groups() {
 
 const std::vector<std::string>& gpu_source_groups() {
   static const std::vector<std::string> kGroups = {"memory",   "peaks",           "tdp", "compute_capability",
-                                                   "sm_count", "cublas_workspace", "mamf"};
+                                                   "sm_count", "cublas_workspace", "mamf",
+                                                   "sustained_matmul"};
   return kGroups;
 }
 
@@ -44,6 +45,13 @@ std::optional<double> GpuSpec::mamf_fraction(Precision p) const {
   auto m = mamf_flops.find(p);
   auto peak = peak_flops.find(p);
   if (m == mamf_flops.end() || peak == peak_flops.end()) return std::nullopt;
+  return m->second / peak->second;
+}
+
+std::optional<double> GpuSpec::sustained_matmul_fraction(Precision p) const {
+  auto m = sustained_matmul_flops.find(p);
+  auto peak = peak_flops.find(p);
+  if (m == sustained_matmul_flops.end() || peak == peak_flops.end()) return std::nullopt;
   return m->second / peak->second;
 }
 

@@ -47,6 +47,9 @@ json::Json to_json(const GpuSpec& g) {
   json::Json mamf = json::Json::object();
   for (const auto& [p, flops] : g.mamf_flops) mamf[std::string(precision_name(p))] = flops;
   j["mamf_flops_per_s"] = mamf;
+  json::Json sustained = json::Json::object();
+  for (const auto& [p, flops] : g.sustained_matmul_flops) sustained[std::string(precision_name(p))] = flops;
+  j["sustained_matmul_flops_per_s"] = sustained;
   j["sources"] = string_map(g.sources, gpu_source_groups());
   j["notes"] = g.notes;
   return j;

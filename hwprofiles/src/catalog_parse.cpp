@@ -185,18 +185,24 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
     g.cublas_workspace_bytes = positive_quantity(r.field("cublas_workspace"), Dimension::bytes);
   else if (r.has("cublas_workspace"))
     throw r.field("cublas_workspace").error("a Neuron accelerator has no cuBLAS workspace").hint("remove it");
-  if (auto mamf = r.optional_field("mamf")) {
-    for (auto& [key, value] : mamf->entries()) {
+  // Measured matmul rates by precision: "mamf" (burst maximum) and "sustained_matmul" (held at
+  // the power limit); each below the dense peak of a precision the GPU lists.
+  auto measured_rates = [&](const char* field, std::map<Precision, double>& into) {
+    auto rates = r.optional_field(field);
+    if (!rates) return;
+    for (auto& [key, value] : rates->entries()) {
       auto p = parse_precision(key);
       if (!p || !g.peak_flops.count(*p))
         throw Error(fmt::format("\"{}\" is not a precision of this GPU's peaks", key))
             .at(value.file(), value.pointer())
-            .hint("a measured maximum matmul rate belongs to a precision listed in \"peak\"");
-      g.mamf_flops[*p] = positive_quantity(value, Dimension::flops_rate);
-      if (g.mamf_flops[*p] > g.peak_flops.at(*p))
-        throw value.error("exceeds the dense peak of this precision").hint("MAMF is a measured rate below the peak");
+            .hint("a measured matmul rate belongs to a precision listed in \"peak\"");
+      into[*p] = positive_quantity(value, Dimension::flops_rate);
+      if (into[*p] > g.peak_flops.at(*p))
+        throw value.error("exceeds the dense peak of this precision").hint("a measured rate is below the peak");
     }
-  }
+  };
+  measured_rates("mamf", g.mamf_flops);
+  measured_rates("sustained_matmul", g.sustained_matmul_flops);
   Reader sources = r.field("sources");
   for (auto& [group, value] : sources.entries()) {
     const auto& groups = gpu_source_groups();
@@ -209,6 +215,7 @@ GpuSpec parse_gpu(const std::string& name, const Reader& r, std::vector<SourceRe
   }
   for (const auto& group : gpu_source_groups())
     if (!g.sources.count(group) && (group != "mamf" || !g.mamf_flops.empty()) &&
+        (group != "sustained_matmul" || !g.sustained_matmul_flops.empty()) &&
         (cuda || (group != "cublas_workspace" && (group != "compute_capability" || !g.compute_capability.empty()) &&
                   (group != "tdp" || g.tdp_w > 0))))
       throw sources.error(fmt::format("no source for \"{}\"", group))

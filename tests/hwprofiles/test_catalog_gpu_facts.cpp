@@ -1,8 +1,10 @@
 // The hardware facts that models and the executor use besides peaks and memory: SM counts,
 // cuBLAS workspaces and measured matmul rates (MAMF) live in the GPU catalog with sources.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
+#include <vector>
 
 #include "test_support.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
@@ -88,4 +90,44 @@ TEST_CASE("hwprofiles: bad SM counts, workspaces and MAMF figures are errors at 
                          "gpus.json: /gpus/T4/mamf/fp16: exceeds the dense peak");
   REQUIRE_ERROR_CONTAINS(load_gpus(gpus_with("T4", "mamf", json::Json::parse(R"({"fp16": "50TFLOPS"})"))),
                          "no source for \"mamf\"");
+}
+
+TEST_CASE("hwprofiles: the H100's sustained bf16 matmul rate is the median of the committed measurement",
+          "[hwprofiles]") {
+  // benches/results/device-h100-2026-11-27/gemm-sustained.json: 8192^3 bf16 products back to back
+  // for 40 s on an H100 SXM, one rate per second; the catalog keeps their median.
+  const json::Json doc = json::Json::parse(
+      json::read_text_file(source_path("benches/results/device-h100-2026-11-27/gemm-sustained.json")));
+  std::vector<double> rates;
+  for (const json::Json& s : doc["sustained_8192"]) rates.push_back(s["tflops"].get<double>() * 1e12);
+  REQUIRE(rates.size() >= 30);
+  std::sort(rates.begin(), rates.end());
+  const double median = rates.size() % 2 ? rates[rates.size() / 2]
+                                         : 0.5 * (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]);
+  const hw::Catalog& cat = hw::Catalog::builtin();
+  for (const char* name : {"H100-SXM5-80GB", "H200-SXM-141GB"}) {
+    INFO(name);
+    const hw::GpuSpec& g = cat.gpu(name);
+    REQUIRE(g.sustained_matmul_flops.count(Precision::bf16));
+    CHECK(g.sustained_matmul_flops.at(Precision::bf16) == Approx(median).epsilon(1e-3));
+    CHECK(g.sustained_matmul_flops.at(Precision::bf16) < g.mamf_flops.at(Precision::bf16));
+    CHECK(cat.sources().count(g.sources.at("sustained_matmul")));
+  }
+  // The burst from an idle GPU in the same file is the MAMF figure (801 vs 794.5 TFLOP/s).
+  CHECK(doc["cold"][0]["tflops"].get<double>() * 1e12 ==
+        Approx(cat.gpu("H100-SXM5-80GB").mamf_flops.at(Precision::bf16)).epsilon(0.02));
+  CHECK(*cat.gpu("H100-SXM5-80GB").sustained_matmul_fraction(Precision::bf16) == Approx(687.7 / 989.0));
+  CHECK_FALSE(cat.gpu("A100-SXM4-80GB").sustained_matmul_fraction(Precision::bf16).has_value());
+  CHECK_FALSE(cat.gpu("H100-SXM5-80GB").sustained_matmul_fraction(Precision::fp8).has_value());
+}
+
+TEST_CASE("hwprofiles: bad sustained matmul figures are errors at their pointer", "[hwprofiles][errors]") {
+  REQUIRE_ERROR_CONTAINS(load_gpus(gpus_with("T4", "sustained_matmul", json::Json::parse(R"({"bf16": "50TFLOPS"})"))),
+                         "\"bf16\" is not a precision of this GPU's peaks");
+  REQUIRE_ERROR_CONTAINS(load_gpus(gpus_with("T4", "sustained_matmul", json::Json::parse(R"({"fp16": "70TFLOPS"})"))),
+                         "gpus.json: /gpus/T4/sustained_matmul/fp16: exceeds the dense peak");
+  REQUIRE_ERROR_CONTAINS(load_gpus(gpus_with("T4", "sustained_matmul", json::Json::parse(R"({"fp16": "-5TFLOPS"})"))),
+                         "gpus.json: /gpus/T4/sustained_matmul/fp16");
+  REQUIRE_ERROR_CONTAINS(load_gpus(gpus_with("T4", "sustained_matmul", json::Json::parse(R"({"fp16": "50TFLOPS"})"))),
+                         "no source for \"sustained_matmul\"");
 }

@@ -47,7 +47,8 @@ struct Source {
 /// capacity_block (filled from the catalog's Capacity Block offers, never named by an instance).
 const std::vector<std::string>& instance_source_groups();
 /// Field groups of a GPU (GpuSpec::sources keys): memory, peaks, tdp, compute_capability,
-/// sm_count, cublas_workspace (all required) and mamf (required when `mamf` is given).
+/// sm_count, cublas_workspace (all required), mamf and sustained_matmul (required when the
+/// field is given).
 const std::vector<std::string>& gpu_source_groups();
 /// AWS Spot Advisor interruption-frequency buckets, lowest first.
 const std::vector<std::string>& interruption_buckets();
@@ -72,6 +73,10 @@ struct GpuSpec {
   /// Maximum achievable matmul FLOP/s measured per precision (MAMF, ml-engineering's
   /// benchmark); a precision without a measurement is absent.
   std::map<Precision, double> mamf_flops;
+  /// Matmul FLOP/s the GPU holds under sustained load, at its board power limit, per precision
+  /// (large GEMMs back to back for tens of seconds, the state of a training step); MAMF is a
+  /// short burst at boost clock. A precision without a measurement is absent.
+  std::map<Precision, double> sustained_matmul_flops;
   /// The cuBLAS / cuBLASLt workspace NVIDIA recommends for this architecture (cuBLAS API
   /// reference, cublasSetWorkspace: 32 MiB on Hopper, 4 MiB before); the memory model, the
   /// lowering and the CUDA backend all use it.
@@ -90,6 +95,8 @@ struct GpuSpec {
   double peak_flops_per_s(Precision p) const;
   /// Measured maximum matmul FLOP/s over the dense peak for `p`; nullopt where not measured.
   std::optional<double> mamf_fraction(Precision p) const;
+  /// Sustained matmul FLOP/s over the dense peak for `p`; nullopt where not measured.
+  std::optional<double> sustained_matmul_fraction(Precision p) const;
   /// The 16-bit training precision this GPU should use: bf16 where supported, else fp16.
   Precision preferred_half_precision() const;
 };
