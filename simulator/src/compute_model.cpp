@@ -13,11 +13,11 @@
 namespace trainplan::sim {
 namespace {
 
-// The share of dense peak that GEMMs reach: the matmul rate the GPU holds under sustained load
-// at its power limit where the catalog has it (H100/H200 bf16: 687.7 of 989 TFLOP/s, measured
-// on an H100 SXM), else the measured maximum achievable matmul (MAMF, a burst at boost clock:
-// A100, H100 and H200); otherwise between the two measured generations' MAMF (A100 bf16 0.869,
-// H100 bf16 0.803).
+// The share of dense peak that GEMMs reach: the matmul rate the GPU holds at its power limit
+// where the catalog has it (bf16: H100/H200 687.7 of 989 TFLOP/s, measured on an H100 SXM;
+// A100 257 of 312, published on random inputs), else the measured maximum achievable matmul
+// (MAMF, a burst at boost clock: H100 and H200 fp8); otherwise between the two measured
+// generations' bf16 MAMF (A100 0.869, H100 0.803).
 constexpr double kMamfUnknown = 0.80;
 
 double gemm_ceiling(const hw::GpuSpec& gpu, Precision p) {
