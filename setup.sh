@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(build-essential cmake ninja-build python3 pkg-config
-          libboost-graph-dev nlohmann-json3-dev catch2 libbenchmark-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev
+          libboost-graph-dev nlohmann-json3-dev catch2 libbenchmark-dev libcli11-dev libfmt-dev libsqlite3-dev libxxhash-dev libjemalloc-dev
           python3-dev pybind11-dev python3-pytest libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do

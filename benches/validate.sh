@@ -12,6 +12,10 @@ bin=${TRAINPLAN_BUILD_DIR:-build}/trainplan
 [[ -x $bin ]] || { echo "error: $bin not built — run ./setup.sh first" >&2; exit 1; }
 date=$(date +%F)
 out=benches/results/validation-${date}.json
+for suffix in b c d e f g h i j k; do  # a later run the same day: <date>b, c, ...
+  [[ -e $out ]] || break
+  out=benches/results/validation-${date}${suffix}.json
+done
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 "$bin" validate "$file" --json "$tmp" > /dev/null

@@ -10,6 +10,29 @@ find_library(TRAINPLAN_XXHASH_LIBRARY xxhash REQUIRED)
 add_library(trainplan_xxhash INTERFACE IMPORTED)
 target_include_directories(trainplan_xxhash INTERFACE ${TRAINPLAN_XXHASH_INCLUDE})
 target_link_libraries(trainplan_xxhash INTERFACE ${TRAINPLAN_XXHASH_LIBRARY})
+# jemalloc (libjemalloc-dev) as the `trainplan` command's allocator, configured in
+# cli/src/allocator.cpp to back its heap with transparent huge pages: a search touches about
+# 700 MB of short-lived heap, and with glibc's malloc on 4 KiB pages the page faults and
+# arena locks were a third of the README job's time (benches/README.md, "Allocator").
+# Sanitizer and fuzz builds keep the sanitizer's allocator.
+option(TRAINPLAN_WITH_JEMALLOC "Link the trainplan command with jemalloc (libjemalloc-dev)" ON)
+set(TRAINPLAN_HAVE_JEMALLOC OFF)
+set(TRAINPLAN_JEMALLOC_SUMMARY "not requested (glibc malloc)")
+if(TRAINPLAN_WITH_JEMALLOC AND CMAKE_CXX_FLAGS MATCHES "-fsanitize")
+  set(TRAINPLAN_JEMALLOC_SUMMARY "off under sanitizers (their allocator)")
+elseif(TRAINPLAN_WITH_JEMALLOC)
+  find_path(TRAINPLAN_JEMALLOC_INCLUDE jemalloc/jemalloc.h)
+  find_library(TRAINPLAN_JEMALLOC_LIBRARY jemalloc)
+  if(NOT TRAINPLAN_JEMALLOC_INCLUDE OR NOT TRAINPLAN_JEMALLOC_LIBRARY)
+    message(FATAL_ERROR "jemalloc not found: install the Debian package libjemalloc-dev (setup.sh does), "
+                        "or configure with -DTRAINPLAN_WITH_JEMALLOC=OFF to use glibc's malloc")
+  endif()
+  set(TRAINPLAN_HAVE_JEMALLOC ON)
+  set(TRAINPLAN_JEMALLOC_SUMMARY "jemalloc (${TRAINPLAN_JEMALLOC_LIBRARY})")
+  add_library(trainplan_jemalloc INTERFACE IMPORTED)
+  target_include_directories(trainplan_jemalloc INTERFACE ${TRAINPLAN_JEMALLOC_INCLUDE})
+  target_link_libraries(trainplan_jemalloc INTERFACE ${TRAINPLAN_JEMALLOC_LIBRARY})
+endif()
 if(TRAINPLAN_BUILD_TESTS)
   find_package(Catch2 2 REQUIRED)
 endif()

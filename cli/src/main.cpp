@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 
+#include "allocator.hpp"
 #include "commands.hpp"
 #include "trainplan/core/error.hpp"
 #include "trainplan/core/strings.hpp"
@@ -39,7 +40,8 @@ std::string version_text() {
   }
   s += fmt::format("backend modules are looked for in: {} (TRAINPLAN_BACKEND_PATH replaces this list)\n",
                    trainplan::join(ex::backend_module_search_path(), ", "));
-  s += fmt::format("CUDA toolkit at build time: {}", TRAINPLAN_CUDA_SUMMARY);  // CLI11 adds the newline
+  s += fmt::format("CUDA toolkit at build time: {}\n", TRAINPLAN_CUDA_SUMMARY);
+  s += fmt::format("allocator: {}", allocator_text());  // CLI11 adds the newline
   return s;
 }
 

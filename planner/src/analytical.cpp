@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 #include "trainplan/plan/expert_parallel.hpp"
@@ -46,11 +47,44 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   std::vector<const hw::Route*> flows;  // the cluster's routes (stable references), not copies
   std::vector<double> load(cluster.links().size(), 0.0);  // the share of a group's bytes each link carries
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
+  // NCCL's channels of a group. A group that is another's shifted by whole nodes has that
+  // group's channels shifted (ring_order orders each node's members by their local indices, and
+  // channel_rings looks only at which members share a node), so they are computed once per
+  // shape: the groups of a layout are a few shapes shifted node by node.
+  const int per_node = cluster.gpus_per_node();
+  struct Shape {
+    std::vector<int> group;
+    std::vector<std::vector<int>> rings;
+  };
+  std::vector<Shape> shapes;
+  std::vector<std::vector<int>> rings;
+  const auto shift_to = [&](const std::vector<int>& g, const Shape& sh) -> std::optional<int> {
+    if (g.size() != sh.group.size()) return std::nullopt;
+    const int d = g[0] - sh.group[0];
+    if (d % per_node != 0) return std::nullopt;
+    for (size_t j = 1; j < g.size(); ++j)
+      if (g[j] - sh.group[j] != d) return std::nullopt;
+    return d;
+  };
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const std::vector<int> order = cluster.ring_order(groups[gi]);
-    std::vector<int> member_nodes;
-    for (int g : order) member_nodes.push_back(cluster.node_of(g));
-    const std::vector<std::vector<int>> rings = sim::channel_rings(order, member_nodes);  // NCCL's channels
+    std::optional<int> d;
+    const Shape* known = nullptr;
+    for (const Shape& sh : shapes)
+      if ((d = shift_to(groups[gi], sh))) {
+        known = &sh;
+        break;
+      }
+    if (known) {
+      rings = known->rings;
+      for (auto& ring : rings)
+        for (int& gpu : ring) gpu += *d;
+    } else {
+      const std::vector<int> order = cluster.ring_order(groups[gi]);
+      std::vector<int> member_nodes;
+      for (int g : order) member_nodes.push_back(cluster.node_of(g));
+      rings = sim::channel_rings(order, member_nodes);
+      if (shapes.size() < static_cast<size_t>(per_node)) shapes.push_back({groups[gi], rings});
+    }
     const double share = 1.0 / static_cast<double>(rings.size());
     for (const std::vector<int>& ring : rings)
       for (size_t i = 0; i < ring.size(); ++i) {
