@@ -9,6 +9,9 @@
 
 namespace trainplan::testing {
 
+/// Bytes in a GiB.
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 /// Path of a file in the source tree.
 inline std::string source_path(const std::string& rel) { return std::string(TRAINPLAN_SOURCE_DIR) + "/" + rel; }
 /// Path of a file in ../shared (read-only data that must not be copied into the project).

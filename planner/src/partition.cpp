@@ -24,7 +24,7 @@ double Partition::max_memory_bytes() const {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 
 // The memory formula of PartitionProblem, in one place so that every caller rounds alike.
 // kept = K; rise = max over the rank's units of (kept through u + excursion[u]).
@@ -304,15 +304,15 @@ bool unlimited_memory(const PartitionProblem& p) { return !std::isfinite(p.capac
 std::vector<plan::StageAssignment> min_max_memory(const Costs& c) {
   const PartitionProblem& p = c.problem();
   PartitionProblem unlimited = p;
-  unlimited.capacity_bytes = kInf;
+  unlimited.capacity_bytes = kUnbounded;
   const Costs cu(unlimited);
   // Any split bounds the optimum from above: units dealt out evenly.
   std::vector<int> b{0};
   for (int s = 0; s < p.pp; ++s) b.push_back(b.back() + c.n() / p.pp + (s < c.n() % p.pp ? 1 : 0));
   const double hi = evaluate_partition(unlimited, from_bounds(b)).max_memory_bytes();
-  const double best = bisect(0.0, hi, [&](double m) { return reachable(cu, kInf, m, nullptr); });
+  const double best = bisect(0.0, hi, [&](double m) { return reachable(cu, kUnbounded, m, nullptr); });
   Reach R;
-  const bool ok = reachable(cu, kInf, best, &R);
+  const bool ok = reachable(cu, kUnbounded, best, &R);
   TP_ASSERT(ok);
   return rebuild(R);
 }
@@ -332,16 +332,16 @@ std::vector<plan::StageAssignment> partition_vp1(const Costs& c, Balance balance
     return greedy_backward(c, S, t);
   }
   // Does anything fit at all? (Cheap, and decides most hopeless candidates.)
-  if (!reachable(c, kInf, kInf, nullptr)) return fallback ? min_max_memory(c) : std::vector<plan::StageAssignment>{};
+  if (!reachable(c, kUnbounded, kUnbounded, nullptr)) return fallback ? min_max_memory(c) : std::vector<plan::StageAssignment>{};
   const std::vector<double> sums = range_sums(c, lower * (1 - 1e-12));
   size_t lo = 0, hi = sums.size() - 1;  // sums.back() = the whole model's time: feasible
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (reachable(c, sums[mid], kInf, nullptr)) hi = mid;
+    if (reachable(c, sums[mid], kUnbounded, nullptr)) hi = mid;
     else lo = mid + 1;
   }
   Reach R;
-  const bool ok = reachable(c, sums[lo], kInf, &R);
+  const bool ok = reachable(c, sums[lo], kUnbounded, &R);
   TP_ASSERT(ok);
   return rebuild(R);
 }
@@ -441,7 +441,7 @@ Partition exhaustive(const PartitionProblem& p, Balance balance) {
   Evaluator ev(p);
   std::vector<int> best;
   bool best_fits = false;
-  double best_value = kInf;
+  double best_value = kUnbounded;
   // Boundaries b[1] < ... < b[S-1] in (0, n), lexicographically.
   while (true) {
     ev.run(b);

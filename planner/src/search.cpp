@@ -18,7 +18,6 @@ namespace {
 
 using namespace detail;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDoesNotFit[] = "does not fit in GPU memory";
 
 void check_request(const SearchRequest& req) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 namespace trainplan::planner::detail {
 
 using Clock = std::chrono::steady_clock;
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 /// One (instance type, count): the plan fields they fix and the resolved context.

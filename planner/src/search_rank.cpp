@@ -12,10 +12,6 @@
 namespace trainplan::planner {
 namespace detail {
 
-namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
-}
-
 Key objective_key(const SearchRequest& req, double time_s, std::optional<double> cost_usd) {
   const double cost = cost_usd ? *cost_usd : kInf;
   switch (req.objective) {

@@ -16,7 +16,7 @@ namespace {
 using report_detail::Doc;
 using report_detail::Table;
 
-std::string dur(double s) { return units::format_duration(s); }
+std::string job_duration(double s) { return units::format_duration(s); }
 std::string secs(double s) { return fmt::format("{:.1f}", s); }
 // Classic jobs cost cents: four decimals below $10.
 std::string usd4(double v) { return v < 10 ? fmt::format("${:.4f}", v) : units::format_usd(v); }
@@ -51,7 +51,7 @@ void intro(Doc& d, const ClassicReport& r) {
   d.paragraph(fmt::format("By the objective \"{}\": {} instance{} of {}: {} from the request to the uploaded model, {} billable "
                           "seconds in all, {}. `trainplan plan --model xgboost ... -o job.json` writes it as a job file for "
                           "`trainplan job job.json`.",
-                          r.objective, b.count, b.count == 1 ? "" : "s", b.instance, dur(b.wall_s), secs(b.billed_s_total),
+                          r.objective, b.count, b.count == 1 ? "" : "s", b.instance, job_duration(b.wall_s), secs(b.billed_s_total),
                           cost(b.cost_usd, r.unverified_on_demand, b.instance)));
 }
 
@@ -65,9 +65,9 @@ void comparison(Doc& d, const ClassicReport& r) {
     const auto& j = row.job;
     if (j.count == 1) base = &row.job;
     const bool same = base && base->instance == j.instance;
-    t.rows.push_back({j.instance, std::to_string(j.count), dur(j.wall_s), secs(j.billed_s_total), secs(j.billed_s_per_instance),
+    t.rows.push_back({j.instance, std::to_string(j.count), job_duration(j.wall_s), secs(j.billed_s_total), secs(j.billed_s_per_instance),
                       cost(j.cost_usd, r.unverified_on_demand, j.instance), same ? fmt::format("{:.2f}x", j.wall_s / base->wall_s) : "-",
-                      same ? fmt::format("{:.2f}x", j.cost_usd / base->cost_usd) : "-", dur(j.phases.training_s),
+                      same ? fmt::format("{:.2f}x", j.cost_usd / base->cost_usd) : "-", job_duration(j.phases.training_s),
                       fmt::format("{} / {}{}", units::format_bytes(j.memory_bytes_per_instance), units::format_bytes(j.usable_memory_bytes),
                                   j.fits_memory ? "" : " (does not fit)")});
   }
@@ -109,7 +109,7 @@ void break_even(Doc& d, const ClassicReport& r) {
     items.push_back(fmt::format("{}: {} instances finish sooner than 1 above {} rows ({} now); there each job takes {} and bills "
                                 "{} against {} on one{}.",
                                 row.job.instance, row.job.count, units::format_count(be.rows),
-                                units::format_count(static_cast<double>(r.request.spec.rows)), dur(be.many.wall_s),
+                                units::format_count(static_cast<double>(r.request.spec.rows)), job_duration(be.many.wall_s),
                                 usd4(be.many.cost_usd), usd4(be.one.cost_usd),
                                 be.one.fits_memory ? "" : "; one instance cannot hold that many rows"));
   }
@@ -126,16 +126,16 @@ void sweep(Doc& d, const ClassicReport& r) {
   d.paragraph(fmt::format("{} jobs, {} at a time{}. A warm pool reuse skips provisioning and the image download (a {} warm start "
                           "instead); each pool is billed while it waits, up to its keep-alive after its slot's last job.",
                           q.repeat, q.parallel,
-                          q.keep_alive_s > 0 ? fmt::format(", warm pools kept alive {}", dur(q.keep_alive_s)) : " (no warm pool)",
-                          dur(sim::LifecycleFacts::builtin().sagemaker_warm_pool_start_s)));
+                          q.keep_alive_s > 0 ? fmt::format(", warm pools kept alive {}", job_duration(q.keep_alive_s)) : " (no warm pool)",
+                          job_duration(sim::LifecycleFacts::builtin().sagemaker_warm_pool_start_s)));
   Table t{{"instance", ">count", ">waves", ">wall", ">billable s", ">cost", ">warm starts", ">keep-alive billed s",
            ">wall without pool", ">cost without pool"},
           {}};
   for (const auto& row : r.rows) {
     const auto& s = *row.sweep;
-    t.rows.push_back({row.job.instance, std::to_string(row.job.count), std::to_string(s.waves), dur(s.wall_s), secs(s.billed_s),
+    t.rows.push_back({row.job.instance, std::to_string(row.job.count), std::to_string(s.waves), job_duration(s.wall_s), secs(s.billed_s),
                       cost(s.cost_usd, r.unverified_on_demand, row.job.instance), std::to_string(s.warm_starts),
-                      secs(s.keep_alive_billed_s), dur(s.cold_wall_s), cost(s.cold_cost_usd, r.unverified_on_demand, row.job.instance)});
+                      secs(s.keep_alive_billed_s), job_duration(s.cold_wall_s), cost(s.cold_cost_usd, r.unverified_on_demand, row.job.instance)});
   }
   d.table(t);
 }
@@ -146,8 +146,8 @@ void spot(Doc& d, const ClassicReport& r) {
   d.heading("Managed spot");
   d.paragraph(fmt::format("{} Monte Carlo runs{}{}. A job still running at max_wait (waiting for capacity included) fails: "
                           "P(> max_wait) is how often.",
-                          q.runs, q.max_wait_s ? fmt::format(", max_wait {}", dur(*q.max_wait_s)) : "",
-                          q.max_run_s ? fmt::format(", max_run {}", dur(*q.max_run_s)) : ""));
+                          q.runs, q.max_wait_s ? fmt::format(", max_wait {}", job_duration(*q.max_wait_s)) : "",
+                          q.max_run_s ? fmt::format(", max_run {}", job_duration(*q.max_run_s)) : ""));
   Table t{{"instance", ">count", ">spot $/h", ">wall mean", ">wall p90", ">cost mean", ">on-demand cost", ">interruptions",
            ">P(> max_wait)"},
           {}};
@@ -155,7 +155,7 @@ void spot(Doc& d, const ClassicReport& r) {
     const auto& mc = row.spot->monte_carlo;
     t.rows.push_back({row.job.instance, std::to_string(row.job.count),
                       fmt::format("{:.4f}{}", row.spot->spot_price_usd_per_hour, listed(r.unverified_spot, row.job.instance) ? " *" : ""),
-                      dur(mc.time_s.mean), dur(mc.time_s.p90), usd4(mc.cost_usd.mean), usd4(row.job.cost_usd),
+                      job_duration(mc.time_s.mean), job_duration(mc.time_s.p90), usd4(mc.cost_usd.mean), usd4(row.job.cost_usd),
                       fmt::format("{:.3f}", mc.interruptions.mean),
                       mc.p_exceed_max_wait ? fmt::format("{:.1f}%", 100.0 * *mc.p_exceed_max_wait) : "-"});
   }

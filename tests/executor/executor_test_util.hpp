@@ -16,6 +16,9 @@
 namespace trainplan::executor::testing {
 
 /// n values drawn from N(mean, stddev^2).
+/// A uniform integer in [lo, hi].
+inline int64_t draw(Rng& rng, int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1))); }
+
 inline std::vector<double> random_values(Rng& rng, size_t n, double stddev = 1.0, double mean = 0.0) {
   std::vector<double> v(n);
   for (double& x : v) x = rng.normal(mean, stddev);

@@ -7,6 +7,7 @@ using namespace trainplan;
 using namespace trainplan::executor;
 using trainplan::executor::testing::check_gradient;
 using trainplan::executor::testing::Device;
+using trainplan::executor::testing::draw;
 using trainplan::executor::testing::dot;
 using trainplan::executor::testing::random_ids;
 using trainplan::executor::testing::random_values;
@@ -16,7 +17,6 @@ namespace {
 constexpr double kFdEps = 1e-6;  // central-difference step (f64)
 constexpr double kFdTol = 1e-6;  // relative tolerance (floor 1) between analytic and numeric
 
-int64_t draw(Rng& rng, int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1))); }
 size_t sz(int64_t n) { return static_cast<size_t>(n); }
 
 std::vector<double> minus(const std::vector<double>& a, const std::vector<double>& b) {

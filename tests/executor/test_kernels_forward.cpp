@@ -9,6 +9,7 @@
 using namespace trainplan;
 using namespace trainplan::executor;
 using trainplan::executor::testing::Device;
+using trainplan::executor::testing::draw;
 using trainplan::executor::testing::random_ids;
 using trainplan::executor::testing::random_values;
 
@@ -28,7 +29,6 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
   CHECK(worst <= tol);
 }
 
-int64_t draw(Rng& rng, int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng.below(static_cast<uint64_t>(hi - lo + 1))); }
 
 // Attention by the textbook formula: explicit scores, softmax and weighted sum per head.
 // qkv rows [Q (H heads) | K (KVH heads) | V (KVH heads)].

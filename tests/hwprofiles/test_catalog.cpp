@@ -12,6 +12,7 @@
 
 using namespace trainplan;
 using trainplan::testing::shared_path;
+using trainplan::testing::kGiB;
 using trainplan::testing::source_path;
 
 namespace {
@@ -25,7 +26,6 @@ const nlohmann::json& shared_hwdata() {
   return kData;
 }
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
 

@@ -9,10 +9,9 @@
 
 using namespace trainplan;
 using trainplan::testing::source_path;
+using trainplan::testing::kGiB;
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 bool crosses(const hw::Cluster& c, const hw::Route& r, hw::LinkKind kind) {
   for (int id : r.links)

@@ -13,10 +13,9 @@
 #include "trainplan/hwprofiles/cluster.hpp"
 
 using namespace trainplan;
+using trainplan::testing::kGiB;
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // AWS size names: large = 2 vCPUs, xlarge = 4, Nxlarge = 4N.
 int vcpus_of_size(const std::string& name) {

@@ -11,12 +11,12 @@ using namespace trainplan;
 
 namespace {
 
-const hw::Catalog& cat() { return hw::Catalog::builtin(); }
+const hw::Catalog& builtin_catalog() { return hw::Catalog::builtin(); }
 
 hw::Cluster zoned(const std::string& type, int count, int azs) {
   hw::Placement p;
   p.azs = azs;
-  return hw::Cluster::build(cat().instance(type), count, cat(), p);
+  return hw::Cluster::build(builtin_catalog().instance(type), count, builtin_catalog(), p);
 }
 
 // The kinds of the links a route uses.
@@ -37,7 +37,7 @@ TEST_CASE("hwprofiles: instances split over AZs in contiguous blocks, larger blo
 }
 
 TEST_CASE("hwprofiles: the catalog's placement facts are the documented ones, each with a source", "[hwprofiles]") {
-  const hw::PlacementFacts& f = cat().placement();
+  const hw::PlacementFacts& f = builtin_catalog().placement();
   REQUIRE(f.present());
   CHECK(f.single_flow_bandwidth_bytes_per_s == Approx(5e9 / 8));  // EC2: 5 Gbps per flow outside a cluster placement group
   CHECK(f.nccl_socket_flows == 2 * 8);                            // NCCL on an AWS NIC: 2 threads x 8 sockets
@@ -47,19 +47,19 @@ TEST_CASE("hwprofiles: the catalog's placement facts are the documented ones, ea
   for (const auto& [fact, ids] : f.sources)
     for (const auto& id : split(ids, '+')) {
       INFO(fact << ": " << id);
-      CHECK(cat().sources().count(id) == 1);
+      CHECK(builtin_catalog().sources().count(id) == 1);
     }
   for (const auto& p : f.inter_region)
-    for (const auto& id : split(p.source, '+')) CHECK(cat().sources().count(id) == 1);
+    for (const auto& id : split(p.source, '+')) CHECK(builtin_catalog().sources().count(id) == 1);
   // Between AZs a p4d gets one NCCL socket connection's 16 x 5 Gbit/s = 10 GB/s, less than its
   // 400 Gbit/s; an instance slower than 80 Gbit/s keeps its own bandwidth.
-  CHECK(hw::inter_az_bandwidth_bytes_per_s(cat().instance("p4d.24xlarge"), f) == Approx(10e9));
-  const hw::InstanceType& g5 = cat().instance("g5.12xlarge");
+  CHECK(hw::inter_az_bandwidth_bytes_per_s(builtin_catalog().instance("p4d.24xlarge"), f) == Approx(10e9));
+  const hw::InstanceType& g5 = builtin_catalog().instance("g5.12xlarge");
   CHECK(hw::inter_az_bandwidth_bytes_per_s(g5, f) == Approx(std::min(g5.network.bandwidth_bytes_per_s, 10e9)));
 }
 
 TEST_CASE("hwprofiles: inter-region transfer is priced by the source region", "[hwprofiles]") {
-  const hw::PlacementFacts& f = cat().placement();
+  const hw::PlacementFacts& f = builtin_catalog().placement();
   CHECK(hw::inter_region_usd_per_gb(f, "us-east-1", "us-east-1") == 0.0);
   CHECK(hw::inter_region_usd_per_gb(f, "us-east-1", "us-east-2") == Approx(0.01));
   CHECK(hw::inter_region_usd_per_gb(f, "us-east-2", "us-east-1") == Approx(0.01));
@@ -74,8 +74,8 @@ TEST_CASE("hwprofiles: inter-region transfer is priced by the source region", "[
 }
 
 TEST_CASE("hwprofiles: one AZ has no inter-AZ links, two AZs route over ENA at the inter-AZ bandwidth and latency", "[hwprofiles]") {
-  const hw::InstanceType& p4d = cat().instance("p4d.24xlarge");
-  const hw::Cluster one = hw::Cluster::build(p4d, 2, cat());
+  const hw::InstanceType& p4d = builtin_catalog().instance("p4d.24xlarge");
+  const hw::Cluster one = hw::Cluster::build(p4d, 2, builtin_catalog());
   CHECK(one.placement().azs == 1);
   for (const auto& l : one.links()) CHECK(l.kind != hw::LinkKind::inter_az);
   CHECK(kinds(one, 0, 8).count(hw::LinkKind::network) == 1);

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "test_support.hpp"
+#include "trainplan/core/json.hpp"
+#include "trainplan/models/model.hpp"
 
 namespace trainplan::testing {
 
@@ -26,6 +28,14 @@ void require_located_error(Fn&& fn, const std::string& file, const std::string& 
     CHECK(std::string(e.what()).find(" \xE2\x80\x94 ") != std::string::npos);
   }
   if (!thrown) FAIL("expected trainplan::Error at " << file << ": " << pointer << ": " << what);
+}
+
+/// The config.json of tests/models/data/hf/<dir>.
+inline std::string hf(const std::string& dir) { return source_path("tests/models/data/hf/" + dir + "/config.json"); }
+
+/// A Hugging Face config from its text (file name "config.json", model name "test").
+inline ::trainplan::models::ModelSpec import_text(const std::string& text) {
+  return ::trainplan::models::import_hf_config_json(::trainplan::json::parse_text(text, "config.json"), "test", "config.json");
 }
 
 }  // namespace trainplan::testing

@@ -6,17 +6,13 @@
 using namespace trainplan;
 using namespace trainplan::models;
 using trainplan::testing::require_located_error;
+using trainplan::testing::hf;
+using trainplan::testing::import_text;
 using trainplan::testing::source_path;
 
 namespace {
 
-std::string hf(const std::string& dir) { return source_path("tests/models/data/hf/" + dir + "/config.json"); }
-
 double params(const ModelSpec& s) { return build_graph(s).total_params(); }
-
-ModelSpec import_text(const std::string& text) {
-  return import_hf_config_json(json::parse_text(text, "config.json"), "test", "config.json");
-}
 
 }  // namespace
 

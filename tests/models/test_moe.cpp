@@ -10,6 +10,8 @@
 
 using namespace trainplan;
 using namespace trainplan::models;
+using trainplan::testing::hf;
+using trainplan::testing::import_text;
 using trainplan::testing::require_located_error;
 
 namespace {
@@ -283,12 +285,6 @@ TEST_CASE("models: bad MLA fields are errors naming the field's pointer", "[mode
 }
 
 namespace {
-
-std::string hf(const std::string& dir) { return trainplan::testing::source_path("tests/models/data/hf/" + dir + "/config.json"); }
-
-ModelSpec import_text(const std::string& text) {
-  return import_hf_config_json(json::parse_text(text, "config.json"), "test", "config.json");
-}
 
 // A qwen2_moe config with `extra` keys (4 layers of hidden 64).
 std::string qwen2_moe(const std::string& extra) {

@@ -20,15 +20,15 @@ const char* kFp8 = R"({"schema_version": 1, "model": "llama2-7b",
   "batch": {"global_batch": 32, "micro_batch": 2, "seq_len": 4096},
   "precision": "fp8", "fp8": {"recipe": "delayed", "amax_history": 16}})";
 
-plan::Plan parse(const std::string& text) { return plan::parse_plan(json::parse_text(text, "plan.json"), "plan.json"); }
+plan::Plan parse_fp8(const std::string& text) { return plan::parse_plan(json::parse_text(text, "plan.json"), "plan.json"); }
 
-plan::Plan with(const std::string& pointer, const json::Json& value) {
+plan::Plan fp8_with(const std::string& pointer, const json::Json& value) {
   json::Json doc = json::parse_text(kFp8, "plan.json");
   doc[json::Json::json_pointer(pointer)] = value;
   return plan::parse_plan(doc, "plan.json");
 }
 
-void validate(plan::Plan p) {
+void validate_fp8(plan::Plan p) {
   auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
   plan::validate(p, ctx, "plan.json");
 }
@@ -42,7 +42,7 @@ const models::Op& op_named(const models::ModelGraph& g, const std::string& name)
 }  // namespace
 
 TEST_CASE("fp8: the recipe section round-trips and defaults to TE's delayed scaling", "[plan][fp8]") {
-  plan::Plan p = parse(kFp8);
+  plan::Plan p = parse_fp8(kFp8);
   CHECK(p.fp8.recipe == plan::Fp8Recipe::delayed);
   CHECK(p.fp8.amax_history == 16);
   CHECK_FALSE(p.fp8.fp8_params);
@@ -58,35 +58,35 @@ TEST_CASE("fp8: the recipe section round-trips and defaults to TE's delayed scal
   CHECK(d.fp8.recipe == plan::Fp8Recipe::delayed);
   CHECK(d.fp8.amax_history == 1024);
   // Other recipes write no amax history.
-  plan::Plan c = with("/fp8", json::Json{{"recipe", "current"}, {"fp8_params", true}});
+  plan::Plan c = fp8_with("/fp8", json::Json{{"recipe", "current"}, {"fp8_params", true}});
   CHECK(plan::to_json(c)["fp8"] == json::Json({{"recipe", "current"}, {"fp8_params", true}}));
   // A bf16 plan writes no fp8 section.
-  plan::Plan b = parse(kFp8);
+  plan::Plan b = parse_fp8(kFp8);
   b.precision = Precision::bf16;
   CHECK_FALSE(plan::to_json(b).contains("fp8"));
 }
 
 TEST_CASE("fp8: errors name the field and a fix", "[plan][fp8]") {
-  REQUIRE_ERROR_CONTAINS(with("/precision", "bf16"), "plan.json: /fp8: an fp8 section in a plan that does not train in fp8");
-  REQUIRE_ERROR_CONTAINS(with("/fp8/recipe", "mxfp9"), "plan.json: /fp8/recipe");
-  REQUIRE_ERROR_CONTAINS(with("/fp8", json::Json{{"recipe", "mxfp8"}, {"amax_history", 8}}),
+  REQUIRE_ERROR_CONTAINS(fp8_with("/precision", "bf16"), "plan.json: /fp8: an fp8 section in a plan that does not train in fp8");
+  REQUIRE_ERROR_CONTAINS(fp8_with("/fp8/recipe", "mxfp9"), "plan.json: /fp8/recipe");
+  REQUIRE_ERROR_CONTAINS(fp8_with("/fp8", json::Json{{"recipe", "mxfp8"}, {"amax_history", 8}}),
                          "/fp8/amax_history: amax_history applies to the delayed recipe, not mxfp8");
-  REQUIRE_ERROR_CONTAINS(with("/fp8/amax_history", 0), "/fp8/amax_history: must be a positive integer");
-  REQUIRE_ERROR_CONTAINS(with("/fp8/scaling", 1), "/fp8/scaling: unknown field");
+  REQUIRE_ERROR_CONTAINS(fp8_with("/fp8/amax_history", 0), "/fp8/amax_history: must be a positive integer");
+  REQUIRE_ERROR_CONTAINS(fp8_with("/fp8/scaling", 1), "/fp8/scaling: unknown field");
 }
 
 TEST_CASE("fp8: needs FP8 tensor cores, mxfp8 needs Blackwell (compute capability 10.0)", "[plan][fp8]") {
-  validate(parse(kFp8));  // H100: fine
+  validate_fp8(parse_fp8(kFp8));  // H100: fine
   {  // A100 (8.0) and V100 (7.0) have no FP8.
-    auto p = parse(kFp8);
+    auto p = parse_fp8(kFp8);
     p.instance_type = "p4d.24xlarge";
-    REQUIRE_ERROR_CONTAINS(validate(p), "plan.json: /precision: A100-SXM4-40GB (compute capability 8.0) has no FP8 tensor cores");
-    REQUIRE_ERROR_CONTAINS(validate(p), "compute capability 8.9 or later");
+    REQUIRE_ERROR_CONTAINS(validate_fp8(p), "plan.json: /precision: A100-SXM4-40GB (compute capability 8.0) has no FP8 tensor cores");
+    REQUIRE_ERROR_CONTAINS(validate_fp8(p), "compute capability 8.9 or later");
     p.instance_type = "p3dn.24xlarge";
-    REQUIRE_ERROR_CONTAINS(validate(p), "(compute capability 7.0) has no FP8 tensor cores");
+    REQUIRE_ERROR_CONTAINS(validate_fp8(p), "(compute capability 7.0) has no FP8 tensor cores");
   }
-  auto mx = with("/fp8", json::Json{{"recipe", "mxfp8"}});
-  REQUIRE_ERROR_CONTAINS(validate(mx), "plan.json: /fp8/recipe: the mxfp8 recipe needs Blackwell (compute capability 10.0+), H100-SXM5-80GB has 9.0");
+  auto mx = fp8_with("/fp8", json::Json{{"recipe", "mxfp8"}});
+  REQUIRE_ERROR_CONTAINS(validate_fp8(mx), "plan.json: /fp8/recipe: the mxfp8 recipe needs Blackwell (compute capability 10.0+), H100-SXM5-80GB has 9.0");
   // The rule reads the compute capability, not the name: the same plan on a 10.0 GPU passes.
   auto ctx = plan::resolve(mx, hw::Catalog::builtin(), "plan.json");
   hw::GpuSpec blackwell = *ctx.gpu;
@@ -94,11 +94,11 @@ TEST_CASE("fp8: needs FP8 tensor cores, mxfp8 needs Blackwell (compute capabilit
   ctx.gpu = &blackwell;
   CHECK_FALSE(plan::check(mx, ctx).has_value());
   // blockwise (DeepSeek-V3's scheme) runs on Hopper.
-  validate(with("/fp8", json::Json{{"recipe", "blockwise"}}));
+  validate_fp8(fp8_with("/fp8", json::Json{{"recipe", "blockwise"}}));
 }
 
 TEST_CASE("fp8: only the block linears run in FP8, adding the quantization traffic of the closed form", "[plan][fp8]") {
-  plan::Plan p = parse(kFp8);
+  plan::Plan p = parse_fp8(kFp8);
   auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
   const auto& g = ctx.graph;
   const int64_t b = p.micro_batch, mb = p.num_micro_batches;  // 2, 4
@@ -171,7 +171,7 @@ TEST_CASE("fp8: only the block linears run in FP8, adding the quantization traff
 }
 
 TEST_CASE("fp8: weight memory adds TE's FP8 weight copies and scaling state, unless the weights are FP8", "[plan][fp8]") {
-  plan::Plan p = parse(kFp8);
+  plan::Plan p = parse_fp8(kFp8);
   auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
   double fp8_params = 0, linears = 0;
   for (const auto& op : ctx.graph.ops())
@@ -194,7 +194,7 @@ TEST_CASE("fp8: weight memory adds TE's FP8 weight copies and scaling state, unl
 }
 
 TEST_CASE("fp8: the sequence-parallel input all-gather moves FP8, ZeRO gathers FP8 parameters with fp8_params", "[plan][fp8]") {
-  plan::Plan p = parse(kFp8);
+  plan::Plan p = parse_fp8(kFp8);
   auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
   const auto& g = ctx.graph;
   const auto bytes = [&](const plan::Plan& q, plan::CommPurpose purpose, plan::TensorRole role) {

@@ -14,13 +14,13 @@ using namespace trainplan;
 namespace {
 
 const hw::Catalog& catalog() { return hw::Catalog::builtin(); }
-const hw::CpuInstanceType& m5_large() { return catalog().cpu_instance("ml.m5.large"); }
+const hw::CpuInstanceType& ml_m5_large() { return catalog().cpu_instance("ml.m5.large"); }
 const sim::LifecycleFacts& facts() { return sim::LifecycleFacts::builtin(); }
 
 planner::ClassicRequest lesson() {
   planner::ClassicRequest r;
   r.spec = {.rows = 892, .features = 8, .rounds = 100};
-  r.instances = {&m5_large(), &catalog().cpu_instance("ml.c5.xlarge")};
+  r.instances = {&ml_m5_large(), &catalog().cpu_instance("ml.c5.xlarge")};
   r.counts = {1, 2, 4};
   return r;
 }
@@ -71,8 +71,8 @@ TEST_CASE("planner: a classic sweep bills its slots cold, the rest warm, and eve
   r.keep_alive = "10min";
   const auto a = planner::analyze_classic_job(plan_of(2), catalog(), r, false);
   REQUIRE(a.sweep);
-  const auto cold = planner::xgboost_job(plan_of(2).spec, m5_large(), 2, false);
-  const auto warm = planner::xgboost_job(plan_of(2).spec, m5_large(), 2, true);
+  const auto cold = planner::xgboost_job(plan_of(2).spec, ml_m5_large(), 2, false);
+  const auto warm = planner::xgboost_job(plan_of(2).spec, ml_m5_large(), 2, true);
   CHECK(a.sweep->waves == 5);
   CHECK(a.sweep->warm_starts == 16);
   CHECK(a.sweep->billed_s == Approx(4 * cold.billed_s_total + 16 * warm.billed_s_total + 4 * 2 * 600.0));

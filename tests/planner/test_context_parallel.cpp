@@ -2,6 +2,7 @@
 // gathers, the dp * cp gradient group) and the simulator, and the search's cp axis.
 #include <algorithm>
 
+#include "plan_fixture.hpp"
 #include "test_support.hpp"
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/planner/search.hpp"
@@ -11,10 +12,7 @@ using namespace trainplan;
 
 namespace {
 
-struct Resolved {
-  plan::Plan plan;
-  plan::PlanContext ctx;
-};
+using Resolved = trainplan::testing::ResolvedPlan;
 
 Resolved resolved(const std::string& model, int count, int dp, int cp, int64_t seq, int64_t gb) {
   plan::Plan p;

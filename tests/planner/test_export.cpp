@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "plan_fixture.hpp"
 #include "test_support.hpp"
 #include "trainplan/planner/export.hpp"
 #include "trainplan/planner/export_rules.hpp"
@@ -19,10 +20,7 @@ namespace {
 
 constexpr ExportTarget kTargets[] = {ExportTarget::deepspeed, ExportTarget::megatron, ExportTarget::sagemaker, ExportTarget::torchrun};
 
-struct Resolved {
-  plan::Plan plan;
-  plan::PlanContext ctx;
-};
+using Resolved = trainplan::testing::ResolvedPlan;
 
 // A plan from its JSON text, resolved against the built-in catalog, with a predicted time
 // (SageMaker's max_run comes from it).

@@ -39,10 +39,10 @@ planner::SearchOptions gpt2_search() {
   return o;
 }
 
-struct Resolved {
+struct ResolvedImagePlan {
   plan::Plan plan;
   plan::PlanContext ctx;
-  explicit Resolved(plan::Plan p) : plan(std::move(p)), ctx(plan::resolve(plan, hw::Catalog::builtin(), "test")) {}
+  explicit ResolvedImagePlan(plan::Plan p) : plan(std::move(p)), ctx(plan::resolve(plan, hw::Catalog::builtin(), "test")) {}
 };
 
 plan::Plan data_parallel(const std::string& model, int instances, int64_t global_batch, int64_t micro_batch) {
@@ -159,40 +159,40 @@ TEST_CASE("search: the data loader bounds the step: EBS at 125 MiB/s cannot feed
 
 TEST_CASE("convergence: batch norm below 16 images per GPU is warned about (Wu & He 2018)", "[planner][convergence]") {
   CHECK(planner::kBatchNormMinPerGpu == 16);
-  Resolved small(data_parallel("resnet-50", 1, 256, 8));
+  ResolvedImagePlan small(data_parallel("resnet-50", 1, 256, 8));
   auto ws = planner::convergence_warnings(small.plan, small.ctx);
   REQUIRE(codes(ws) == std::vector<std::string>{"batchnorm-per-gpu"});
   CHECK_THAT(ws[0].message, Catch::Contains("over 8 images"));
   CHECK_THAT(ws[0].source, Catch::Contains("Group Normalization"));
-  Resolved ok(data_parallel("resnet-50", 1, 256, 16));  // 16 per GPU: 23.7% vs 23.6% at 32
+  ResolvedImagePlan ok(data_parallel("resnet-50", 1, 256, 16));  // 16 per GPU: 23.7% vs 23.6% at 32
   CHECK(planner::convergence_warnings(ok.plan, ok.ctx).empty());
-  Resolved vit(data_parallel("vit-b-16", 1, 256, 2));  // layernorm: the per-GPU batch does not matter
+  ResolvedImagePlan vit(data_parallel("vit-b-16", 1, 256, 2));  // layernorm: the per-GPU batch does not matter
   CHECK(planner::convergence_warnings(vit.plan, vit.ctx).empty());
 }
 
 TEST_CASE("convergence: a global batch beyond the family's published range is warned about with the technique", "[planner][convergence]") {
   // ResNet: 256 plain (He et al.), 8192 with warm-up (Goyal et al.), 32768 with LARS (You et al.).
-  Resolved r256(data_parallel("resnet-50", 2, 256, 16));
+  ResolvedImagePlan r256(data_parallel("resnet-50", 2, 256, 16));
   CHECK(planner::convergence_warnings(r256.plan, r256.ctx).empty());
-  Resolved r8k(data_parallel("resnet-50", 16, 8192, 64));
+  ResolvedImagePlan r8k(data_parallel("resnet-50", 16, 8192, 64));
   auto ws = planner::convergence_warnings(r8k.plan, r8k.ctx);
   REQUIRE(codes(ws) == std::vector<std::string>{"large-global-batch"});
   CHECK_THAT(ws[0].message, Catch::Contains("8192 images") && Catch::Contains("warm"));
   CHECK_THAT(ws[0].source, Catch::Contains("1706.02677"));
-  Resolved r16k(data_parallel("resnet-50", 16, 16384, 128));
+  ResolvedImagePlan r16k(data_parallel("resnet-50", 16, 16384, 128));
   ws = planner::convergence_warnings(r16k.plan, r16k.ctx);
   REQUIRE(ws.size() == 1);
   CHECK_THAT(ws[0].message, Catch::Contains("LARS"));
   CHECK_THAT(ws[0].source, Catch::Contains("1708.03888"));
   // BERT: beyond 8192 sequences needs LAMB (You et al. 2019).
-  Resolved bert(data_parallel("bert-large", 16, 16384, 128));
+  ResolvedImagePlan bert(data_parallel("bert-large", 16, 16384, 128));
   ws = planner::convergence_warnings(bert.plan, bert.ctx);
   REQUIRE(codes(ws) == std::vector<std::string>{"large-global-batch"});
   CHECK_THAT(ws[0].message, Catch::Contains("16384 sequences") && Catch::Contains("LAMB"));
   // GPT: in tokens per step; 1M is inside GPT-3's range, 4M is beyond its 3.2M.
-  Resolved gpt1m(data_parallel("gpt3-1.3b", 4, 512, 1));
+  ResolvedImagePlan gpt1m(data_parallel("gpt3-1.3b", 4, 512, 1));
   CHECK(planner::convergence_warnings(gpt1m.plan, gpt1m.ctx).empty());
-  Resolved gpt4m(data_parallel("gpt3-1.3b", 4, 2048, 1));
+  ResolvedImagePlan gpt4m(data_parallel("gpt3-1.3b", 4, 2048, 1));
   ws = planner::convergence_warnings(gpt4m.plan, gpt4m.ctx);
   REQUIRE(codes(ws) == std::vector<std::string>{"large-global-batch"});
   CHECK_THAT(ws[0].message, Catch::Contains("4.19M tokens per step"));
@@ -200,7 +200,7 @@ TEST_CASE("convergence: a global batch beyond the family's published range is wa
 }
 
 TEST_CASE("convergence: a global batch other than the user's is warned about with the learning-rate factor", "[planner][convergence]") {
-  Resolved r(data_parallel("resnet-50", 1, 256, 32));
+  ResolvedImagePlan r(data_parallel("resnet-50", 1, 256, 32));
   CHECK(planner::convergence_warnings(r.plan, r.ctx, 256).empty());
   CHECK(planner::convergence_warnings(r.plan, r.ctx, 0).empty());
   const auto ws = planner::convergence_warnings(r.plan, r.ctx, 128);

@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "plan_fixture.hpp"
 #include "trainplan/core/checked.hpp"
 #include "trainplan/core/flags.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
@@ -47,10 +48,7 @@ std::string error_of(F&& f) {
   return "";
 }
 
-struct Resolved {
-  plan::Plan plan;
-  plan::PlanContext ctx;
-};
+using Resolved = trainplan::testing::ResolvedPlan;
 
 Resolved small_plan() {
   plan::Plan p;

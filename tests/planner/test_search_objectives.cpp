@@ -29,7 +29,7 @@ planner::SearchRequest small_request() {
   return req;
 }
 
-std::string plan_json(const planner::Candidate& c) { return json::dump(plan::to_json(c.plan)); }
+std::string candidate_json(const planner::Candidate& c) { return json::dump(plan::to_json(c.plan)); }
 
 // Brute-force Pareto set over (objective time, objective cost) of every ranked candidate;
 // of several candidates at the same point, the best ranked stands for it.
@@ -135,10 +135,10 @@ TEST_CASE("search: the lazy stages give the same best plans and frontier as eval
     CHECK(lazy.counts.expanded < full.counts.expanded);
     CHECK(lazy.counts.expansion_skipped > 0);
     REQUIRE(lazy.ranked.size() >= 20);
-    for (size_t i = 0; i < 20; ++i) CHECK(plan_json(lazy.ranked[i]) == plan_json(full.ranked[i]));
+    for (size_t i = 0; i < 20; ++i) CHECK(candidate_json(lazy.ranked[i]) == candidate_json(full.ranked[i]));
     std::set<std::string> a, b;
-    for (size_t i : lazy.pareto) a.insert(plan_json(lazy.ranked[i]));
-    for (size_t i : full.pareto) b.insert(plan_json(full.ranked[i]));
+    for (size_t i : lazy.pareto) a.insert(candidate_json(lazy.ranked[i]));
+    for (size_t i : full.pareto) b.insert(candidate_json(full.ranked[i]));
     CHECK(a == b);
   }
 }
@@ -157,7 +157,7 @@ TEST_CASE("search: results do not depend on the thread count, simulation and spo
   const auto b = planner::search(req, hw::Catalog::builtin());
   REQUIRE(a.ranked.size() == b.ranked.size());
   for (size_t i = 0; i < a.ranked.size(); ++i) {
-    CHECK(plan_json(a.ranked[i]) == plan_json(b.ranked[i]));
+    CHECK(candidate_json(a.ranked[i]) == candidate_json(b.ranked[i]));
     CHECK(a.ranked[i].objective_time_s == b.ranked[i].objective_time_s);
     CHECK(a.ranked[i].objective_cost_usd == b.ranked[i].objective_cost_usd);
   }
