@@ -601,7 +601,10 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
     case plan::DpAlgorithm::hierarchical: {
       // Intra-node reduce-scatter over the GPUs that share a node (all of the node's
       // replicas of this stage: the tp groups of one node reduce together), inter-node
-      // all-reduce of 1/k of the data by k parallel rings, intra-node all-gather.
+      // all-reduce of 1/k of the data by k parallel rings, intra-node all-gather. The k rings
+      // leave each node from the same k GPUs (and NICs) as the flat ring's k channels, so
+      // together they move the whole gradient at dp_net's rate, which already sums those
+      // channels: each ring's 1/k at 1/k of it (the simulator's inter phase, likewise).
       const int k = std::max(1, ctx.cluster.gpus_per_node() / std::max(1, p.tp));
       const int nodes = dp_net.nodes;
       if (k <= 1 || nodes <= 1) {
@@ -619,7 +622,7 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
         intra.nodes = 1;  // intra-node steps only
         RingNet inter = dp_net;
         inter.size = nodes;
-        reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes / intra.size);
+        reduce_s = 2.0 * ring_gather_s(intra, grad_bytes) + ring_all_reduce_s(inter, grad_bytes);
       }
       break;
     }
