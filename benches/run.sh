@@ -23,6 +23,7 @@ for suffix in b c d e f g h i j k; do
   [[ -e $out ]] || break
   out=benches/results/${lib}-${date}${suffix}.json
 done
+[[ -e $out ]] && { echo "error: $out exists (ten results today already); move some aside" >&2; exit 1; }
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 "$bin" --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_context=cpu_model="$cpu" \

@@ -16,6 +16,7 @@ for suffix in b c d e f g h i j k; do  # a later run the same day: <date>b, c, .
   [[ -e $out ]] || break
   out=benches/results/validation-${date}${suffix}.json
 done
+[[ -e $out ]] && { echo "error: $out exists (ten results today already); move some aside" >&2; exit 1; }
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 "$bin" validate "$file" --json "$tmp" > /dev/null
