@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 #include <map>
+#include <regex>
 #include <set>
 #include <memory>
 #include <tuple>
@@ -1154,6 +1155,11 @@ void summarize(const std::vector<const ValidationPoint*>& pts, SourceSummary& s)
       ++s.unmapped;
       continue;
     }
+    if (p->bound != PublishedBound::none) {
+      ++s.bounds;
+      s.bounds_consistent += p->bound_consistent;
+      continue;
+    }
     ++n;
     abs_sum += std::fabs(p->error);
     signed_sum += p->error;
@@ -1174,7 +1180,42 @@ void summarize(const std::vector<const ValidationPoint*>& pts, SourceSummary& s)
   }
 }
 
+// The compared metric's bound from the published value's: a lower bound on a published rate
+// (busbw, tokens/s, TFLOP/s) is an upper bound on the step time compared.
+void apply_bound(const Json& point, ValidationPoint& vp) {
+  PublishedBound b = published_bound(point);
+  if (!vp.mapped || b == PublishedBound::none) return;
+  if (vp.metric == "step_time_s" && vp.measured_from != "step time as published")
+    b = b == PublishedBound::lower ? PublishedBound::upper : PublishedBound::lower;
+  vp.bound = b;
+  vp.bound_consistent = b == PublishedBound::lower ? vp.predicted >= vp.measured : vp.predicted <= vp.measured;
+}
+
 }  // namespace
+
+PublishedBound published_bound(const json::Json& point) {
+  if (!point.is_object() || !point.contains("notes") || !point["notes"].is_array()) return PublishedBound::none;
+  const Json& hw = member(point, "hardware");
+  const auto gpus = whole(hw, "num_gpus", 1, limits::kMaxGpus);
+  const auto per_node = whole(hw, "gpus_per_node", 1, limits::kMaxGpus);
+  const int64_t nodes = gpus && per_node ? (*gpus + *per_node - 1) / *per_node : 0;  // 0: not stated
+  // "3-4 node values as lower bounds", "the 2-node value is an upper bound": scoped to node counts.
+  static const std::regex scoped(R"((\d+)(?:\s*(?:-|to|\xE2\x80\x93)\s*(\d+))?[\s-]*nodes?\b[^.;]*?\b(lower|upper)[\s-]+bounds?\b)");
+  static const std::regex plain(R"(\b(lower|upper)[\s-]+bounds?\b)");
+  auto kind = [](const std::string& w) { return w == "lower" ? PublishedBound::lower : PublishedBound::upper; };
+  for (const auto& n : point["notes"]) {
+    if (!n.is_string()) continue;
+    const std::string note = to_lower(n.get<std::string>());
+    std::smatch m;
+    if (std::regex_search(note, m, scoped)) {
+      const int64_t lo = std::stoll(m[1].str()), hi = m[2].matched ? std::stoll(m[2].str()) : lo;
+      if (nodes > 0 && nodes >= lo && nodes <= hi) return kind(m[3].str());
+      continue;  // scoped to other node counts: says nothing about this point
+    }
+    if (std::regex_search(note, m, plain)) return kind(m[1].str());
+  }
+  return PublishedBound::none;
+}
 
 std::optional<int> published_year(const json::Json& point) {
   // A four-digit year (19xx or 20xx) in the source's date, e.g. "2021-04" or "2023-2024".
@@ -1250,6 +1291,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
       else if (vp.kind == "relative_speedup") map_relative_speedup(point, catalog, options, vp);
       else if (vp.kind == "scaling_efficiency") map_scaling_efficiency(point, catalog, options, vp);
       else vp.reason = fmt::format("kind \"{}\" is not a per-step throughput or collective measurement", vp.kind);
+      apply_bound(point, vp);
     } catch (const Error& e) {
       vp.mapped = false;
       if (vp.reason.empty()) vp.reason = e.what();
@@ -1323,6 +1365,7 @@ json::Json to_json(const ValidationReport& r) {
   auto summary = [&r](const SourceSummary& s) {
     Json j = {{"title", s.title}, {"metric", s.metric}, {"points", s.points}, {"unmapped", s.unmapped}, {"mape", s.mape},
               {"mean_error", s.mean_error}};
+    if (s.bounds) j["bounds"] = {{"points", s.bounds}, {"consistent", s.bounds_consistent}};
     if (s.metric == "step_time_s") {
       j["mape_throughput"] = s.mape_throughput;
       if (r.analytical) j["mape_analytical"] = s.mape_analytical;
@@ -1334,7 +1377,9 @@ json::Json to_json(const ValidationReport& r) {
   j["convention"] =
       "training points compare step time (s per optimizer step); published TFLOP/s are converted back with the source's own "
       "FLOP formula, tokens/s with the global batch; model TFLOP/s per GPU use 6N + attention per token without recomputation. "
-      "Collectives compare nccl-tests busbw. error = predicted / measured - 1.";
+      "Collectives compare nccl-tests busbw. error = predicted / measured - 1. A point whose source calls its value a lower or "
+      "upper bound (bound, on the compared metric) is left out of MAPE and bias; bound_consistent says whether the prediction "
+      "lies on the bound's side.";
   j["training"] = summary(r.training);
   if (r.loso_available) {
     j["training"]["loso_mape"] = r.training.mape;
@@ -1363,6 +1408,10 @@ json::Json to_json(const ValidationReport& r) {
       q["measured"] = p.measured;
       q["predicted"] = p.predicted;
       q["error"] = p.error;
+      if (p.bound != PublishedBound::none) {
+        q["bound"] = p.bound == PublishedBound::lower ? "lower" : "upper";
+        q["bound_consistent"] = p.bound_consistent;
+      }
       if (p.metric != "busbw_GBps" && r.analytical) {
         q["predicted_analytical"] = p.predicted_analytical;
         q["error_analytical"] = p.error_analytical;

@@ -30,6 +30,13 @@ struct ValidateArgs {
 
 std::string pct(double e) { return fmt::format("{:+.1f}%", 100.0 * e); }
 
+// A bound point's error with the bound it is checked against: "+67.3% (lower bound: consistent)".
+std::string error_of(const calibration::ValidationPoint& p) {
+  if (p.bound == calibration::PublishedBound::none) return pct(p.error);
+  return fmt::format("{} ({} bound: {})", pct(p.error), p.bound == calibration::PublishedBound::lower ? "lower" : "upper",
+                     p.bound_consistent ? "consistent" : "VIOLATED");
+}
+
 void run(const ValidateArgs& a) {
   calibration::ValidationOptions o;
   o.threads = a.threads;
@@ -61,16 +68,16 @@ void run(const ValidateArgs& a) {
   for (const auto& p : r.points) {
     if (!p.mapped) continue;
     if (p.metric == "throughput_ratio" || p.metric == "scaling_efficiency")
-      d.add({p.id, p.cluster, p.setup, fmt::format("{:.3f}", p.measured), fmt::format("{:.3f}", p.predicted), pct(p.error),
+      d.add({p.id, p.cluster, p.setup, fmt::format("{:.3f}", p.measured), fmt::format("{:.3f}", p.predicted), error_of(p),
              fmt::format("{:.3f}", p.predicted_analytical), pct(p.error_analytical)});
     else if (p.metric == "step_time_s")
-      t.add({p.id, p.cluster, fmt::format("{:.3f} s", p.measured), fmt::format("{:.3f} s", p.predicted), pct(p.error),
+      t.add({p.id, p.cluster, fmt::format("{:.3f} s", p.measured), fmt::format("{:.3f} s", p.predicted), error_of(p),
              fmt::format("{:.3f} s", p.predicted_analytical), pct(p.error_analytical),
              fmt::format("{:.0f}/{:.0f}", p.model_tflops_measured, p.model_tflops_predicted),
              fmt::format("{}/{}", units::format_bytes(p.peak_memory_bytes), units::format_bytes(p.memory_capacity_bytes)),
              p.fits_memory ? "yes" : "NO"});
     else
-      c.add({p.id, p.cluster, fmt::format("{:.1f} GB/s", p.measured), fmt::format("{:.1f} GB/s", p.predicted), pct(p.error)});
+      c.add({p.id, p.cluster, fmt::format("{:.1f} GB/s", p.measured), fmt::format("{:.1f} GB/s", p.predicted), error_of(p)});
   }
   std::fputs(t.render().c_str(), stdout);
   std::printf("\n");
@@ -97,6 +104,11 @@ void run(const ValidateArgs& a) {
   add(r.collectives);
   if (r.libraries.points > 0) add(r.libraries);
   std::fputs(s.render("  ").c_str(), stdout);
+  for (const auto* x : {&r.training, &r.collectives, &r.libraries})
+    if (x->bounds)
+      std::printf("  %s: %d more point%s the source calls a bound, not a measurement (left out of MAPE and bias): %d with the "
+                  "prediction on the bound's side\n",
+                  x->title.c_str(), x->bounds, x->bounds == 1 ? "" : "s", x->bounds_consistent);
   if (silent) std::printf("  (%zu more sources have no point that maps onto a catalog cluster)\n", silent);
   if (!r.groups.empty()) {
     std::printf("\ntraining points by group:\n");

@@ -83,6 +83,56 @@ TEST_CASE("validate: a one-node all-reduce is predicted at the NVSwitch bus band
   CHECK(r.collectives.mape == Approx(std::fabs(c.error)));
 }
 
+TEST_CASE("validate: a value its source calls a lower or upper bound is checked as one, outside MAPE and bias", "[calibration]") {
+  // NVIDIA/nccl#527's note on p4d all-reduce: "treat 3-4 node values as lower bounds". The note
+  // sits on all four points; it bounds the 3- and 4-node values only.
+  auto with = [](int gpus, const std::string& note) {
+    json::Json p = {{"id", "x"}, {"hardware", {{"num_gpus", gpus}, {"gpus_per_node", 8}}}, {"notes", json::Json::array({note})}};
+    return calibration::published_bound(p);
+  };
+  const std::string nccl527 = "reporter considered multi-node numbers too slow (likely misconfigured) - treat 3-4 node values as lower bounds";
+  CHECK(with(8, nccl527) == calibration::PublishedBound::none);
+  CHECK(with(16, nccl527) == calibration::PublishedBound::none);
+  CHECK(with(24, nccl527) == calibration::PublishedBound::lower);
+  CHECK(with(32, nccl527) == calibration::PublishedBound::lower);
+  CHECK(with(40, nccl527) == calibration::PublishedBound::none);
+  CHECK(with(16, "the 2-node value is an upper bound") == calibration::PublishedBound::upper);
+  CHECK(with(8, "the 2-node value is an upper bound") == calibration::PublishedBound::none);
+  CHECK(with(8, "Upper-bound estimate from the vendor's slide") == calibration::PublishedBound::upper);
+  CHECK(with(8, "'busbw of ~200 GB/s' as stated by reporter (approximate)") == calibration::PublishedBound::none);
+  CHECK(calibration::published_bound(json::Json{{"id", "no notes"}}) == calibration::PublishedBound::none);
+  // No node count: a scoped note cannot apply.
+  CHECK(calibration::published_bound(json::Json{{"notes", json::Json::array({nccl527})}}) == calibration::PublishedBound::none);
+
+  // Scored: the measured point alone makes MAPE and bias; the bound point is counted apart, its
+  // side checked. A lower bound on busbw far below the NVSwitch rate holds; one far above fails.
+  auto doc = mini_doc();
+  json::Json q = mini_point(doc, "mini-nccl-1n");
+  json::Json low = q, high = q;
+  low["id"] = "bound-low";
+  low["notes"] = json::Json::array({"a lower bound: the run was misconfigured"});
+  low["metrics"]["other"]["busbw_GBps"] = 100.0;
+  high["id"] = "bound-high";
+  high["notes"] = json::Json::array({"lower bound"});
+  high["metrics"]["other"]["busbw_GBps"] = 900.0;
+  doc["data_points"] = json::Json::array({q, low, high});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& m = point(r, "mini-nccl-1n");
+  CHECK(m.bound == calibration::PublishedBound::none);
+  CHECK(point(r, "bound-low").bound == calibration::PublishedBound::lower);
+  CHECK(point(r, "bound-low").bound_consistent);
+  CHECK_FALSE(point(r, "bound-high").bound_consistent);
+  CHECK(r.collectives.points == 1);
+  CHECK(r.collectives.mape == Approx(std::fabs(m.error)));
+  CHECK(r.collectives.mean_error == Approx(m.error));
+  CHECK(r.collectives.bounds == 2);
+  CHECK(r.collectives.bounds_consistent == 1);
+  const auto j = calibration::to_json(r);
+  CHECK(j["collectives"]["bounds"]["points"] == 2);
+  for (const auto& p : j["points"])
+    if (p["id"] == "bound-low") CHECK(p["bound"] == "lower");
+}
+
 TEST_CASE("validate: a malformed file is an error naming it", "[calibration]") {
   auto doc = json::parse_text(R"({"data_points": 3})", "bad.json");
   REQUIRE_ERROR_CONTAINS(calibration::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");

@@ -44,6 +44,9 @@
 
 namespace trainplan::calibration {
 
+/// Whether a published value is a measurement or only a bound on the quantity.
+enum class PublishedBound { none, lower, upper };
+
 struct ValidationPoint {
   std::string id;
   std::string kind;          // training_throughput, collective_benchmark, ...
@@ -71,6 +74,12 @@ struct ValidationPoint {
   int gpus_per_node = 0;
   double model_tflops_measured = 0;   // per GPU, one convention (6N + attention)
   double model_tflops_predicted = 0;
+  /// The source says the published value only bounds what the system does (see
+  /// published_bound): `lower` = the true value of the compared metric is at least `measured`,
+  /// `upper` = at most. A bound point is no estimate of the metric, so it stays out of MAPE
+  /// and bias; `bound_consistent` says whether the prediction lies on the bound's side.
+  PublishedBound bound = PublishedBound::none;
+  bool bound_consistent = false;
 };
 
 struct SourceSummary {
@@ -84,6 +93,8 @@ struct SourceSummary {
   /// |measured step / predicted step - 1|.
   double mape_throughput = 0;
   double mean_error = 0;       // signed: > 0 over-predicts the metric
+  int bounds = 0;              // mapped points that are bounds (left out of points, MAPE and bias)
+  int bounds_consistent = 0;   // of those, predicted on the bound's side
 };
 
 struct ValidationReport {
@@ -124,6 +135,13 @@ ValidationReport validate_published(const std::string& path, const hw::Catalog& 
 ValidationReport validate_published_json(const json::Json& doc, const std::string& name, const hw::Catalog& catalog,
                                          const ValidationOptions& options = {});
 json::Json to_json(const ValidationReport& report);
+
+/// What a point's notes say its published value is: a lower or an upper bound on the quantity
+/// it reports (busbw, throughput or step time, as published), or a measurement (`none`). A note
+/// that scopes the bound to node counts ("treat 3-4 node values as lower bounds", "the 2-node
+/// value is an upper bound") applies to the points on those many nodes (num_gpus /
+/// gpus_per_node) only; an unscoped "lower bound" / "upper bound" to the point itself.
+PublishedBound published_bound(const json::Json& point);
 
 /// The year a published point ran: the first four-digit year of its source date ("2021-04",
 /// "2023-2024"), else a container or framework release "YY.MM" ("25.11" is 2025) in the date,
