@@ -59,10 +59,26 @@ constexpr double kVectorEfficiency = 0.50;
 // Back-to-back kernel gap on the GPU when the CPU runs ahead (CUDA launch ~2-5 us of CPU time,
 // mostly hidden; the GPU-side gap is ~1-3 us).
 constexpr double kKernelOverheadS = 2e-6;
-// GEMM tiling used for wave quantization: 128x128 output tiles per SM (the common cuBLAS /
-// CUTLASS tile for large bf16 GEMMs) and a K-loop ramp of about one 64-deep K tile of
-// prologue/epilogue per tile: efficiency ~ K / (K + 64).
-constexpr double kTileM = 128, kTileN = 128, kKRamp = 64;
+// GEMM shape effects, measured on an H100 SXM (benches/results/device-h100-2026-11-27/
+// gemm-attention-cold.json: 240 bf16 transformer GEMMs, hidden 2048-12288, tp 1-8, forward,
+// data- and weight-gradient layouts, from an idle GPU): rate = C x wave(M, N) x K / (K + r).
+// - Wave quantization: 128x128 output tiles per SM, ceil(M/128) x ceil(N/128) tiles in waves of
+//   the SM count (the sweep fits 128x128 better than 128x256 or 256x128: rms log error 0.094
+//   against 0.122).
+// - K ramp: a tile's fixed cost, above all its epilogue writing the output tile outside the K
+//   loop, costs as much as r more steps of K. The sweep fits r = 462 (halves of it: 408-508;
+//   rms log error 0.094, against 0.132 at the 64 this model used before). The epilogue moves
+//   bytes while the loop does FLOPs, so r scales with the GPU's balance, dense tensor peak over
+//   HBM bandwidth: r = kappa x F / B, kappa = 462 / (989 TFLOP/s / 3.35 TB/s) = 1.565. A100 SXM
+//   (312 TFLOP/s, 2.04 TB/s): r = 240; FP8 on Hopper (twice the peak): r = 925.
+// - The GPU's measured GEMM rate (sustained, MAMF) is the rate at 8192^3, where these factors
+//   are themselves 0.97 x 0.95 on an H100: shapes are taken relative to it.
+constexpr double kTileM = 128, kTileN = 128;
+constexpr double kEpilogueBalance = 462.0 / (989e12 / 3350e9);
+constexpr int64_t kReferenceGemm = 8192;
+// Fused attention below head dimension 64 (the smallest the published kernel benchmarks cover):
+// each tile's K loop is shorter, scaled as K / (K + 64) relative to 64.
+constexpr double kHeadDimRamp = 64;
 
 bool is_kind(int op_kind, models::OpKind k) { return op_kind == static_cast<int>(k); }
 
@@ -128,13 +144,17 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   vector_efficiency_ = check_fraction(options.vector_efficiency, "vector_efficiency");
   if (vector_efficiency_ == 0) vector_efficiency_ = kVectorEfficiency;
   shape_effects_ = options.gemm_shape_effects;
+  sm_count_ = gpu.sm_count;
+  if (sm_count_ < 1)
+    throw Error("GPU " + gpu.name + " has no SM count").hint("set sm_count in the catalog (the GPU's whitepaper gives it)");
+  k_ramp_ = kEpilogueBalance * tensor_peak_ / gpu.memory_bandwidth_bytes_per_s;
+  half_k_ramp_ = kEpilogueBalance * half_peak_ / gpu.memory_bandwidth_bytes_per_s;
+  shape_reference_ = raw_shape_factor(kReferenceGemm, kReferenceGemm, kReferenceGemm, k_ramp_);
+  half_shape_reference_ = raw_shape_factor(kReferenceGemm, kReferenceGemm, kReferenceGemm, half_k_ramp_);
   kernel_overhead_s_ = options.kernel_overhead_s < 0 ? kKernelOverheadS : options.kernel_overhead_s;
   for (double v : options.kernel_scale)
     if (!(v >= 0 && v <= 8)) throw Error("kernel_scale must be in [0, 8], got " + std::to_string(v)).hint("a software stack's kernels per op");
   kernel_scale_ = options.kernel_scale;
-  sm_count_ = gpu.sm_count;
-  if (sm_count_ < 1)
-    throw Error("GPU " + gpu.name + " has no SM count").hint("set sm_count in the catalog (the GPU's whitepaper gives it)");
   if (calibration_) {
     if (!calibration_->gpu.empty() && calibration_->gpu != gpu.name)
       throw Error("calibration table is for GPU " + calibration_->gpu + ", simulating " + gpu.name)
@@ -151,14 +171,20 @@ double ComputeModel::peak_flops_per_s(int op_kind) const {
 }
 
 // Wave quantization: ceil(M/128)*ceil(N/128) tiles run in waves of sm_count; the last partial
-// wave leaves SMs idle. K-loop ramp: K / (K + 64).
-double ComputeModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k) const {
-  if (!shape_effects_ || m <= 0 || n <= 0 || k <= 0) return 1.0;
+// wave leaves SMs idle. K ramp: K / (K + r).
+double ComputeModel::raw_shape_factor(int64_t m, int64_t n, int64_t k, double k_ramp) const {
   const double tiles = std::ceil(static_cast<double>(m) / kTileM) * std::ceil(static_cast<double>(n) / kTileN);
   const double waves = std::ceil(tiles / sm_count_);
   const double wave_eff = tiles / (waves * sm_count_);
-  const double k_eff = static_cast<double>(k) / (static_cast<double>(k) + kKRamp);
+  const double k_eff = static_cast<double>(k) / (static_cast<double>(k) + k_ramp);
   return wave_eff * k_eff;
+}
+
+// The shape's rate relative to the 8192^3 GEMM the GPU's measured rate was taken at.
+double ComputeModel::gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool half_precision) const {
+  if (!shape_effects_ || m <= 0 || n <= 0 || k <= 0) return 1.0;
+  return half_precision ? raw_shape_factor(m, n, k, half_k_ramp_) / half_shape_reference_
+                        : raw_shape_factor(m, n, k, k_ramp_) / shape_reference_;
 }
 
 double ComputeModel::sm_share_slowdown(int64_t m, int64_t n, int64_t k, int sms_taken) const {
@@ -181,10 +207,10 @@ double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64
     // GEMMs with K = head_dim: the MAMF share times the K-loop ramp (0.5 at d = 64, 0.67 at
     // d = 128), which brackets FlashAttention-2's published 50-73 % of A100 peak.
     if (attention_efficiency_ > 0) return attention_efficiency_;
-    if (k > 0) return gemm_efficiency_ * gemm_shape_factor(m, n, k);
+    if (k > 0) return std::min(1.0, gemm_efficiency_ * gemm_shape_factor(m, n, k));
     return kAttentionEfficiency;
   }
-  if (is_matmul_like(op_kind)) return gemm_efficiency_ * gemm_shape_factor(m, n, k);
+  if (is_matmul_like(op_kind)) return std::min(1.0, gemm_efficiency_ * gemm_shape_factor(m, n, k));
   if (op_kind == kOpKindAny) return gemm_efficiency_;  // merged task without a dominant kind
   return vector_efficiency_;
 }
@@ -243,9 +269,17 @@ double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool back
   double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
   // Head dimensions below 64 (the smallest of the published benchmarks) shorten each tile's
   // K-loop: the GEMM K-loop ramp, relative to 64.
-  if (c.gemm_k > 0 && c.gemm_k < 64) e *= 2.0 * static_cast<double>(c.gemm_k) / (static_cast<double>(c.gemm_k) + kKRamp);
+  if (c.gemm_k > 0 && c.gemm_k < 64) e *= 2.0 * static_cast<double>(c.gemm_k) / (static_cast<double>(c.gemm_k) + kHeadDimRamp);
   if (c.fused_attention_v1) e *= backward ? kFlash1BwdSpeed : kFlash1FwdSpeed;
   return std::min(1.0, e);
+}
+
+// A 16-bit GEMM under fp8 (the LM head, unfused attention): the 16-bit measured share and K ramp
+// over the FP8 ones compute_efficiency applied.
+double ComputeModel::half_precision_share(const plan::OpCost& c) const {
+  const double fp8 = gemm_shape_factor(c.gemm_m, c.gemm_n, c.gemm_k);
+  const double half = gemm_shape_factor(c.gemm_m, c.gemm_n, c.gemm_k, true);
+  return half_gemm_efficiency_ / gemm_efficiency_ * (fp8 > 0 ? half / fp8 : 1.0);
 }
 
 double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int sms_taken) const {
@@ -268,7 +302,7 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int
       // Unfused attention: batched GEMMs with K = head_dim, at the GEMM efficiency of that shape
       // (a calibration entry for "attention" still wins).
       eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k, ph);
-      if (half_precision_gemm && !calibration_) eff *= half_gemm_efficiency_ / gemm_efficiency_;
+      if (half_precision_gemm && !calibration_) eff *= half_precision_share(c);
       if (calibration_) {
         CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
         if (cal.compute_efficiency) eff = *cal.compute_efficiency;
@@ -280,7 +314,7 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int
       if (calibrated || attention_efficiency_ > 0 || !(c.attention_keys > 0)) {
         eff = compute_efficiency(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
         // A 16-bit GEMM under fp8 (the LM head): the 16-bit measured share, not FP8's.
-        if (half_precision_gemm && !calibrated && attention_efficiency_ == 0) eff *= half_gemm_efficiency_ / gemm_efficiency_;
+        if (half_precision_gemm && !calibrated && attention_efficiency_ == 0) eff *= half_precision_share(c);
       } else
         eff = fused_attention_efficiency(c, backward);
     }

@@ -220,7 +220,12 @@ class ComputeModel {
   static bool is_matmul_like(int op_kind);
 
  private:
-  double gemm_shape_factor(int64_t m, int64_t n, int64_t k) const;
+  /// Wave quantization x K ramp of an M x N x K GEMM (simulator/README.md, "Compute model"),
+  /// relative to the 8192^3 GEMM the GPU's measured rate refers to; `half_precision`: a 16-bit
+  /// GEMM under fp8 (its ramp is the 16-bit peak's).
+  double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool half_precision = false) const;
+  double raw_shape_factor(int64_t m, int64_t n, int64_t k, double k_ramp) const;
+  double half_precision_share(const plan::OpCost& c) const;
   /// Fused attention's share of the tensor peak from published kernel benchmarks, the key-loop
   /// ramp and the implementation (simulator/README.md, "Compute model").
   double fused_attention_efficiency(const plan::OpCost& cost, bool backward) const;
@@ -237,6 +242,9 @@ class ComputeModel {
   double half_gemm_efficiency_ = 0;
   double vector_peak_ = 0;
   double gemm_efficiency_ = 0;
+  /// K ramp (in elements of K) at the precision's tensor peak and at the 16-bit one, and the
+  /// shape factors of the 8192^3 reference GEMM they are taken relative to.
+  double k_ramp_ = 0, half_k_ramp_ = 0, shape_reference_ = 1, half_shape_reference_ = 1;
   double attention_efficiency_ = 0;
   double memory_efficiency_ = 0;
   double vector_efficiency_ = 0;
