@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "trainplan/core/error.hpp"
@@ -196,18 +197,30 @@ double ComputeModel::sm_share_slowdown(int64_t m, int64_t n, int64_t k, int sms_
   return std::ceil(tiles / left) / std::ceil(tiles / all);
 }
 
+// Attention's batched GEMMs (K = head dimension, 64-256: below the linear-layer sweep the K ramp
+// was measured on): their output tile (the scores) is the memory term plan::op_cost carries, so
+// the compute side takes only the head-dimension K loop, K / (K + 64), relative to 8192^3.
+double ComputeModel::attention_gemm_factor(int64_t m, int64_t n, int64_t k) const {
+  if (!shape_effects_ || m <= 0 || n <= 0 || k <= 0) return 1.0;
+  return raw_shape_factor(m, n, k, kHeadDimRamp) / raw_shape_factor(kReferenceGemm, kReferenceGemm, kReferenceGemm, kHeadDimRamp);
+}
+
+std::optional<double> ComputeModel::calibrated_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const {
+  if (!calibration_) return std::nullopt;
+  CalibrationLookup c = calibration_->find(op_kind, m, n, k, phase);
+  if (c.compute_efficiency) return *c.compute_efficiency;
+  if (c.achieved_flops_per_s) return std::min(1.0, *c.achieved_flops_per_s / peak_flops_per_s(op_kind));
+  return std::nullopt;
+}
+
 double ComputeModel::compute_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const {
-  if (calibration_) {
-    CalibrationLookup c = calibration_->find(op_kind, m, n, k, phase);
-    if (c.compute_efficiency) return *c.compute_efficiency;
-    if (c.achieved_flops_per_s) return std::min(1.0, *c.achieved_flops_per_s / peak_flops_per_s(op_kind));
-  }
+  if (auto c = calibrated_efficiency(op_kind, m, n, k, phase)) return *c;
   if (is_kind(op_kind, models::OpKind::attention)) {
-    // A set attention_efficiency wins; otherwise fused attention runs its QK^T / PV tiles like
-    // GEMMs with K = head_dim: the MAMF share times the K-loop ramp (0.5 at d = 64, 0.67 at
-    // d = 128), which brackets FlashAttention-2's published 50-73 % of A100 peak.
+    // A set attention_efficiency wins; otherwise attention runs its QK^T / PV tiles like GEMMs
+    // with K = head_dim: the measured GEMM share times the head-dimension K loop (0.5 at d = 64,
+    // 0.67 at d = 128), which brackets FlashAttention-2's published 50-73 % of A100 peak.
     if (attention_efficiency_ > 0) return attention_efficiency_;
-    if (k > 0) return std::min(1.0, gemm_efficiency_ * gemm_shape_factor(m, n, k));
+    if (k > 0) return std::min(1.0, gemm_efficiency_ * attention_gemm_factor(m, n, k));
     return kAttentionEfficiency;
   }
   if (is_matmul_like(op_kind)) return std::min(1.0, gemm_efficiency_ * gemm_shape_factor(m, n, k));
@@ -299,10 +312,11 @@ double ComputeModel::op_duration_s(const plan::OpCost& c, plan::Phase phase, int
     if (half_precision_gemm) peak = half_peak_;
     double eff;
     if (attention && !c.fused_attention) {
-      // Unfused attention: batched GEMMs with K = head_dim, at the GEMM efficiency of that shape
-      // (a calibration entry for "attention" still wins).
-      eff = compute_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k, ph);
-      if (half_precision_gemm && !calibration_) eff *= half_precision_share(c);
+      // Unfused attention: batched GEMMs with K = head_dim (a calibration entry for "linear" at
+      // that shape, then one for "attention", wins).
+      const auto linear = calibrated_efficiency(static_cast<int>(models::OpKind::linear), c.gemm_m, c.gemm_n, c.gemm_k, ph);
+      eff = linear ? *linear : std::min(1.0, gemm_efficiency_ * attention_gemm_factor(c.gemm_m, c.gemm_n, c.gemm_k));
+      if (half_precision_gemm && !calibration_) eff *= half_gemm_efficiency_ / gemm_efficiency_;
       if (calibration_) {
         CalibrationLookup cal = calibration_->find(kind, c.gemm_m, c.gemm_n, c.gemm_k, ph);
         if (cal.compute_efficiency) eff = *cal.compute_efficiency;

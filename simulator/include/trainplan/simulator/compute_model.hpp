@@ -226,6 +226,8 @@ class ComputeModel {
   double gemm_shape_factor(int64_t m, int64_t n, int64_t k, bool half_precision = false) const;
   double raw_shape_factor(int64_t m, int64_t n, int64_t k, double k_ramp) const;
   double half_precision_share(const plan::OpCost& c) const;
+  double attention_gemm_factor(int64_t m, int64_t n, int64_t k) const;
+  std::optional<double> calibrated_efficiency(int op_kind, int64_t m, int64_t n, int64_t k, int phase) const;
   /// Fused attention's share of the tensor peak from published kernel benchmarks, the key-loop
   /// ramp and the implementation (simulator/README.md, "Compute model").
   double fused_attention_efficiency(const plan::OpCost& cost, bool backward) const;
