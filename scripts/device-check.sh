@@ -4,7 +4,7 @@
 #   scripts/device-check.sh [OUT_DIR] [STAGES]      (OUT_DIR default: $OUT, else ./device-check)
 #
 # STAGES (comma-separated, default "build,test,calibrate,bench,runtime,gemm,loop,torch"; they run in
-# this order):
+# this order; "sustained" runs only when named):
 #   build      Release build for this GPU's architecture only (nvidia-smi compute_cap) in
 #              build-device/: the GPU test binary, the CUDA benchmarks, the trainplan CLI
 #   test       the GPU tests: every CUDA kernel vs the CPU reference, the tiny GPT step and loss
@@ -20,6 +20,9 @@
 #   gemm       bf16 GEMMs of transformer layers (hidden 2048..12288, tp 1..8, three layouts) and
 #              causal attention (seq 1024..16384) through PyTorch, for checking the compute model
 #                                                                  -> gemm-attention.json
+#   sustained  8192^3 GEMMs back to back, bf16 then FP8 (20 s each), from an idle GPU: the burst
+#              and the power-limited rate the catalog's sustained_matmul holds
+#                                                        -> gemm-sustained-bf16.json, -fp8.json
 #   loop       the calibration loop on the GPU (tests/calibration/loop.py --backend cuda):
 #              execute set A, trainplan bench + calibrate, predict and execute set B
 #              (results, and its inputs for a built-in profile in calibration-data/)
@@ -119,6 +122,16 @@ if want gemm; then
     run gemm python3 "$root/benches/baselines/gemm_attention_torch.py" --out "$out/gemm-attention.json"
   else
     note "== gemm: skipped (torch with CUDA does not import here)"
+  fi
+fi
+if want sustained; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then
+    for dt in bf16 fp8; do
+      run "sustained-$dt" python3 "$root/benches/baselines/gemm_sustained_torch.py" --dtype "$dt" --seconds 20 \
+        --out "$out/gemm-sustained-$dt.json"
+    done
+  else
+    note "== sustained: skipped (torch with CUDA does not import here)"
   fi
 fi
 if want loop; then

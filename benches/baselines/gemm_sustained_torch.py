@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Burst versus sustained bf16 GEMM rate on the GPU at hand, with its clocks and power read by
+"""Burst versus sustained GEMM rate (bf16, or FP8 E4M3 through torch._scaled_mm with bf16 output,
+as Transformer Engine's FP8 GEMMs run) on the GPU at hand, with its clocks and power read by
 NVML: why a transformer-shape GEMM sweep runs below the measured maximum achievable matmul
 (MAMF, a short burst per shape).
 
-  python3 benches/baselines/gemm_sustained_torch.py --out gemm-sustained.json [--seconds 40]
+  python3 benches/baselines/gemm_sustained_torch.py --out gemm-sustained.json [--seconds 40] [--dtype fp8]
 
 1. cold: 8192^3 (and 8192 x 4096 x 4096), 10 timed products after 3 warm-ups, from an idle GPU;
 2. sustained: 8192^3 products back to back for --seconds, one sample per second of the rate
@@ -32,16 +33,28 @@ def nvml_sample(handle):
                 power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1e3)
 
 
-def rate(m, n, k, reps, warmup, handle):
+def product(m, n, k, dtype):
+    """A callable that runs one m x n x k product on random normal operands of `dtype`."""
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    if dtype == "bf16":
+        return lambda: a @ b.t()
+    # FP8: E4M3 operands (the second column-major, as cuBLASLt's FP8 kernels require), fp32
+    # per-tensor scales, bf16 output.
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    return lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def rate(m, n, k, reps, warmup, handle, dtype):
+    mm = product(m, n, k, dtype)
     for _ in range(warmup):
-        a @ b.t()
+        mm()
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     s.record()
     for _ in range(reps):
-        a @ b.t()
+        mm()
     e.record()
     e.synchronize()
     sec = s.elapsed_time(e) / 1e3 / reps
@@ -52,6 +65,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--seconds", type=float, default=40)
+    ap.add_argument("--dtype", choices=["bf16", "fp8"], default="bf16")
     a = ap.parse_args()
     handle = None
     if pynvml is not None:
@@ -59,10 +73,9 @@ def main():
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
     shapes = [(8192, 8192, 8192), (8192, 4096, 4096)]
     doc = dict(date=time.strftime("%Y-%m-%d"), gpu=torch.cuda.get_device_name(0), torch=torch.__version__,
-               idle=nvml_sample(handle))
-    doc["cold"] = [rate(*sh, 10, 3, handle) for sh in shapes]
-    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+               dtype=a.dtype, idle=nvml_sample(handle))
+    doc["cold"] = [rate(*sh, 10, 3, handle, a.dtype) for sh in shapes]
+    mm = product(8192, 8192, 8192, a.dtype)
     samples = []
     t_end = time.time() + a.seconds
     while time.time() < t_end:
@@ -72,7 +85,7 @@ def main():
         n = 0
         while time.time() - t0 < 1.0:
             for _ in range(50):
-                x @ y.t()
+                mm()
             n += 50
             torch.cuda.synchronize()
         e.record()
@@ -81,9 +94,9 @@ def main():
         samples.append(dict(t=round(a.seconds - (t_end - time.time()), 2), tflops=2.0 * 8192**3 / sec / 1e12,
                             **nvml_sample(handle)))
     doc["sustained_8192"] = samples
-    doc["hot"] = [rate(*sh, 10, 3, handle) for sh in shapes]
+    doc["hot"] = [rate(*sh, 10, 3, handle, a.dtype) for sh in shapes]
     time.sleep(15)
-    doc["rested"] = [rate(*sh, 10, 3, handle) for sh in shapes]
+    doc["rested"] = [rate(*sh, 10, 3, handle, a.dtype) for sh in shapes]
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)
     tf = [s["tflops"] for s in samples]
