@@ -92,7 +92,7 @@ TEST_CASE("hwprofiles: bad SM counts, workspaces and MAMF figures are errors at 
                          "no source for \"mamf\"");
 }
 
-TEST_CASE("hwprofiles: the sustained bf16 matmul rates: the H100's is the median of the committed measurement",
+TEST_CASE("hwprofiles: the sustained matmul rates: the H100's bf16 is the median of the committed measurement",
           "[hwprofiles]") {
   // benches/results/device-h100-2026-11-27/gemm-sustained.json: 8192^3 bf16 products back to back
   // for 40 s on an H100 SXM, one rate per second; the catalog keeps their median.
@@ -127,7 +127,13 @@ TEST_CASE("hwprofiles: the sustained bf16 matmul rates: the H100's is the median
     CHECK(g.sources.at("sustained_matmul") == "thonking_matmul_power");
   }
   CHECK_FALSE(cat.gpu("V100-SXM2-16GB").sustained_matmul_fraction(Precision::fp16).has_value());
-  CHECK_FALSE(cat.gpu("H100-SXM5-80GB").sustained_matmul_fraction(Precision::fp8).has_value());
+  // FP8 is estimated, not measured: each Hopper's FP8 MAMF x the H100's bf16 sustained/MAMF ratio.
+  for (const char* name : {"H100-SXM5-80GB", "H200-SXM-141GB"}) {
+    INFO(name);
+    const hw::GpuSpec& g = cat.gpu(name);
+    CHECK(g.sustained_matmul_flops.at(Precision::fp8) ==
+          Approx(g.mamf_flops.at(Precision::fp8) * median / g.mamf_flops.at(Precision::bf16)).epsilon(1e-3));
+  }
 }
 
 TEST_CASE("hwprofiles: bad sustained matmul figures are errors at their pointer", "[hwprofiles][errors]") {
