@@ -632,16 +632,20 @@ void map_megatron_split(plan::Plan& p, const plan::PlanContext& ctx, ValidationP
 // A mapped training point's predictions: peak memory (plan::peak_memory, with the loss buffer of
 // the framework the source names) and the simulated step time, plus the analytical one when the
 // caller supplies it.
+// The memory model's options for the framework a point ran: llm-foundry's MPT loss defaults to
+// flash-attn's fused CrossEntropyLoss (loss_fn "fused_crossentropy"): it reads the 16-bit logits
+// and writes a 16-bit gradient, no fp32 copy.
+plan::MemoryOptions memory_options_of(const ValidationPoint& vp) {
+  plan::MemoryOptions o;
+  if (contains(vp.framework, "llm-foundry")) o.loss_bytes_per_logit = 2.0;
+  return o;
+}
+
 void predict_training(const plan::Plan& p, const plan::PlanContext& ctx, const ValidationOptions& options, int gpus,
                       ValidationPoint& vp) {
-  plan::MemoryOptions memory_options;
-  if (contains(vp.framework, "llm-foundry")) {
-    // llm-foundry's MPT loss defaults to flash-attn's fused CrossEntropyLoss (loss_fn
-    // "fused_crossentropy"): it reads the 16-bit logits and writes a 16-bit gradient, no fp32 copy.
-    memory_options.loss_bytes_per_logit = 2.0;
+  if (contains(vp.framework, "llm-foundry"))
     vp.assumptions.push_back("loss: llm-foundry's default fused cross-entropy (flash-attn) on the 16-bit logits, no fp32 copy");
-  }
-  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx, memory_options);
+  const plan::MemoryBreakdown mem = plan::peak_memory(p, ctx, memory_options_of(vp));
   vp.fits_memory = mem.fits();
   vp.peak_memory_bytes = mem.total_bytes();
   vp.memory_capacity_bytes = mem.capacity_bytes;
@@ -718,6 +722,46 @@ bool map_layout_and_batch(const Json& q, const Json& m, int gpus, plan::Plan& p,
   return true;
 }
 
+// Megatron-LM before 2021 had no gradient accumulation: `--batch-size` was each data-parallel
+// rank's batch, run in one pass (micro-batches and --global-batch-size came with its pipeline
+// schedules, Megatron-LM 2.0). A point of that era without a micro-batch runs gb / dp at once.
+void megatron_batch_in_one_pass(const Json& point, plan::Plan& p, ValidationPoint& vp) {
+  const auto year = published_year(point);
+  if (vp.framework != "Megatron-LM" || !year || *year >= 2021 || p.global_batch % p.dp != 0) return;
+  p.micro_batch = p.global_batch / p.dp;
+  for (auto& a : vp.assumptions)
+    if (a == "micro-batch size not given: 1 assumed")
+      a = fmt::format("micro-batch size not given: Megatron-LM before 2021 ran each data-parallel rank's batch in one pass, "
+                      "global batch / dp = {}", p.micro_batch);
+}
+
+// Recomputation the point does not state: none when the plan fits the GPU, else the least that
+// does (selective, then full): the published run ran, so it fit. Selective recomputation came
+// in 2022 (Korthikanti et al., arXiv 2205.05198, Megatron-LM 3.0): before, a run recomputed
+// whole layers (activation checkpointing) or nothing.
+void recompute_that_fits(const Json& point, plan::Plan& p, const plan::PlanContext& ctx, ValidationPoint& vp) {
+  const plan::MemoryOptions o = memory_options_of(vp);
+  p.recompute = plan::Recompute::none;
+  const plan::MemoryBreakdown none = plan::peak_memory(p, ctx, o);
+  if (none.fits()) {
+    vp.assumptions.push_back("recomputation not stated: none assumed (the plan fits without it)");
+    return;
+  }
+  const auto year = published_year(point);
+  for (plan::Recompute r : {plan::Recompute::selective, plan::Recompute::full}) {
+    if (r == plan::Recompute::selective && year && *year < 2022) continue;
+    p.recompute = r;
+    if (plan::peak_memory(p, ctx, o).fits()) {
+      vp.assumptions.push_back(fmt::format("recomputation not stated: {}, the least that fits (without it {} of {} per GPU)",
+                                           plan::recompute_name(r), units::format_bytes(none.total_bytes()),
+                                           units::format_bytes(none.capacity_bytes)));
+      return;
+    }
+  }
+  p.recompute = plan::Recompute::none;
+  vp.assumptions.push_back("recomputation not stated: none assumed (no recomputation makes the plan fit)");
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
                   ValidationPoint& vp) {
   const Json& m = member(point, "model");
@@ -772,11 +816,11 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     p.zero_stage = 1;
     vp.assumptions.push_back("optimizer sharding not stated: ZeRO-1 (NeMo's distributed optimizer)");
   }
+  if (!whole(q, "micro_batch", 1, limits::kMaxBatch)) megatron_batch_in_one_pass(point, p, vp);
   const std::string rc = str(q, "activation_recompute");
   if (contains(rc, "full")) p.recompute = plan::Recompute::full;
   else if (contains(rc, "selective")) p.recompute = plan::Recompute::selective;
   else p.recompute = plan::Recompute::none;
-  if (rc.empty()) vp.assumptions.push_back("recomputation not stated: none assumed");
   if (member(q, "sequence_parallel").is_boolean()) {
     p.sequence_parallel = member(q, "sequence_parallel").get<bool>() && p.tp > 1;
   } else if (p.tp > 1 && contains(str(member(point, "source"), "title"), "NeMo")) {
@@ -809,11 +853,6 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   } else if (contains(prec, "tf32")) p.precision = Precision::tf32;
   else if (contains(prec, "fp32") || contains(prec, "float32")) p.precision = Precision::fp32;
   vp.cluster = fmt::format("{} x {}", p.instance_count, cluster);
-  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
-                         p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
-                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
-                         plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
-                         p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention));
   plan::PlanContext ctx = [&] {
     try {
       return plan::resolve(p, *cat, *spec, vp.id);
@@ -827,6 +866,14 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = fmt::format("the published configuration is not a valid plan here: {}", *problem);
     return;
   }
+  if (rc.empty()) recompute_that_fits(point, p, ctx, vp);
+  // (map_megatron_split has noted its split in vp.setup: it goes after the layout.)
+  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
+                         p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
+                         p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
+                         plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",
+                         p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention)) +
+             vp.setup;
   std::string how;
   auto measured = measured_step(point, p, ctx.seq_len, gpus, formula,
                                 ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch), how);

@@ -133,6 +133,49 @@ TEST_CASE("validate: a value its source calls a lower or upper bound is checked 
     if (p["id"] == "bound-low") CHECK(p["bound"] == "lower");
 }
 
+TEST_CASE("validate: unstated recomputation is the least that fits, and Megatron-LM before 2021 ran a rank's batch in one pass",
+          "[calibration]") {
+  // A Megatron-LM v1-style point: GPT 1.2B (24 x 1536, seq 1024) on one A100 40 GB, 16 sequences
+  // per step, no micro-batch and no recomputation stated (NVIDIA/Megatron-LM images/tables.tex).
+  auto doc = mini_doc();
+  json::Json q = mini_point(doc, "mini-narayanan-1.7B");
+  q["id"] = "v1";
+  q["source"] = {{"title", "NVIDIA/Megatron-LM images/tables.tex (miniature)"}, {"date", "2020-09"}};
+  q["model"] = {{"name", "GPT-2-style 1.2B"}, {"layers", 24}, {"hidden", 1536}, {"heads", 16}, {"seq_len", 1024}, {"vocab", 51200}};
+  q["parallelism"] = {{"global_batch", 16}, {"tp", 1}, {"pp", 1}, {"dp", 1}};
+  q["hardware"] = {{"gpu", "A100-SXM4-40GB"}, {"gpus_per_node", 8}, {"num_gpus", 1}, {"system", "DGX A100"}};
+  q["metrics"] = {{"step_time_s", 1.0}};
+  json::Json later = q, small = q, stated = q;
+  later["id"] = "v1-2023";
+  later["source"]["date"] = "2023-05";
+  small["id"] = "v1-small-batch";
+  small["parallelism"]["global_batch"] = 2;
+  stated["id"] = "v1-stated";
+  stated["parallelism"]["micro_batch"] = 1;
+  doc["data_points"] = json::Json::array({q, later, small, stated});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  // 2020: the whole batch of 16 in one pass; without recomputation it needs more than the 40 GB,
+  // and selective recomputation did not exist yet: full.
+  const auto& v1 = point(r, "v1");
+  REQUIRE(v1.mapped);
+  CHECK(v1.setup.find(" mb 16 ") != std::string::npos);
+  CHECK(v1.setup.find(" full ") != std::string::npos);
+  CHECK(v1.fits_memory);
+  CHECK(assumes(v1, "global batch / dp = 16"));
+  CHECK(assumes(v1, "recomputation not stated: full, the least that fits (without it"));
+  // 2023: micro-batches existed (1 assumed) and the plan fits without recomputation.
+  const auto& v23 = point(r, "v1-2023");
+  CHECK(v23.setup.find(" mb 1 ") != std::string::npos);
+  CHECK(v23.setup.find(" none ") != std::string::npos);
+  CHECK(assumes(v23, "micro-batch size not given: 1 assumed"));
+  CHECK(assumes(v23, "recomputation not stated: none assumed (the plan fits without it)"));
+  // 2020 with a batch that fits: no recomputation.
+  CHECK(point(r, "v1-small-batch").setup.find(" mb 2 ") != std::string::npos);
+  CHECK(point(r, "v1-small-batch").setup.find(" none ") != std::string::npos);
+  // A stated micro-batch stays.
+  CHECK(point(r, "v1-stated").setup.find(" mb 1 ") != std::string::npos);
+}
+
 TEST_CASE("validate: a malformed file is an error naming it", "[calibration]") {
   auto doc = json::parse_text(R"({"data_points": 3})", "bad.json");
   REQUIRE_ERROR_CONTAINS(calibration::validate_published_json(doc, "bad.json", hw::Catalog::builtin()), "bad.json: /data_points: must be an array");
