@@ -1247,12 +1247,14 @@ PublishedBound published_bound(const json::Json& point) {
   const auto per_node = whole(hw, "gpus_per_node", 1, limits::kMaxGpus);
   const int64_t nodes = gpus && per_node ? (*gpus + *per_node - 1) / *per_node : 0;  // 0: not stated
   // "3-4 node values as lower bounds", "the 2-node value is an upper bound": scoped to node counts.
-  static const std::regex scoped(R"((\d+)(?:\s*(?:-|to|\xE2\x80\x93)\s*(\d+))?[\s-]*nodes?\b[^.;]*?\b(lower|upper)[\s-]+bounds?\b)");
+  // Node counts of at most 6 digits (std::stoll cannot overflow); a note is read up to its first
+  // 1000 characters (libstdc++'s regex recurses per character).
+  static const std::regex scoped(R"((\d{1,6})(?:\s*(?:-|to|\xE2\x80\x93)\s*(\d{1,6}))?[\s-]*nodes?\b[^.;]*?\b(lower|upper)[\s-]+bounds?\b)");
   static const std::regex plain(R"(\b(lower|upper)[\s-]+bounds?\b)");
   auto kind = [](const std::string& w) { return w == "lower" ? PublishedBound::lower : PublishedBound::upper; };
   for (const auto& n : point["notes"]) {
     if (!n.is_string()) continue;
-    const std::string note = to_lower(n.get<std::string>());
+    const std::string note = to_lower(n.get<std::string>().substr(0, 1000));
     std::smatch m;
     if (std::regex_search(note, m, scoped)) {
       const int64_t lo = std::stoll(m[1].str()), hi = m[2].matched ? std::stoll(m[2].str()) : lo;

@@ -101,6 +101,9 @@ TEST_CASE("validate: a value its source calls a lower or upper bound is checked 
   CHECK(with(8, "Upper-bound estimate from the vendor's slide") == calibration::PublishedBound::upper);
   CHECK(with(8, "'busbw of ~200 GB/s' as stated by reporter (approximate)") == calibration::PublishedBound::none);
   CHECK(calibration::published_bound(json::Json{{"id", "no notes"}}) == calibration::PublishedBound::none);
+  // Hostile notes: a node count no integer holds, a note of a megabyte: read, never a crash.
+  CHECK(with(24, "treat 99999999999999999999999-4 node values as lower bounds") == calibration::PublishedBound::none);
+  CHECK(with(24, std::string(1 << 20, '7') + " node values as lower bounds") == calibration::PublishedBound::none);
   // No node count: a scoped note cannot apply.
   CHECK(calibration::published_bound(json::Json{{"notes", json::Json::array({nccl527})}}) == calibration::PublishedBound::none);
 
