@@ -45,7 +45,7 @@ std::vector<ValidationPoint> validate_at(const json::Json& doc, const std::strin
 }
 
 bool is_training_point(const ValidationPoint& pt) {
-  return pt.mapped && pt.kind == "training_throughput" && pt.metric == "step_time_s" && pt.measured > 0 &&
+  return pt.mapped && (pt.kind == "training_throughput" || pt.kind == "finetuning_throughput") && pt.metric == "step_time_s" && pt.measured > 0 &&
          pt.predicted > 0;
 }
 

@@ -508,8 +508,42 @@ FormulaSources sources_stating_96bslh(const std::vector<const Json*>& points) {
   return out;
 }
 
+// FLOPs per sample that recomputation adds (the hardware FLOPs of HFU beyond the model FLOPs):
+// the forward of every layer full recomputation re-runs (plan::unit_recompute), or of the ops
+// selective recomputation drops and re-runs (none under fused attention, which keeps no scores).
+double recompute_flops_per_sample(const models::ModelGraph& g, const plan::Plan& p) {
+  double f = 0;
+  if (p.recompute == plan::Recompute::full) {
+    for (const auto& u : g.units())
+      if (plan::unit_recompute(p.recompute, u) == plan::Recompute::full) f += u.flops_fwd;
+  } else if (p.recompute == plan::Recompute::selective && p.attention == plan::AttentionImpl::unfused) {
+    for (const auto& op : g.ops())
+      if (op.dropped_by_selective_recompute) f += op.flops_fwd;
+  }
+  return f;
+}
+
+// The FLOPs a point's TFLOP/s counts: `model` (6N + attention, MFU's numerator), `hardware`
+// (model + recomputed, HFU's numerator) or neither when its convention is not stated.
+enum class FlopConvention { unknown, model, hardware };
+FlopConvention flop_convention(const std::string& kind) {
+  // A named formula converts only by that formula (measured_step), with its own l and h.
+  if (contains(kind, "96Bslh")) return FlopConvention::unknown;
+  const bool hardware = contains(kind, "hardware") || contains(kind, "hfu") || contains(kind, "incl. recompute") ||
+                        contains(kind, "including recompute") || contains(kind, "with recompute");
+  if (hardware) return FlopConvention::hardware;
+  if (contains(kind, "model") || contains(kind, "mfu")) return FlopConvention::model;
+  return FlopConvention::unknown;
+}
+
+struct StepFlops {
+  double model = 0;     // per step, no recomputation
+  double hardware = 0;  // per step, with the plan's recomputation
+};
+
 std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, const FormulaSources& formula,
-                                    double model_flops, std::string& how) {
+                                    const StepFlops& flops, std::string& how) {
+  const double model_flops = flops.model;
   const Json& x = member(point, "metrics");
   const Json& m = member(point, "model");
   if (auto t = measured(x, "step_time_s")) {
@@ -547,10 +581,17 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
     }
     // Model FLOPs (MFU's numerator: forward + backward of every matmul and the attention, no
     // recomputation): the model graph's training FLOPs of the step.
-    if ((contains(kind, "model") || contains(kind, "mfu")) && !contains(kind, "hardware") && !contains(kind, "hfu") && model_flops > 0) {
+    const FlopConvention convention = flop_convention(kind);
+    if (convention == FlopConvention::model && model_flops > 0) {
       how = fmt::format("published model TFLOP/s per GPU (\"{}\") converted with the model's training FLOPs per step (6N + attention, "
                         "no recomputation)", kind);
       return model_flops / (*tf * 1e12 * gpus);
+    }
+    // Hardware FLOPs (HFU's numerator): the model's plus what the plan's recomputation re-runs.
+    if (convention == FlopConvention::hardware && flops.hardware > 0) {
+      how = fmt::format("published hardware TFLOP/s per GPU (\"{}\") converted with the model's training FLOPs per step plus the "
+                        "{} recomputation's forward FLOPs", kind, plan::recompute_name(p.recompute));
+      return flops.hardware / (*tf * 1e12 * gpus);
     }
   }
   // MFU alone, with the peak the source divided by.
@@ -559,6 +600,12 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
   if (mfu && peak && *mfu <= 1 && model_flops > 0) {
     how = fmt::format("published MFU {:g} x the source's peak {:g} TFLOP/s, converted with the model's training FLOPs per step", *mfu, *peak);
     return model_flops / (*mfu * *peak * 1e12 * gpus);
+  }
+  const auto hfu = measured(x, "hfu");
+  if (hfu && peak && *hfu <= 1 && flops.hardware > 0) {
+    how = fmt::format("published HFU {:g} x the source's peak {:g} TFLOP/s, converted with the model's training FLOPs per step plus the "
+                      "{} recomputation's forward FLOPs", *hfu, *peak, plan::recompute_name(p.recompute));
+    return flops.hardware / (*hfu * *peak * 1e12 * gpus);
   }
   return std::nullopt;
 }
@@ -762,8 +809,71 @@ void recompute_that_fits(const Json& point, plan::Plan& p, const plan::PlanConte
   vp.assumptions.push_back("recomputation not stated: none assumed (no recomputation makes the plan fit)");
 }
 
+// The recomputation a point states: a kind ("selective"; "full", "block", "uniform"), a no in
+// any form (false, "none", "off", "disabled") or a yes without a kind (true, "enabled",
+// "activation checkpointing", "partitioned activation checkpointing"): full, what a framework's
+// plain activation-checkpointing switch recomputes (every layer's forward; Megatron-LM's
+// --checkpoint-activations, Hugging Face's gradient_checkpointing, DeepSpeed's
+// activation_checkpointing). nullopt when not stated or not understood (recompute_that_fits).
+std::optional<plan::Recompute> stated_recompute(const Json& q, ValidationPoint& vp) {
+  const Json& v = member(q, "activation_recompute");
+  const std::string text = v.is_boolean() ? (v.get<bool>() ? "true" : "false") : str(q, "activation_recompute");
+  if (text.empty()) return std::nullopt;
+  const std::vector<std::string> t = tokens(text);
+  if (has_token(t, "selective")) return plan::Recompute::selective;
+  if (has_token(t, "full") || has_token(t, "block") || has_token(t, "uniform")) return plan::Recompute::full;
+  for (const char* no : {"none", "no", "off", "false", "disabled", "0", "without"})
+    if (has_token(t, no)) return plan::Recompute::none;
+  for (const char* yes : {"true", "yes", "on", "enabled", "1"})
+    if (has_token(t, yes)) {
+      vp.assumptions.push_back(fmt::format("activation recomputation \"{}\" names no kind: full (every layer's forward)", text));
+      return plan::Recompute::full;
+    }
+  if (has_token_prefix(t, "checkpoint") || has_token_prefix(t, "recomput")) {
+    vp.assumptions.push_back(fmt::format("activation recomputation \"{}\" names no kind: full (every layer's forward)", text));
+    return plan::Recompute::full;
+  }
+  vp.assumptions.push_back(fmt::format("activation recomputation \"{}\" not understood: treated as not stated", text));
+  return std::nullopt;
+}
+
+// The kinds scored as a training step: a throughput table's point; a fine-tuning run (a
+// training step over every parameter; parameter-efficient fine-tuning is refused in
+// map_training); a whole run or an MLPerf result that states a per-step throughput (its
+// average over the run).
+bool is_training_kind(std::string_view kind) {
+  return kind == "training_throughput" || kind == "finetuning_throughput" || kind == "full_training_run" || kind == "mlperf";
+}
+
+// Why a point of a training kind is not one training step of the model as built: a
+// parameter-efficient fine-tuning (LoRA, adapters, frozen layers) trains a sliver of the
+// weights; "" when none. A whole run's average throughput is listed as an assumption.
+std::string not_a_full_step(const Json& point, ValidationPoint& vp) {
+  if (vp.kind == "training_throughput") return "";
+  std::string text = str(point, "kind") + " " + str(member(point, "model"), "name") + " " + str(member(point, "model"), "arch_notes") + " " +
+                     str(member(point, "parallelism"), "notes") + " " + str(point, "method");
+  if (const Json& n = member(point, "notes"); n.is_array())
+    for (const auto& x : n)
+      if (x.is_string()) text += " " + x.get<std::string>().substr(0, 1000);
+  const std::vector<std::string> t = tokens(text);
+  for (const char* peft : {"lora", "qlora", "peft", "adapter", "adapters", "frozen", "freeze", "prefix", "ia3"})
+    if (has_token(t, peft))
+      return fmt::format("parameter-efficient fine-tuning (\"{}\"): trainplan models training every parameter", peft);
+  if (vp.kind == "finetuning_throughput")
+    vp.assumptions.push_back("fine-tuning: a training step over every parameter (no LoRA, adapter or frozen layers stated)");
+  else
+    vp.assumptions.push_back(fmt::format("{}: the run's average throughput, which also holds the evaluation, checkpoint and restart "
+                                         "stalls a step prediction leaves out",
+                                         vp.kind == "mlperf" ? "an MLPerf result" : "a whole training run"));
+  return "";
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
                   ValidationPoint& vp) {
+  if (std::string why = not_a_full_step(point, vp); !why.empty()) {
+    vp.reason = why;
+    return;
+  }
   const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
   const Json& hwj = member(point, "hardware");
@@ -817,10 +927,8 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.assumptions.push_back("optimizer sharding not stated: ZeRO-1 (NeMo's distributed optimizer)");
   }
   if (!whole(q, "micro_batch", 1, limits::kMaxBatch)) megatron_batch_in_one_pass(point, p, vp);
-  const std::string rc = str(q, "activation_recompute");
-  if (contains(rc, "full")) p.recompute = plan::Recompute::full;
-  else if (contains(rc, "selective")) p.recompute = plan::Recompute::selective;
-  else p.recompute = plan::Recompute::none;
+  const std::optional<plan::Recompute> rc = stated_recompute(q, vp);
+  p.recompute = rc.value_or(plan::Recompute::none);
   if (member(q, "sequence_parallel").is_boolean()) {
     p.sequence_parallel = member(q, "sequence_parallel").get<bool>() && p.tp > 1;
   } else if (p.tp > 1 && contains(str(member(point, "source"), "title"), "NeMo")) {
@@ -866,7 +974,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     vp.reason = fmt::format("the published configuration is not a valid plan here: {}", *problem);
     return;
   }
-  if (rc.empty()) recompute_that_fits(point, p, ctx, vp);
+  if (!rc) recompute_that_fits(point, p, ctx, vp);
   // (map_megatron_split has noted its split in vp.setup: it goes after the layout.)
   vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
                          p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
@@ -875,10 +983,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
                          p.precision ? precision_name(*p.precision) : "", plan::attention_impl_name(p.attention)) +
              vp.setup;
   std::string how;
-  auto measured = measured_step(point, p, ctx.seq_len, gpus, formula,
-                                ctx.graph.training_flops_per_sample() * static_cast<double>(p.global_batch), how);
+  const double samples = static_cast<double>(p.global_batch);
+  const StepFlops flops{ctx.graph.training_flops_per_sample() * samples,
+                        (ctx.graph.training_flops_per_sample() + recompute_flops_per_sample(ctx.graph, p)) * samples};
+  auto measured = measured_step(point, p, ctx.seq_len, gpus, formula, flops, how);
   if (!measured) {
-    vp.reason = "no step time, tokens/s or convertible TFLOP/s is given";
+    vp.reason = "no step time, tokens/s, samples/s, MFU or HFU with its peak, or TFLOP/s with its FLOP convention (metrics.tflops_kind: "
+                "model or hardware) is given";
     return;
   }
   vp.mapped = true;
@@ -1335,7 +1446,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     vp.verification = str(point, "verification");
     vp.framework = framework_of(point);
     try {
-      if (vp.kind == "training_throughput") map_training(point, catalog, options, formula, vp);
+      if (is_training_kind(vp.kind)) map_training(point, catalog, options, formula, vp);
       else if (vp.kind == "collective_benchmark") map_collective(point, catalog, options, vp);
       else if (vp.kind == "relative_speedup") map_relative_speedup(point, catalog, options, vp);
       else if (vp.kind == "scaling_efficiency") map_scaling_efficiency(point, catalog, options, vp);
@@ -1353,7 +1464,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   for (const auto& p : report.points) {
     if (!by_source.count(p.source)) order.push_back(p.source);
     by_source[p.source].push_back(&p);
-    if (p.kind == "training_throughput") training.push_back(&p);
+    if (is_training_kind(p.kind)) training.push_back(&p);
     if (p.kind == "collective_benchmark") collectives.push_back(&p);
     if (p.kind == "relative_speedup" || p.kind == "scaling_efficiency") libraries.push_back(&p);
   }
@@ -1377,6 +1488,7 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
     add_to(p->num_gpus <= p->gpus_per_node ? "single node" : "multi-node", p);
     add_to("GPU " + generation_of(p->gpu), p);
     add_to("framework " + p->framework, p);
+    if (p->kind != "training_throughput") add_to("kind " + p->kind, p);
   }
   std::sort(group_order.begin(), group_order.end());
   for (const auto& g : group_order) {

@@ -725,7 +725,7 @@ TEST_CASE("validate: TFLOP/s \"as Table 1\" use the formula the same source stat
   CHECK(t.measured_from.find("as Table 1") != std::string::npos);
   const auto& unconverted = point(r, "other-source");
   CHECK_FALSE(unconverted.mapped);
-  CHECK(unconverted.reason.find("no step time, tokens/s or convertible TFLOP/s") != std::string::npos);
+  CHECK(unconverted.reason.find("TFLOP/s with its FLOP convention") != std::string::npos);
 }
 
 TEST_CASE("validate: a collective point's stated NICs replace the catalog node's (4 x 200G HDR on DGX A100-class nodes)", "[calibration]") {
@@ -920,6 +920,8 @@ TEST_CASE("validate: tokens/s per GPU, model TFLOP/s and MFU alone convert to th
       variant("model-tflops", {{"tflops_per_gpu", 160.0}, {"tflops_kind", "model TFLOP/s (column 'Model TFLOP')"}}),
       variant("mfu", {{"mfu", 0.5137}}),
       variant("hardware-tflops", {{"tflops_per_gpu", 213.7}, {"tflops_kind", "hardware TFLOP/s (HFU)"}}),
+      variant("hfu", {{"hfu", 213.7 / 312}}),
+      variant("unstated-convention", {{"tflops_per_gpu", 160.0}}),
   });
   const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
   const double step = 168.0 * 4096 / 6513;
@@ -931,6 +933,94 @@ TEST_CASE("validate: tokens/s per GPU, model TFLOP/s and MFU alone convert to th
     REQUIRE(point(r, id).mapped);
     CHECK(point(r, id).measured == Approx(step).epsilon(0.005));
   }
-  // Hardware FLOPs count the recomputation: no convention to convert them by.
-  CHECK_FALSE(point(r, "hardware-tflops").mapped);
+  // Hardware FLOPs (HFU) count the recomputed forward too: llm-foundry's 4/3 x model FLOPs,
+  // ours the forward of the 48 blocks (the LM head keeps its activations), within 1 %.
+  for (const char* id : {"hardware-tflops", "hfu"}) {
+    INFO(id);
+    REQUIRE(point(r, id).mapped);
+    CHECK(point(r, id).measured == Approx(step).epsilon(0.01));
+    CHECK(point(r, id).measured_from.find("full recomputation's forward FLOPs") != std::string::npos);
+  }
+  // TFLOP/s without a convention: model or hardware FLOPs differ by a third, so not read.
+  CHECK_FALSE(point(r, "unstated-convention").mapped);
+  CHECK(point(r, "unstated-convention").reason.find("tflops_kind") != std::string::npos);
+}
+
+TEST_CASE("validate: fine-tuning, whole-run and MLPerf points with a per-step throughput are scored as training steps", "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  auto variant = [&](const char* id, const char* kind) {
+    json::Json q = base;
+    q["id"] = id;
+    q["kind"] = kind;
+    return q;
+  };
+  json::Json lora = variant("lora", "finetuning_throughput");
+  lora["notes"] = json::Json::array({"LoRA rank 16 on the attention projections"});
+  json::Json time_only = variant("time-only", "full_training_run");
+  time_only["metrics"] = {{"time_to_train", "3 days"}};
+  doc["data_points"] = json::Json::array({variant("step", "training_throughput"), variant("finetune", "finetuning_throughput"),
+                                          variant("run", "full_training_run"), variant("mlperf", "mlperf"), lora, time_only,
+                                          variant("layer", "per_layer_timing")});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& step = point(r, "step");
+  REQUIRE(step.mapped);
+  for (const char* id : {"finetune", "run", "mlperf"}) {
+    INFO(id);
+    const auto& p = point(r, id);
+    REQUIRE(p.mapped);
+    // The same step, measured and predicted alike; what the kind adds is listed.
+    CHECK(p.measured == Approx(step.measured).epsilon(1e-12));
+    CHECK(p.predicted == Approx(step.predicted).epsilon(1e-12));
+    CHECK(p.setup == step.setup);
+  }
+  CHECK(assumes(point(r, "finetune"), "fine-tuning: a training step over every parameter"));
+  CHECK(assumes(point(r, "run"), "a whole training run: the run's average throughput"));
+  CHECK(assumes(point(r, "mlperf"), "an MLPerf result: the run's average throughput"));
+  // Parameter-efficient fine-tuning trains a sliver of the weights: refused, with the reason.
+  CHECK_FALSE(point(r, "lora").mapped);
+  CHECK(point(r, "lora").reason.find("parameter-efficient fine-tuning (\"lora\")") != std::string::npos);
+  CHECK_FALSE(point(r, "time-only").mapped);
+  CHECK_FALSE(point(r, "layer").mapped);
+  CHECK(point(r, "layer").reason.find("per_layer_timing") != std::string::npos);
+  // All four count as training points, and each other kind gets its own group.
+  CHECK(r.training.points == 4);
+  const auto group = std::find_if(r.groups.begin(), r.groups.end(), [](const auto& g) { return g.title == "kind finetuning_throughput"; });
+  REQUIRE(group != r.groups.end());
+  CHECK(group->points == 1);
+  CHECK(std::none_of(r.groups.begin(), r.groups.end(), [](const auto& g) { return g.title == "kind training_throughput"; }));
+}
+
+TEST_CASE("validate: recomputation stated as a kind, a yes or a no in any form", "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  const std::vector<std::pair<json::Json, const char*>> cases = {
+      {true, " full "},          {"enabled", " full "},         {"activation checkpointing", " full "},
+      {"partitioned activation checkpointing (P_a)", " full "}, {"block", " full "},
+      {false, " none "},         {"off", " none "},             {"no", " none "},
+      {"selective (attention core)", " selective "},            {"full", " full "},
+  };
+  json::Json points = json::Json::array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json::Json q = base;
+    q["id"] = "rc" + std::to_string(i);
+    q["parallelism"]["activation_recompute"] = cases[i].first;
+    points.push_back(q);
+  }
+  json::Json odd = base;
+  odd["id"] = "odd";
+  odd["parallelism"]["activation_recompute"] = "sometimes";
+  points.push_back(odd);
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& p = point(r, "rc" + std::to_string(i));
+    INFO(cases[i].first.dump());
+    REQUIRE(p.mapped);
+    CHECK(p.setup.find(cases[i].second) != std::string::npos);
+  }
+  CHECK(assumes(point(r, "rc1"), "activation recomputation \"enabled\" names no kind: full"));
+  // Text that names no kind, yes or no is treated as unstated: the least that fits, listed.
+  CHECK(assumes(point(r, "odd"), "activation recomputation \"sometimes\" not understood"));
+  CHECK(assumes(point(r, "odd"), "recomputation not stated"));
 }
