@@ -27,9 +27,22 @@ namespace {
 
 using json::Json;
 
+// A number at j[key]: a JSON number, or a string that is one decimal number and nothing else
+// ("8", " 2048 ", "1.5e3": sources transcribed as text); nullopt otherwise ("3 days", "1.2M",
+// "0x10", "nan").
 std::optional<double> num(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return std::nullopt;
-  return j[key].get<double>();
+  if (!j.is_object() || !j.contains(key)) return std::nullopt;
+  const Json& v = j[key];
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string& raw = v.get<std::string>();
+  const size_t first = raw.find_first_not_of(" \t"), last = raw.find_last_not_of(" \t");
+  const std::string t = first == std::string::npos ? std::string() : raw.substr(first, last - first + 1);
+  if (t.empty() || t.size() > 64 || t.find_first_not_of("0123456789+-.eE") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || !std::isfinite(x)) return std::nullopt;
+  return x;
 }
 // A count at j[key] in [min, max]; nullopt when absent. Any other value (0 GPUs, tp 0, 2^40
 // layers, 1.5) throws, which skips the point with that reason: published points are read
@@ -420,6 +433,35 @@ std::string catalog_model_named(const Json& m) {
   return best;
 }
 
+// Attention heads a point leaves out while it states layers and hidden size: those of a catalog
+// model of that shape (the stated layers and hidden, and vocabulary / FFN where stated; the
+// model the point's name names first), else head dimension 128 (Llama, Mistral, Qwen, GPT-3
+// from 6.7B, MPT from 7B), else 64, with kv heads = heads unless stated; listed. Heads only set
+// the attention's head dimension: the FLOPs and parameters do not depend on them.
+void infer_heads(const Json& m, int64_t layers, int64_t hidden, int64_t& heads, int64_t& kv, std::vector<std::string>& assumptions) {
+  const auto stated = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
+  const std::string named = catalog_model_named(m);
+  const models::ModelSpec* from = nullptr;
+  for (const auto& s : models::ModelCatalog::builtin().specs()) {
+    if (s.layers != layers || s.hidden != hidden || s.num_experts > 0) continue;
+    if ((stated("vocab") && s.vocab != stated("vocab")) || (stated("ffn_hidden") && s.ffn_hidden != stated("ffn_hidden"))) continue;
+    if (kv && s.kv_heads != kv) continue;
+    if (!from || s.name == named) from = &s;
+  }
+  if (from) {
+    heads = from->heads;
+    if (!kv) kv = from->kv_heads;
+    assumptions.push_back(fmt::format("attention heads not stated: {} ({} kv), as the catalog's {} of the same layers and hidden size",
+                                      heads, kv, from->name));
+    return;
+  }
+  const int64_t head_dim = hidden % 128 == 0 ? 128 : hidden % 64 == 0 ? 64 : 0;
+  if (!head_dim) return;
+  heads = hidden / head_dim;
+  if (kv && heads % kv != 0) kv = 0;
+  assumptions.push_back(fmt::format("attention heads not stated: {} (head dimension {})", heads, head_dim));
+}
+
 // The model of a point: the catalog model with the point's shape, else one built from the
 // shape (decoder-only; Llama-style with SwiGLU, RMSNorm, rotary and untied embeddings when the
 // point's notes, grouped-query attention or a non-4h FFN say so; GPT-style otherwise). What a
@@ -427,7 +469,9 @@ std::string catalog_model_named(const Json& m) {
 // size and heads.
 std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::string>& assumptions, std::string& reason) {
   auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
-  const int64_t layers = get("layers"), hidden = get("hidden"), heads = get("heads");
+  const int64_t layers = get("layers"), hidden = get("hidden");
+  int64_t heads = get("heads"), kv_stated = get("kv_heads");
+  if (layers && hidden && !heads) infer_heads(m, layers, hidden, heads, kv_stated, assumptions);
   if (!layers || !hidden || !heads) {
     if (const std::string named = catalog_model_named(m); !named.empty()) {
       assumptions.push_back(fmt::format("shape not stated: the catalog's {} (\"{}\")", named, str(m, "name")));
@@ -436,7 +480,7 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
     reason = "the model's layers / hidden / heads are not given, and its name is no catalog model's";
     return std::nullopt;
   }
-  const int64_t kv = get("kv_heads") ? get("kv_heads") : heads;
+  const int64_t kv = kv_stated ? kv_stated : heads;
   std::string best;
   // A mixture-of-experts point states its routed experts (num_experts, experts_per_token): it
   // matches only a catalog MoE model with those; a dense point never matches a MoE entry of the
@@ -539,6 +583,7 @@ FlopConvention flop_convention(const std::string& kind) {
 struct StepFlops {
   double model = 0;     // per step, no recomputation
   double hardware = 0;  // per step, with the plan's recomputation
+  double dense_peak = 0;  // per GPU: the peak an MFU divides by when the source names none
 };
 
 std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, const FormulaSources& formula,
@@ -595,17 +640,24 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
     }
   }
   // MFU alone, with the peak the source divided by.
+  // MFU / HFU with the peak the source divided by; without one, the GPU's dense tensor peak in
+  // the run's precision (the datasheet figure NVIDIA's tables quote MFU against: 989 TFLOP/s
+  // for bf16, 1979 for FP8 on H100), said in `how`.
   const auto mfu = measured(x, "mfu");
-  const auto peak = measured(member(point, "hardware"), "peak_tflops_used_for_mfu");
-  if (mfu && peak && *mfu <= 1 && model_flops > 0) {
-    how = fmt::format("published MFU {:g} x the source's peak {:g} TFLOP/s, converted with the model's training FLOPs per step", *mfu, *peak);
-    return model_flops / (*mfu * *peak * 1e12 * gpus);
-  }
   const auto hfu = measured(x, "hfu");
-  if (hfu && peak && *hfu <= 1 && flops.hardware > 0) {
-    how = fmt::format("published HFU {:g} x the source's peak {:g} TFLOP/s, converted with the model's training FLOPs per step plus the "
-                      "{} recomputation's forward FLOPs", *hfu, *peak, plan::recompute_name(p.recompute));
-    return flops.hardware / (*hfu * *peak * 1e12 * gpus);
+  const auto stated_peak = measured(member(point, "hardware"), "peak_tflops_used_for_mfu");
+  const double peak = stated_peak ? *stated_peak : flops.dense_peak / 1e12;
+  const std::string peak_text = stated_peak ? fmt::format("the source's peak {:g} TFLOP/s", peak)
+                                            : fmt::format("the GPU's dense {} peak {:g} TFLOP/s (the source names none)",
+                                                          precision_name(p.precision.value_or(Precision::bf16)), peak);
+  if (mfu && peak > 0 && *mfu <= 1 && model_flops > 0) {
+    how = fmt::format("published MFU {:g} x {}, converted with the model's training FLOPs per step", *mfu, peak_text);
+    return model_flops / (*mfu * peak * 1e12 * gpus);
+  }
+  if (hfu && peak > 0 && *hfu <= 1 && flops.hardware > 0) {
+    how = fmt::format("published HFU {:g} x {}, converted with the model's training FLOPs per step plus the {} recomputation's forward "
+                      "FLOPs", *hfu, peak_text, plan::recompute_name(p.recompute));
+    return flops.hardware / (*hfu * peak * 1e12 * gpus);
   }
   return std::nullopt;
 }
@@ -868,14 +920,27 @@ std::string not_a_full_step(const Json& point, ValidationPoint& vp) {
   return "";
 }
 
+// The point's model, with the sequence length its batch implies when it states none: tokens
+// per step / global batch (both stated, dividing evenly), listed.
+Json model_with_implied_seq(const Json& model, const Json& q, ValidationPoint& vp) {
+  Json m = model;
+  if (!m.is_object() || whole(m, "seq_len", 1, limits::kMaxSeqLen)) return m;
+  const auto tokens = whole(q, "global_batch_tokens", 1, limits::kMaxBatch * limits::kMaxSeqLen);
+  const auto gb = whole(q, "global_batch", 1, limits::kMaxBatch);
+  if (!tokens || !gb || *tokens % *gb != 0 || *tokens / *gb > limits::kMaxSeqLen) return m;
+  m["seq_len"] = *tokens / *gb;
+  vp.assumptions.push_back(fmt::format("sequence length not stated: {} tokens per step / global batch {} = {}", *tokens, *gb, *tokens / *gb));
+  return m;
+}
+
 void map_training(const Json& point, const hw::Catalog& catalog, const ValidationOptions& options, const FormulaSources& formula,
                   ValidationPoint& vp) {
   if (std::string why = not_a_full_step(point, vp); !why.empty()) {
     vp.reason = why;
     return;
   }
-  const Json& m = member(point, "model");
   const Json& q = member(point, "parallelism");
+  const Json m = model_with_implied_seq(member(point, "model"), q, vp);
   const Json& hwj = member(point, "hardware");
   int gpus = static_cast<int>(whole(hwj, "num_gpus", 1, limits::kMaxGpus).value_or(0));
   if (gpus <= 0) {
@@ -969,6 +1034,10 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
       throw;
     }
   }();
+  if (p.seq_len == 0 && std::none_of(vp.assumptions.begin(), vp.assumptions.end(), [](const std::string& a) {
+        return a.rfind("sequence length not stated", 0) == 0;
+      }))
+    vp.assumptions.push_back(fmt::format("sequence length not stated: {}, the catalog model's", ctx.seq_len));
   map_megatron_split(p, ctx, vp);
   if (auto problem = plan::check(p, ctx)) {
     vp.reason = fmt::format("the published configuration is not a valid plan here: {}", *problem);
@@ -985,7 +1054,8 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   std::string how;
   const double samples = static_cast<double>(p.global_batch);
   const StepFlops flops{ctx.graph.training_flops_per_sample() * samples,
-                        (ctx.graph.training_flops_per_sample() + recompute_flops_per_sample(ctx.graph, p)) * samples};
+                        (ctx.graph.training_flops_per_sample() + recompute_flops_per_sample(ctx.graph, p)) * samples,
+                        ctx.gpu->peak_flops_per_s(p.precision.value_or(Precision::bf16))};
   auto measured = measured_step(point, p, ctx.seq_len, gpus, formula, flops, how);
   if (!measured) {
     vp.reason = "no step time, tokens/s, samples/s, MFU or HFU with its peak, or TFLOP/s with its FLOP convention (metrics.tflops_kind: "

@@ -1024,3 +1024,62 @@ TEST_CASE("validate: recomputation stated as a kind, a yes or a no in any form",
   CHECK(assumes(point(r, "odd"), "activation recomputation \"sometimes\" not understood"));
   CHECK(assumes(point(r, "odd"), "recomputation not stated"));
 }
+
+TEST_CASE("validate: what a point leaves out or writes as text is filled from what it states, each listed", "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  auto variant = [&](const char* id) {
+    json::Json q = base;
+    q["id"] = id;
+    return q;
+  };
+  // Numbers transcribed as text; text that is not one number stays unread.
+  json::Json text = variant("text-numbers");
+  text["parallelism"]["global_batch"] = "256";
+  text["parallelism"]["micro_batch"] = " 16 ";
+  text["hardware"]["num_gpus"] = "8";
+  text["model"]["seq_len"] = "2048";
+  json::Json not_number = variant("not-a-number");
+  not_number["parallelism"]["global_batch"] = "0x100";
+  // No sequence length: tokens per step / global batch.
+  json::Json no_seq = variant("no-seq");
+  no_seq["model"].erase("seq_len");
+  no_seq["parallelism"]["global_batch_tokens"] = 256 * 2048;
+  // No heads: the catalog model the name names, of the stated layers and hidden size.
+  json::Json no_heads = variant("no-heads");
+  no_heads["model"].erase("heads");
+  // No heads on a shape no catalog model has: head dimension 128.
+  json::Json built = variant("built-no-heads");
+  built["model"] = {{"name", "in-house 1.6B"}, {"layers", 20}, {"hidden", 2560}, {"seq_len", 2048}, {"vocab", 50368}};
+  // MFU without the peak it divides by: the GPU's dense peak in the run's precision.
+  json::Json mfu = variant("mfu-no-peak");
+  doc["data_points"] = json::Json::array({variant("base"), text, not_number, no_seq, no_heads, built});
+  auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& b = point(r, "base");
+  REQUIRE(b.mapped);
+  for (const char* id : {"text-numbers", "no-seq", "no-heads"}) {
+    INFO(id);
+    const auto& p = point(r, id);
+    REQUIRE(p.mapped);
+    CHECK(p.setup == b.setup);
+    CHECK(p.measured == Approx(b.measured).epsilon(1e-12));
+    CHECK(p.predicted == Approx(b.predicted).epsilon(1e-12));
+  }
+  CHECK_FALSE(point(r, "not-a-number").mapped);
+  CHECK(point(r, "not-a-number").reason == "the global batch is not given");
+  CHECK(assumes(point(r, "no-seq"), "sequence length not stated: 524288 tokens per step / global batch 256 = 2048"));
+  CHECK(assumes(point(r, "no-heads"), "attention heads not stated: 12 (12 kv), as the catalog's mpt-125m"));
+  const auto& bt = point(r, "built-no-heads");
+  REQUIRE(bt.mapped);
+  CHECK(assumes(bt, "attention heads not stated: 20 (head dimension 128)"));
+  CHECK(bt.setup.rfind("gpt-shape-l20-h2560-a20 ", 0) == 0);
+  // The base point's MFU against 312 TFLOP/s (A100 bf16), stated without the peak.
+  mfu["metrics"] = {{"mfu", b.model_tflops_measured / 312.0}};
+  mfu["hardware"].erase("peak_tflops_used_for_mfu");
+  doc["data_points"] = json::Json::array({mfu});
+  r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& m = point(r, "mfu-no-peak");
+  REQUIRE(m.mapped);
+  CHECK(m.measured == Approx(b.measured).epsilon(1e-9));
+  CHECK(m.measured_from.find("the GPU's dense bf16 peak 312 TFLOP/s (the source names none)") != std::string::npos);
+}
