@@ -149,6 +149,19 @@ bool has_token_prefix(const std::vector<std::string>& t, std::string_view w) {
   return std::any_of(t.begin(), t.end(), [&](const std::string& x) { return x.rfind(w, 0) == 0; });
 }
 
+// Whether `text` names the GPU family `family` ("H200"): the name not glued to a letter before
+// it ("GH200" is another product) except a count's "x" ("8xH200"), nor to a digit after it.
+bool names_family(const std::string& text, std::string_view family) {
+  const std::string t = to_lower(text), f = to_lower(family);
+  for (size_t at = t.find(f); at != std::string::npos; at = t.find(f, at + 1)) {
+    const bool counted = at >= 2 && t[at - 1] == 'x' && std::isdigit(static_cast<unsigned char>(t[at - 2]));
+    const bool before = at == 0 || !std::isalpha(static_cast<unsigned char>(t[at - 1])) || counted;
+    const bool after = at + f.size() >= t.size() || !std::isdigit(static_cast<unsigned char>(t[at + f.size()]));
+    if (before && after) return true;
+  }
+  return false;
+}
+
 // Whether the GPU a point names can be the catalog GPU `g`: its family (the first token of the
 // catalog name: "l40s" of "L40S", "a100" of "A100-SXM4-80GB") is a token of the stated name,
 // and a stated form factor (SXM, PCIe, NVL) and memory size ("80GB" or gpu_mem_gb, within
@@ -234,14 +247,14 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   // InfiniBand named any way a source writes it ("InfiniBand", "IB", "NDR", "HDR", "400 Gb/s").
   const bool infiniband = contains(inter, "infiniband") || contains(inter, "ib ") || contains(inter, " ib") ||
                           contains(inter, "NDR") || contains(inter, "HDR") || contains(inter, "ConnectX");
-  if (contains(gpu, "H200")) {
+  if (names_family(gpu, "H200")) {
     if (contains(inter, "EFA") || contains(system, "p5e") || single_node || infiniband) {
       name = contains(system, "p5en") ? "p5en.48xlarge" : "p5e.48xlarge";
       if (!contains(inter, "EFA") && !contains(system, "p5e"))
         assumptions.push_back(fmt::format("8-GPU H200 node ({}) modelled as a {} (NVSwitch; 3200 Gb/s per node, as 8 x 400 Gb/s)",
                                           system.empty() ? inter : system, name));
     }
-  } else if (contains(gpu, "H100")) {
+  } else if (names_family(gpu, "H100")) {
     if (contains(inter, "EFA") || contains(system, "p5.48xlarge")) {
       name = "p5.48xlarge";
     } else if (contains(inter, "NDR") || contains(system, "DGX H100")) {
@@ -252,7 +265,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
       assumptions.push_back(fmt::format("8-GPU H100 NVSwitch node ({}) modelled as a DGX H100 (8 x 400 Gb/s InfiniBand NDR)",
                                         system.empty() ? inter : system));
     }
-  } else if (contains(gpu, "A100")) {
+  } else if (names_family(gpu, "A100")) {
     const bool gb80 = contains(gpu, "80") || num(hw, "gpu_mem_gb").value_or(0) >= 80;
     if (contains(inter, "EFA") || contains(system, "p4d")) {
       name = gb80 ? "p4de.24xlarge" : "p4d.24xlarge";
@@ -268,7 +281,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
       assumptions.push_back(fmt::format("single 8-GPU A100 NVSwitch node ({}) modelled as a {} node", system, name));
     }
     if (contains(gpu, "unverified")) assumptions.push_back("GPU variant marked unverified by the source");
-  } else if (contains(gpu, "P100")) {
+  } else if (names_family(gpu, "P100")) {
     // The Horovod benchmarks: "4 Pascal GPUs" per server, "RoCE-capable 25 Gbit/s network".
     const auto per_node = num(hw, "gpus_per_node");
     if ((!per_node || *per_node == 4) && (inter.empty() || contains(inter, "RoCE") || contains(inter, "25 G"))) {
@@ -277,7 +290,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
                                         "RoCE NIC on the CPU (no GPUDirect RDMA): the source names neither variant nor layout",
                                         system.empty() ? inter : system));
     }
-  } else if (contains(gpu, "V100")) {
+  } else if (names_family(gpu, "V100")) {
     if (contains(gpu, "SXM3") || contains(system, "DGX-2") || contains(str(hw, "intra_node"), "DGX-2")) {
       // V100 SXM3 exists only in the DGX-2 (and HGX-2 boards of the same design).
       name = "dgx-2";
@@ -302,8 +315,9 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     return "";
   }
   if (name.empty()) {
-    reason = fmt::format("no catalog cluster for {} with \"{}\"", gpu,
-                         inter.empty() ? system : inter);
+    const std::string where = inter.empty() ? system : inter;
+    reason = where.empty() ? fmt::format("no catalog cluster has a {} (the catalog's GPUs: trainplan catalog)", gpu)
+                           : fmt::format("no catalog cluster for {} with \"{}\"", gpu, where);
     return "";
   }
   const auto& inst = catalog.instance(name);
@@ -982,6 +996,13 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
     // ZeRO-3 with expert parallelism is not modelled (plan::validate refuses it).
     p.zero_stage = 1;
     vp.assumptions.push_back(fmt::format("FSDP ({}) with ep = {}: modelled as ZeRO-1, without FSDP's parameter all-gathers", fsdp, ep));
+  } else if (contains(fsdp, "HYBRID_SHARD")) {
+    // Sharded within a node, replicated across nodes (the replicas all-reduce the gradient
+    // shards): modelled as the sharding over every data-parallel rank, whose gathers cross
+    // the network too, so its communication is an upper bound.
+    p.zero_stage = contains(fsdp, "ZERO2") ? 2 : 3;
+    vp.assumptions.push_back(fmt::format("FSDP {} (sharded within a node, replicated across): modelled as ZeRO-{} over all {} data-parallel "
+                                         "ranks, its gathers crossing nodes (communication an upper bound)", fsdp, p.zero_stage, p.dp));
   } else if (contains(fsdp, "FULL_SHARD")) p.zero_stage = 3;
   else if (contains(fsdp, "SHARD_GRAD_OP")) p.zero_stage = 2;
   else if (auto z = whole(q, "zero_stage", 0, 3)) p.zero_stage = static_cast<int>(*z);
@@ -1045,7 +1066,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   }
   if (!rc) recompute_that_fits(point, p, ctx, vp);
   // (map_megatron_split has noted its split in vp.setup: it goes after the layout.)
-  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, p.seq_len, p.global_batch,
+  vp.setup = fmt::format("{} seq {} gb {} mb {} tp{} pp{}{}{}{} dp{} zero{} {}{} {} {}", model, ctx.seq_len, p.global_batch,
                          p.micro_batch, p.tp, p.pp, p.vp > 1 ? fmt::format(" vp{}", p.vp) : "",
                          p.cp > 1 ? fmt::format(" cp{}", p.cp) : "", p.ep > 1 ? fmt::format(" ep{}", p.ep) : "", p.dp, p.zero_stage,
                          plan::recompute_name(p.recompute), p.sequence_parallel ? " sp" : "",

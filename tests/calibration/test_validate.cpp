@@ -1083,3 +1083,40 @@ TEST_CASE("validate: what a point leaves out or writes as text is filled from wh
   CHECK(m.measured == Approx(b.measured).epsilon(1e-9));
   CHECK(m.measured_from.find("the GPU's dense bf16 peak 312 TFLOP/s (the source names none)") != std::string::npos);
 }
+
+TEST_CASE("validate: a GPU family is named as a word (GH200 is no H200, 8xH100 is H100), and FSDP hybrid sharding is ZeRO over all ranks",
+          "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  auto on_gpu = [&](const char* id, const char* gpu) {
+    json::Json q = base;
+    q["id"] = id;
+    q["hardware"] = {{"gpu", gpu}, {"gpus_per_node", 8}, {"num_gpus", 8}};
+    return q;
+  };
+  json::Json hybrid = on_gpu("hybrid", "H100-SXM5-80GB");
+  hybrid["parallelism"]["fsdp"] = "HYBRID_SHARD";
+  json::Json hybrid2 = on_gpu("hybrid-zero2", "H100-SXM5-80GB");
+  hybrid2["parallelism"]["fsdp"] = "_HYBRID_SHARD_ZERO2";
+  json::Json no_seq = on_gpu("catalog-seq", "H100-SXM5-80GB");
+  no_seq["model"] = {{"name", "Llama 2 7B"}};
+  doc["data_points"] = json::Json::array({on_gpu("gh200", "GH200 96GB"), on_gpu("counted", "8xH100 80GB"),
+                                          on_gpu("h200", "NVIDIA H200 141GB"), hybrid, hybrid2, no_seq});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  CHECK_FALSE(point(r, "gh200").mapped);
+  CHECK(point(r, "gh200").reason == "no catalog cluster has a GH200 96GB (the catalog's GPUs: trainplan catalog)");
+  REQUIRE(point(r, "counted").mapped);
+  CHECK(point(r, "counted").gpu == "H100-SXM5-80GB");
+  REQUIRE(point(r, "h200").mapped);
+  CHECK(point(r, "h200").gpu == "H200-SXM-141GB");
+  const auto& h = point(r, "hybrid");
+  REQUIRE(h.mapped);
+  CHECK(h.setup.find(" zero3 ") != std::string::npos);
+  CHECK(assumes(h, "FSDP HYBRID_SHARD (sharded within a node, replicated across): modelled as ZeRO-3 over all 8"));
+  CHECK(point(r, "hybrid-zero2").setup.find(" zero2 ") != std::string::npos);
+  // A catalog model without a stated sequence: its own, in the setup and the assumptions.
+  const auto& c = point(r, "catalog-seq");
+  REQUIRE(c.mapped);
+  CHECK(c.setup.rfind("llama2-7b seq 4096 ", 0) == 0);
+  CHECK(assumes(c, "sequence length not stated: 4096, the catalog model's"));
+}
