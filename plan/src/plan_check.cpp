@@ -236,11 +236,19 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
                  "their own");
   }
   const int64_t per_step = p.micro_batch * p.dp;
-  if (p.global_batch % per_step != 0)
+  if (p.global_batch % per_step != 0) {
+    // Below one micro-batch per rank the lower multiple is 0: suggest the smallest batch, or a
+    // micro-batch that fits the ranks' share.
+    const int64_t lower = (p.global_batch / per_step) * per_step, upper = lower + per_step;
+    const std::string hint =
+        lower > 0 ? fmt::format("use a global batch of {} or {}", lower, upper)
+        : p.global_batch % p.dp == 0
+            ? fmt::format("use a global batch of {}, or a micro_batch that divides global_batch / dp = {}", upper, p.global_batch / p.dp)
+            : fmt::format("use a global batch of {}", upper);
     return err("/batch/global_batch",
                fmt::format("global_batch {} is not a multiple of micro_batch*dp = {}*{} = {}", p.global_batch, p.micro_batch, p.dp, per_step),
-               fmt::format("use a global batch of {} or {}", (p.global_batch / per_step) * per_step,
-                           (p.global_batch / per_step + 1) * per_step));
+               hint);
+  }
   if (p.num_micro_batches * per_step != p.global_batch)
     return err("/batch/num_micro_batches",
                fmt::format("micro_batch*num_micro_batches*dp = {}*{}*{} = {} but global_batch = {}", p.micro_batch,

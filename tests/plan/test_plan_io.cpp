@@ -68,6 +68,19 @@ TEST_CASE("plan: cross-field rules", "[plan]") {
     REQUIRE_ERROR_CONTAINS(validate(p), "tp = 16 does not divide the 40 attention heads");
   }
   REQUIRE_ERROR_CONTAINS(validate(with("/batch/global_batch", 1000)), "global_batch 1000 is not a multiple of micro_batch*dp = 4*16 = 64");
+  REQUIRE_ERROR_CONTAINS(validate(with("/batch/global_batch", 1000)), "use a global batch of 960 or 1024");
+  // Below one micro-batch per rank: no "global batch of 0"; the smallest batch or a micro-batch.
+  REQUIRE_ERROR_CONTAINS(validate(with("/batch/global_batch", 32)),
+                         "use a global batch of 64, or a micro_batch that divides global_batch / dp = 2");
+  try {
+    validate(with("/batch/global_batch", 30));  // 30 is not a whole batch per rank either
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("use a global batch of 64") != std::string::npos);
+    CHECK(m.find("micro_batch that divides") == std::string::npos);
+    CHECK(m.find("batch of 0") == std::string::npos);
+  }
   REQUIRE_ERROR_CONTAINS(validate(with("/batch/num_micro_batches", 3)), "set num_micro_batches to 16");
   REQUIRE_ERROR_CONTAINS(validate(with("/cluster/instance_type", "p4d.24xl")), "plan.json: /cluster/instance_type");
   REQUIRE_ERROR_CONTAINS(validate(with("/model", "gpt3-13x")), "plan.json: /model");
