@@ -598,6 +598,7 @@ struct StepFlops {
   double model = 0;     // per step, no recomputation
   double hardware = 0;  // per step, with the plan's recomputation
   double dense_peak = 0;  // per GPU: the peak an MFU divides by when the source names none
+  Precision precision = Precision::bf16;  // the run's (plan::PlanContext::precision), whose peak that is
 };
 
 std::optional<double> measured_step(const Json& point, const plan::Plan& p, int64_t seq, int gpus, const FormulaSources& formula,
@@ -653,7 +654,6 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
       return flops.hardware / (*tf * 1e12 * gpus);
     }
   }
-  // MFU alone, with the peak the source divided by.
   // MFU / HFU with the peak the source divided by; without one, the GPU's dense tensor peak in
   // the run's precision (the datasheet figure NVIDIA's tables quote MFU against: 989 TFLOP/s
   // for bf16, 1979 for FP8 on H100), said in `how`.
@@ -663,7 +663,7 @@ std::optional<double> measured_step(const Json& point, const plan::Plan& p, int6
   const double peak = stated_peak ? *stated_peak : flops.dense_peak / 1e12;
   const std::string peak_text = stated_peak ? fmt::format("the source's peak {:g} TFLOP/s", peak)
                                             : fmt::format("the GPU's dense {} peak {:g} TFLOP/s (the source names none)",
-                                                          precision_name(p.precision.value_or(Precision::bf16)), peak);
+                                                          precision_name(flops.precision), peak);
   if (mfu && peak > 0 && *mfu <= 1 && model_flops > 0) {
     how = fmt::format("published MFU {:g} x {}, converted with the model's training FLOPs per step", *mfu, peak_text);
     return model_flops / (*mfu * peak * 1e12 * gpus);
@@ -1076,11 +1076,11 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   const double samples = static_cast<double>(p.global_batch);
   const StepFlops flops{ctx.graph.training_flops_per_sample() * samples,
                         (ctx.graph.training_flops_per_sample() + recompute_flops_per_sample(ctx.graph, p)) * samples,
-                        ctx.gpu->peak_flops_per_s(p.precision.value_or(Precision::bf16))};
+                        ctx.gpu->peak_flops_per_s(ctx.precision), ctx.precision};
   auto measured = measured_step(point, p, ctx.seq_len, gpus, formula, flops, how);
   if (!measured) {
-    vp.reason = "no step time, tokens/s, samples/s, MFU or HFU with its peak, or TFLOP/s with its FLOP convention (metrics.tflops_kind: "
-                "model or hardware) is given";
+    vp.reason = "no step time, tokens/s, samples/s, MFU, HFU, or TFLOP/s with its FLOP convention (metrics.tflops_kind: model or "
+                "hardware) is given";
     return;
   }
   vp.mapped = true;
