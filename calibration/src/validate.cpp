@@ -703,19 +703,26 @@ void map_attention(const Json& point, const std::string& arch, plan::Plan& p, Va
 
 // A plan on the software stack (catalog key "software") of a point's framework (vp.framework),
 // listed among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
-// DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager.
-plan::Plan plan_on_stack(ValidationPoint& vp) {
+// DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager. DeepSpeed
+// runs published in 2021 or before ran ZeRO-3 with a device sync before each tensor's gather
+// (deepspeed-2021; fixed from v0.4, DeepSpeed PR #1188); later ones on the current stack.
+plan::Plan plan_on_stack(ValidationPoint& vp, const Json& point) {
   plan::Plan p;
   static const std::pair<const char*, const char*> kStacks[] = {
       {"NeMo (Megatron-core)", "megatron-core"}, {"PyTorch FSDP (llm-foundry)", "pytorch-fsdp"}, {"DeepSpeed", "deepspeed"},
       {"Megatron-LM", "megatron-lm"},           {"JAX", "jax-xla"},                           {"SageMaker", "pytorch-eager"}};
   for (const auto& [framework, stack] : kStacks)
     if (vp.framework == framework) p.software = stack;
+  const std::optional<int> year = published_year(point);
+  if (p.software == "deepspeed" && year && *year <= 2021) p.software = "deepspeed-2021";
   const std::string text = vp.source + " " + vp.locator;
   if (p.software.empty() && (contains(text, "Horovod") || contains(text, "DDP") || contains(text, "DistributedDataParallel")))
     p.software = "pytorch-eager";
   vp.assumptions.push_back(p.software.empty() ? fmt::format("software stack not identified: {} (the default)", hw::kDefaultSoftware)
-                                              : fmt::format("software stack {} ({})", p.software, vp.framework));
+                          : p.software == "deepspeed-2021"
+                              ? fmt::format("software stack {} ({} published in {}: ZeRO-3 gathers one tensor at a time after a "
+                                            "device sync, as before DeepSpeed PR #1188)", p.software, vp.framework, *year)
+                              : fmt::format("software stack {} ({})", p.software, vp.framework));
   return p;
 }
 
@@ -984,7 +991,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
   const hw::Catalog* cat = node_catalog(hwj, catalog, cluster, gpus, local, vp.assumptions, vp.reason);
   if (!cat) return;
   const auto& inst = cat->instance(cluster);
-  plan::Plan p = plan_on_stack(vp);
+  plan::Plan p = plan_on_stack(vp, point);
   p.model = model;
   p.instance_type = cluster;
   p.instance_count = gpus / inst.gpu_count;

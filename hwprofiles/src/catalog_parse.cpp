@@ -304,7 +304,8 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
 // ---- software stacks -----------------------------------------------------------------------
 
 // {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
-//         "sync_before_optimizer", "kernels": {op class: multiple}, "sources": {field: id}}}
+//         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync" and
+//         "zero3_tensor_issue", "sources": {field: id}}}
 void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
   for (auto& [name, item] : r.entries()) {
     if (out.software.count(name))
@@ -325,6 +326,15 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     if (s.launch_s > 1e-3)
       throw item.field("launch").error(fmt::format("must be at most 1 ms per kernel, got {}", s.launch_s)).hint("a kernel launch costs microseconds, e.g. \"4us\"");
     s.sync_before_optimizer = item.field("sync_before_optimizer").as_bool();
+    if (auto z = item.optional_field("zero3_tensor_sync")) s.zero3_tensor_sync = z->as_bool();
+    if (auto z = item.optional_field("zero3_tensor_issue")) {
+      s.zero3_tensor_issue_s = z->as_quantity(Dimension::duration);
+      if (!(s.zero3_tensor_issue_s >= 0 && s.zero3_tensor_issue_s <= 0.1))
+        throw z->error(fmt::format("must be between 0 and 100 ms, got {}", s.zero3_tensor_issue_s))
+            .hint("the host time to issue one parameter tensor's all-gather, e.g. \"380us\"");
+      if (!s.zero3_tensor_sync)
+        throw z->error("applies only with \"zero3_tensor_sync\": true").hint("set zero3_tensor_sync, or remove zero3_tensor_issue");
+    }
     if (auto k = item.optional_field("kernels")) {
       for (auto& [op_class, value] : k->entries()) {
         if (std::find(kFusableOpClasses.begin(), kFusableOpClasses.end(), op_class) == kFusableOpClasses.end())
@@ -334,8 +344,9 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
       }
     }
     Reader src = item.field("sources");
-    for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels"}) {
-      if (std::string_view(f) == "kernels" && !item.has("kernels")) continue;
+    for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels",
+                          "zero3_tensor_sync", "zero3_tensor_issue"}) {
+      if (!item.has(f) && (std::string_view(f) == "kernels" || std::string_view(f).starts_with("zero3_"))) continue;
       add_source_refs(src.field(f), refs);
       s.sources[f] = src.field(f).as_string();
     }

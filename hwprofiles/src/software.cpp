@@ -19,11 +19,15 @@ std::string fused_classes(const SoftwareStack& s) {
 std::string describe(const SoftwareStack& s) {
   if (s.name.empty()) return "none (no host overhead modelled)";
   const std::string fused = fused_classes(s);
-  return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{})", s.name,
+  const std::string zero3 =
+      s.zero3_tensor_sync
+          ? fmt::format("; ZeRO-3 gathers one tensor at a time after a device sync, {} each to issue", units::format_duration(s.zero3_tensor_issue_s))
+          : "";
+  return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{}{})", s.name,
                      units::format_duration(s.launch_s), units::format_duration(s.layer_hook_s),
                      units::format_duration(s.micro_batch_s), units::format_duration(s.step_s),
                      s.sync_before_optimizer ? ", host sync before the optimizer" : "",
-                     fused.empty() ? "" : "; fuses " + fused);
+                     fused.empty() ? "" : "; fuses " + fused, zero3);
 }
 
 }  // namespace trainplan::hw

@@ -67,7 +67,8 @@ class Lowering {
         elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
         pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), ep_(plan.ep), edp_(plan.expert_dp()),
         world_(plan.world_size()),
-        sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
+        sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3),
+        zero3_sync_(zero3_ && ctx.software.zero3_tensor_sync && plan.dp * plan.cp > 1), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
         num_units_(static_cast<int>(graph_.units().size())) {
     fp8_params_ = prec_ == Precision::fp8 && plan.fp8.fp8_params;
     bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
@@ -154,6 +155,16 @@ class Lowering {
         gather_ops_[u].push_back(tied);
         gather_bytes_[u] += op_params_on_rank(graph_.ops()[static_cast<size_t>(tied)], tp_) * param_elem(tied);
       }
+    }
+    if (!zero3_sync_) return;
+    // One gather per parameter tensor (hw::SoftwareStack::zero3_tensor_sync), in op order.
+    gather_tensors_.resize(templates_.size());
+    tensor_off_.assign(templates_.size() + 1, 0);
+    for (size_t u = 0; u < templates_.size(); ++u) {
+      for (int id : gather_ops_[u])
+        for (double elems : param_tensors_on_rank(graph_.ops()[static_cast<size_t>(id)], tp_))
+          gather_tensors_[u].push_back({id, elems * param_elem(id)});
+      tensor_off_[u + 1] = tensor_off_[u] + static_cast<int64_t>(gather_tensors_[u].size());
     }
   }
 
@@ -379,7 +390,7 @@ class Lowering {
         for (int t = 0; t < tp_; ++t) {
           const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
           dp_red_off_.push_back(reserve(zero3_ ? num_units_ : n));
-          dp_ag_off_.push_back(reserve(zero3_ ? m_ * 2 * num_units_ : n));
+          dp_ag_off_.push_back(reserve(zero3_sync_ ? m_ * 2 * tensor_off_.back() : zero3_ ? m_ * 2 * num_units_ : n));
         }
     }
     if (ep_ > 1) {
@@ -412,11 +423,18 @@ class Lowering {
   int64_t m_, b_;
   int dp_, tp_, pp_, vp_, cp_, dpcp_, ep_, edp_, world_;
   bool sp_, zero3_;
+  bool zero3_sync_;  // ZeRO-3 gathers one tensor at a time after a device sync (the stack's zero3_tensor_sync)
   bool sync_bn_;  // the program synchronizes batch norm (the plan asks and dp x cp > 1)
   int num_units_;
   std::vector<UnitTemplate> templates_;
   std::vector<std::vector<int>> gather_ops_;  // ZeRO-3: ops whose parameters a unit's visit gathers
   std::vector<double> gather_bytes_;          // ZeRO-3: their parameters' bytes as gathered (param_elem)
+  struct GatherTensor {
+    int op;
+    double bytes;
+  };
+  std::vector<std::vector<GatherTensor>> gather_tensors_;  // zero3_sync_: each unit's tensors, gathered one by one
+  std::vector<int64_t> tensor_off_;                        // zero3_sync_: first tensor of each unit (prefix sums)
   int keys_ = 1;
   int head_op_ = -1, embedding_op_ = -1;
   double tied_params_ = 0;
@@ -490,6 +508,7 @@ class RankLowering {
         for (const auto* list : {&T.forward, &T.recompute, &T.backward})
           for (const TemplateItem& item : *list) per_mb += 1 + (mem_ ? item.allocs.size() + item.frees.size() + 2 : 0);
         per_mb += 8;  // checkpoints, ZeRO-3 gathers, bucket chains
+        if (L_.zero3_sync_) per_mb += 2 * L_.gather_tensors_[static_cast<size_t>(u)].size();
       }
       per_mb += 12;   // pipeline transfers and their buffers
     }
@@ -793,31 +812,58 @@ class RankLowering {
     gather_buffer_.assign(visits_.size(), -1);
   }
 
-  // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward).
+  // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward):
+  // one all-gather of the unit, or (zero3_sync_) one per tensor, each after the previous.
   void gather(size_t i, std::vector<int> deps) {
     const Visit& v = visits_[i];
     const double bytes = L_.gather_bytes_[static_cast<size_t>(v.unit)];
     if (bytes <= 0 || L_.dpcp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
     if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
-    Task& t = tasks_[static_cast<size_t>(collective(kZeroGather, dp_group_, CollectiveKind::all_gather, bytes, CommPurpose::zero_param,
-                                                    TensorRole::params,
-                                                    L_.dp_ag_off_[static_cast<size_t>(dp_index_)] +
-                                                        (static_cast<int64_t>(v.mb) * 2 + (v.forward ? 0 : 1)) * L_.num_units_ + v.unit,
-                                                    std::move(deps), std::string("ag params ") + (v.forward ? "fwd" : "bwd") + where))];
-    t.phase = v.forward ? Phase::forward : Phase::backward;
-    t.micro_batch = v.mb;
-    t.unit = v.unit;
-    t.virtual_stage = 0;
-    t.ops = L_.gather_ops_[static_cast<size_t>(v.unit)];
-    gather_task_[i] = t.id;
+    const int64_t pass = static_cast<int64_t>(v.mb) * 2 + (v.forward ? 0 : 1);
+    const std::string label = std::string("ag params ") + (v.forward ? "fwd" : "bwd") + where;
+    auto emit_gather = [&](double b, int64_t comm_id, std::vector<int> d, std::vector<int> ops, std::string what) {
+      Task& t = tasks_[static_cast<size_t>(
+          collective(kZeroGather, dp_group_, CollectiveKind::all_gather, b, CommPurpose::zero_param, TensorRole::params,
+                     L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + comm_id, std::move(d), std::move(what)))];
+      t.phase = v.forward ? Phase::forward : Phase::backward;
+      t.micro_batch = v.mb;
+      t.unit = v.unit;
+      t.virtual_stage = 0;
+      t.ops = std::move(ops);
+      return t.id;
+    };
+    if (!L_.zero3_sync_) {
+      gather_task_[i] = emit_gather(bytes, pass * L_.num_units_ + v.unit, std::move(deps), L_.gather_ops_[static_cast<size_t>(v.unit)], label);
+      return;
+    }
+    const auto& tensors = L_.gather_tensors_[static_cast<size_t>(v.unit)];
+    const int64_t first = pass * L_.tensor_off_.back() + L_.tensor_off_[static_cast<size_t>(v.unit)];
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const int id = emit_gather(tensors[k].bytes, first + static_cast<int64_t>(k), std::move(deps), {tensors[k].op},
+                                 label + " tensor" + std::to_string(k));
+      tasks_[static_cast<size_t>(id)].issue_s = L_.ctx_.software.zero3_tensor_issue_s;
+      deps = {id};
+      gather_task_[i] = id;
+    }
   }
 
   // At the start of visit i its parameters were requested one visit earlier; request the
   // next visit's now (prefetch), after the previous visit's compute (so two units are held).
+  // zero3_sync_: no prefetch; the visit's gathers start after everything the rank issued
+  // before (the device synchronize), gradient reductions included.
   void begin_visit() {
     if (!L_.zero3_) return;
     const size_t i = visit_++;
+    if (L_.zero3_sync_) {
+      std::vector<int> deps = take_pending();
+      deps.insert(deps.end(), tails_.begin() + static_cast<std::ptrdiff_t>(synced_tails_), tails_.end());
+      synced_tails_ = tails_.size();
+      if (params_freed_ >= 0) deps.push_back(params_freed_);  // one gathered unit at a time
+      gather(i, std::move(deps));
+      if (gather_task_[i] >= 0) pending_.push_back(gather_task_[i]);
+      return;
+    }
     if (i == 0) gather(0, after_compute());
     if (i + 1 < visits_.size()) {
       std::vector<int> deps = after_compute();
@@ -834,6 +880,7 @@ class RankLowering {
       const Visit& v = visits_[i];
       release(kCompute, BufferKind::params, L_.gather_bytes_[static_cast<size_t>(v.unit)], gather_buffer_[i], after_compute(),
               "free params" + mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name);
+      params_freed_ = static_cast<int>(tasks_.size()) - 1;
     }
   }
 
@@ -981,6 +1028,8 @@ class RankLowering {
   std::vector<int> gather_task_;
   std::vector<int64_t> gather_buffer_;
   size_t visit_ = 0;
+  size_t synced_tails_ = 0;  // zero3_sync_: tails_ the last visit's gathers already waited for
+  int params_freed_ = -1;    // the last release of a gathered unit's parameters
 };
 
 void Lowering::lower_rank(RankProgram& rp) const { RankLowering(*this, rp).run(); }

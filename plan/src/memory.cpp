@@ -167,8 +167,8 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
     comm += 2.0 * plan.bucket_size_bytes;  // buckets being reduced while the next fills
   if (dp > 1 && plan.zero_stage >= 1 && plan.zero_stage <= 2)
     comm += 2.0 * plan.bucket_size_bytes;  // reduce-scatter / all-gather staging
-  if (plan.zero_stage == 3)
-    comm += 2.0 * max_unit_params * w;     // the gathered unit in use + the prefetched one
+  if (plan.zero_stage == 3)  // the gathered unit in use + the prefetched one (none on a synchronous stack)
+    comm += (ctx.software.zero3_tensor_sync ? 1.0 : 2.0) * max_unit_params * w;
   if (plan.pp > 1) {
     double msg = 0.0;
     for (int u : units) msg = std::max(msg, graph.units()[static_cast<size_t>(u)].output_elems);

@@ -30,6 +30,17 @@ double op_params_on_rank(const models::Op& op, int tp, int ep) {
   return op.expert ? p / ep : p;
 }
 
+std::vector<double> param_tensors_on_rank(const models::Op& op, int tp, int ep) {
+  const double total = op_params_on_rank(op, tp, ep);
+  if (!(total > 0)) return {};
+  double bias = 0;
+  if (op.has_bias && !op.weight_shape.empty())
+    bias = static_cast<double>(op.kind == OpKind::conv2d ? op.weight_shape.front() : op.weight_shape.back());
+  bias *= total / op.params;  // split like the op's parameters
+  if (!(bias > 0 && bias < total)) return {total};
+  return {total - bias, bias};
+}
+
 bool runs_in_fp8(const models::Op& op) {
   return op.kind == OpKind::linear && (op.tp_split == TpSplit::column || op.tp_split == TpSplit::row);
 }

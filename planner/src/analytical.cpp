@@ -166,6 +166,7 @@ struct UnitCost {
   double host_fwd_s = 0, host_bwd_s = 0, host_recompute_selective_s = 0;
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
+  std::vector<double> tensor_bytes;       // ... per parameter tensor (only for a stack's zero3_tensor_sync)
   double expert_params = 0;               // routed experts' part of `params`
   /// fwd_s, bwd_s and recompute_selective_s with an NCCL collective's SMs taken (the simulator's
   /// SM contention, sim::SimOptions::sm_contention): [0] a collective inside one node, [1]
@@ -332,6 +333,7 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  std::vector<std::vector<double>> unit_tensor_bytes;  // per parameter tensor (zero3_tensor_sync)
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
   int units = 0;                      // layer units on this rank (all chunks)
   int rerun_units = 0;                // of which a recomputation re-runs (a third host pass)
@@ -398,6 +400,9 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       }
       c.params += oc.params;
       c.param_bytes += oc.params * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem);
+      if (p.zero_stage == 3 && ctx.software.zero3_tensor_sync)
+        for (double e : plan::param_tensors_on_rank(graph.ops()[static_cast<size_t>(id)], p.tp, p.ep))
+          c.tensor_bytes.push_back(e * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem));
     }
     c.full_recomputed = plan::unit_recompute(plan::Recompute::full, graph.units()[u]) == plan::Recompute::full;
     c.recompute_full_s = c.full_recomputed ? c.fwd_s : 0.0;
@@ -488,6 +493,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.unit_fwd_s.push_back(c.fwd_s);
           st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
           st.unit_param_bytes.push_back(c.param_bytes);
+          st.unit_tensor_bytes.push_back(c.tensor_bytes);
         }
         st.params += c.params;
         st.param_bytes += c.param_bytes;
@@ -684,6 +690,15 @@ double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, Es
 // and the compute they slowed (seconds per step).
 std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st,
                                           const RingNet& dp_net, double m) {
+  if (ctx.software.zero3_tensor_sync) {
+    // One gather per tensor after a device sync (hw::SoftwareStack::zero3_tensor_sync, as
+    // plan::lower): each issued by the host, none overlapped; forward and backward.
+    double pass = 0;
+    for (const auto& unit : st.unit_tensor_bytes)
+      for (double bytes : unit)
+        pass += ctx.software.zero3_tensor_issue_s + dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, bytes);
+    return {2.0 * m * pass, 0.0};
+  }
   const size_t xi = dp_net.nodes > 1 ? 1 : 0;
   double exposed = 0, extra = 0;
   for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
@@ -825,7 +840,10 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
       // parameters after the optimizer step (the other half, exposed).
       const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
-      zero_grad_exposed = exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, dense_bytes);
+      // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter.
+      zero_grad_exposed = p.zero_stage == 3 && ctx.software.zero3_tensor_sync
+                              ? half
+                              : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, dense_bytes);
       // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params):
       // the non-expert part over dp * cp, the experts over expert-dp.
       const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;

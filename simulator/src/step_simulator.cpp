@@ -157,8 +157,12 @@ void StepSimulator::begin_instance(int inst) {
   }
   ++stats_.comm_instances;
   in.protocol = pat.protocol_for(in.size_bytes);
+  // The host's issue time of the slowest member (plan::Task::issue_s) precedes the transfer.
+  double issue_s = 0;
+  for (int32_t i = 0; i < in.expected; ++i)
+    issue_s = std::max(issue_s, tasks_[static_cast<size_t>(members_[static_cast<size_t>(in.member_off + i)])]->issue_s);
   // NCCL's base latency includes its launch; the per-hop model adds comm_launch_s.
-  schedule_phase(inst, 0, now_ + (pat.nccl ? 0.0 : opt_.comm_launch_s) + pat.start_delay_s);
+  schedule_phase(inst, 0, now_ + issue_s + (pat.nccl ? 0.0 : opt_.comm_launch_s) + pat.start_delay_s);
 }
 
 void StepSimulator::schedule_phase(int inst, int phase, double t0) {

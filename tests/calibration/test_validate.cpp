@@ -1121,3 +1121,28 @@ TEST_CASE("validate: a GPU family is named as a word (GH200 is no H200, 8xH100 i
   CHECK(c.setup.rfind("llama2-7b seq 4096 ", 0) == 0);
   CHECK(assumes(c, "sequence length not stated: 4096, the catalog model's"));
 }
+
+TEST_CASE("validate: DeepSpeed ZeRO-3 published in 2021 runs on deepspeed-2021 (a device sync before each tensor's gather)", "[calibration]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  auto deepspeed = [&](const char* id, const char* date) {
+    json::Json q = base;
+    q["id"] = id;
+    q["source"] = {{"title", "DeepSpeed ZeRO-3 throughput"}, {"locator", "Table 1"}, {"ref", "example"}, {"date", date}};
+    q["parallelism"]["fsdp"] = nullptr;
+    q["parallelism"]["zero_stage"] = 3;
+    q["hardware"] = {{"gpu", "A100-SXM4-40GB"}, {"gpus_per_node", 8}, {"num_gpus", 16}};
+    q["parallelism"]["dp"] = 16;
+    return q;
+  };
+  doc["data_points"] = json::Json::array({deepspeed("ds-2021", "2021-04"), deepspeed("ds-2023", "2023-05")});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  const auto& old = point(r, "ds-2021");
+  const auto& now = point(r, "ds-2023");
+  REQUIRE(old.mapped);
+  REQUIRE(now.mapped);
+  CHECK(old.framework == "DeepSpeed");
+  CHECK(assumes(old, "software stack deepspeed-2021 (DeepSpeed published in 2021: ZeRO-3 gathers one tensor at a time after a device sync"));
+  CHECK(assumes(now, "software stack deepspeed (DeepSpeed)"));
+  CHECK_FALSE(assumes(now, "deepspeed-2021"));
+}

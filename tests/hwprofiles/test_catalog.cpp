@@ -394,7 +394,7 @@ TEST_CASE("hwprofiles: derate_network scales an instance's network, and refuses 
 
 TEST_CASE("catalog: the software stacks, their fusions and sources, and bad stack entries as errors", "[hwprofiles]") {
   const auto& cat = hw::Catalog::builtin();
-  for (const char* name : {"pytorch-eager", "pytorch-fsdp", "deepspeed", "megatron-lm", "megatron-core", "jax-xla"}) {
+  for (const char* name : {"pytorch-eager", "pytorch-fsdp", "deepspeed", "deepspeed-2021", "megatron-lm", "megatron-core", "jax-xla"}) {
     INFO(name);
     const hw::SoftwareStack& s = cat.software(name);
     CHECK(s.launch_s > 0);
@@ -426,4 +426,40 @@ TEST_CASE("catalog: the software stacks, their fusions and sources, and bad stac
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "kernels": {"dropout": -1})")), "/software/x/kernels/dropout");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "kernels": {"dropout": 0})")), "/software/x/sources");  // kernels without a source
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "extra": 1)")), "extra");
+}
+
+TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v0.3), sourced, and bad entries as errors", "[hwprofiles]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::SoftwareStack& old = cat.software("deepspeed-2021");
+  CHECK(old.zero3_tensor_sync);
+  CHECK(old.zero3_tensor_issue_s == Approx(130e-6 + 250e-6));  // pre-launch + launch, DeepSpeed#1069
+  CHECK(old.sources.at("zero3_tensor_sync") == "deepspeed_pr_1188");
+  CHECK(old.sources.at("zero3_tensor_issue") == "deepspeed_issue_1069");
+  CHECK(cat.sources().count("deepspeed_pr_1188") == 1);
+  CHECK(cat.sources().count("deepspeed_issue_1069") == 1);
+  CHECK_THAT(hw::describe(old), Catch::Contains("ZeRO-3 gathers one tensor at a time"));
+  // Apart from ZeRO-3 it is the current DeepSpeed engine; no other stack synchronizes.
+  const hw::SoftwareStack& now = cat.software("deepspeed");
+  CHECK(old.launch_s == now.launch_s);
+  CHECK(old.micro_batch_s == now.micro_batch_s);
+  CHECK(old.step_s == now.step_s);
+  for (const auto& [name, st] : cat.software_stacks())
+    if (name != "deepspeed-2021") CHECK_FALSE(st.zero3_tensor_sync);
+
+  const std::string sources = R"({"sources": {"s": {"description": "d", "date": "2026", "verified": false}}})";
+  auto stack = [](const std::string& fields, const std::string& srcs) {
+    return R"({"software": {"x": {"description": "d", "launch": "10us", "kernel_gap": "2us", "layer_hook": "0us",
+               "micro_batch": "0us", "step": "0us", "sync_before_optimizer": false)" + fields + R"(,
+               "sources": {"launch": "s", "kernel_gap": "s", "layer_hook": "s", "micro_batch": "s", "step": "s",
+                           "sync_before_optimizer": "s")" + srcs + "}}}}";
+  };
+  auto load = [&](const std::string& text) { return hw::Catalog::from_texts({{"sources.json", sources}, {"software.json", text}}); };
+  const std::string both = R"(, "zero3_tensor_sync": "s", "zero3_tensor_issue": "s")";
+  CHECK(load(stack(R"(, "zero3_tensor_sync": true, "zero3_tensor_issue": "1ms")", both)).software("x").zero3_tensor_issue_s == Approx(1e-3));
+  CHECK_FALSE(load(stack("", "")).software("x").zero3_tensor_sync);
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true)", "")), "/software/x/sources");  // no source
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": "yes")", R"(, "zero3_tensor_sync": "s")")), "/software/x/zero3_tensor_sync");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_tensor_issue": "-1us")", both)), "/software/x/zero3_tensor_issue");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_tensor_issue": "2s")", both)), "100 ms");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": false, "zero3_tensor_issue": "1us")", both)), "only with");
 }

@@ -390,6 +390,70 @@ TEST_CASE("lower: ZeRO-3 gathers each unit one visit ahead and holds at most two
   }
 }
 
+TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor alone, after all earlier work (DeepSpeed v0.3)", "[plan][lower]") {
+  PlanSpec s;
+  s.model = "gpt2-124m";
+  s.dp = 2;
+  s.zero = 3;
+  s.micro_batches = 2;
+  s.recompute = plan::Recompute::full;
+  s.software = "deepspeed-2021";
+  auto r = testing::resolve_plan(s);
+  REQUIRE(r->ctx.software.zero3_tensor_sync);
+  CHECK(r->ctx.software.zero3_tensor_issue_s == Approx(380e-6));  // 130 us pre-launch + 250 us launch (DeepSpeed#1069)
+  const auto prog = plan::lower(r->plan, r->ctx);
+  REQUIRE(plan::check_program(prog) == "");
+  // Oracle: every op's weight and bias (or beta) is its own tensor, and the tied LM head
+  // gathers the word embedding again; forward and backward, each micro-batch.
+  double tensors = 1;  // the head's borrowed embedding
+  for (const auto& op : r->ctx.graph.ops())
+    if (op.params > 0) tensors += op.has_bias ? 2 : 1;
+  const auto& spec = r->ctx.model_spec;
+  const double embedding = static_cast<double>(spec.vocab) * static_cast<double>(spec.hidden) * 2.0;  // bf16
+  for (int rank = 0; rank < s.dp; ++rank) {
+    const auto& rp = prog.ranks[static_cast<size_t>(rank)];
+    std::vector<const plan::Task*> gathers;
+    for (const auto& t : rp.tasks)
+      if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_param) gathers.push_back(&t);
+    REQUIRE(static_cast<double>(gathers.size()) == 2 * s.micro_batches * tensors);
+    CHECK(dp_bytes(prog, rank, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) ==
+          Approx(2.0 * s.micro_batches * (gradient_bytes(r->plan, r->ctx, 0) + embedding)));
+    int last_compute = -1;
+    std::vector<int> reductions;  // reduce-scatters issued since the last visit began
+    const plan::Task* prev = nullptr;
+    for (const auto& t : rp.tasks) {
+      if (t.kind == plan::TaskKind::compute) last_compute = t.id;
+      if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_grad) reductions.push_back(t.id);
+      if (t.kind != plan::TaskKind::collective || t.purpose != plan::CommPurpose::zero_param) continue;
+      CHECK(t.issue_s == r->ctx.software.zero3_tensor_issue_s);
+      const bool first_of_visit = prev == nullptr || prev->unit != t.unit || prev->phase != t.phase || prev->micro_batch != t.micro_batch;
+      if (first_of_visit) {
+        // The device sync: after the last compute and every reduce-scatter before it.
+        if (last_compute >= 0) CHECK(std::find(t.deps.begin(), t.deps.end(), last_compute) != t.deps.end());
+        for (int id : reductions) CHECK(std::find(t.deps.begin(), t.deps.end(), id) != t.deps.end());
+        reductions.clear();
+      } else {
+        CHECK(t.deps == std::vector<int>{prev->id});  // one tensor after the other
+        CHECK(last_compute < prev->id);               // no compute between a visit's gathers
+      }
+      prev = &t;
+    }
+    // One gathered unit live at a time, as the memory model counts it.
+    double live = 0, peak = 0, max_unit = 0;
+    for (const auto& t : rp.tasks) {
+      if (t.buffer != plan::BufferKind::params) continue;
+      if (t.kind == plan::TaskKind::alloc) live += t.alloc_bytes, max_unit = std::max(max_unit, t.alloc_bytes);
+      if (t.kind == plan::TaskKind::free) live -= t.alloc_bytes;
+      peak = std::max(peak, live);
+    }
+    CHECK(peak == Approx(max_unit));
+  }
+  const double comm = plan::stage_memory(r->plan, r->ctx, 0).comm_buffer_bytes;
+  s.software = "deepspeed";
+  auto prefetching = testing::resolve_plan(s);
+  CHECK(plan::stage_memory(prefetching->plan, prefetching->ctx, 0).comm_buffer_bytes > comm);
+}
+
 TEST_CASE("lower: parameter server pushes (reduce-scatter) and pulls (all-gather) every gradient once, purpose ps", "[plan][lower]") {
   PlanSpec s;
   s.model = "gpt2-124m";

@@ -34,6 +34,7 @@ struct PlanSpec {
   /// Unfused by default: then the executed FLOPs and saved activations are the model graph's,
   /// which the closed-form oracles of these tests are written in.
   plan::AttentionImpl attention = plan::AttentionImpl::unfused;
+  std::string software;  // the catalog's software stack (empty: the plan default)
 };
 
 struct Resolved {
@@ -60,6 +61,7 @@ inline std::unique_ptr<Resolved> resolve_plan(const PlanSpec& s) {
   p.overlap_grad_reduce = s.overlap;
   p.precision = s.precision;
   p.attention = s.attention;
+  if (!s.software.empty()) p.software = s.software;
   plan::PlanContext ctx = plan::resolve(p, hw::Catalog::builtin(), "test");
   plan::validate(p, ctx, "test");
   return std::make_unique<Resolved>(Resolved{std::move(p), std::move(ctx)});

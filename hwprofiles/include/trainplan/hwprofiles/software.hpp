@@ -36,6 +36,14 @@ struct SoftwareStack {
   /// The host waits for the GPU before the optimizer (grad-norm / found-inf `.item()`): the
   /// optimizer is issued only once the gradients are ready, draining the host's run-ahead.
   bool sync_before_optimizer = false;
+  /// ZeRO-3 as DeepSpeed ran it before its gathers were coalesced (v0.3, 2021): each parameter
+  /// tensor (weights, biases, norms) is all-gathered by its own call, and each call first
+  /// synchronizes the device (torch.cuda.synchronize), so a gather waits for all earlier GPU
+  /// work (compute and gradient reduce-scatters) and the compute after it waits for the
+  /// gather: nothing is prefetched or overlapped. False: one gather per layer unit, prefetched.
+  bool zero3_tensor_sync = false;
+  /// With zero3_tensor_sync: host time to issue one tensor's gather (pre-launch + launch).
+  double zero3_tensor_issue_s = 0;
   /// Field name -> source id ("a+b" names two).
   std::map<std::string, std::string> sources;
 

@@ -59,6 +59,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "trainplan/core/precision.hpp"
 #include "trainplan/models/model.hpp"
@@ -134,6 +135,10 @@ double op_divisor(const models::Op& op, int tp, bool sequence_parallel);
 /// Parameters of `op` held by one tp rank of an expert-parallel group of `ep` ranks (expert
 /// ops hold 1/ep of their experts).
 double op_params_on_rank(const models::Op& op, int tp, int ep = 1);
+/// The parameter tensors of an op on one rank, in elements: the weight, then the bias (a
+/// linear's or conv's) or beta (a norm's) when it has one; they sum to op_params_on_rank.
+/// Empty for an op without parameters.
+std::vector<double> param_tensors_on_rank(const models::Op& op, int tp, int ep = 1);
 
 /// `cp`: context-parallel degree (1: none); `ep`, `expert_load`: expert parallelism and the
 /// busiest rank's load (moe_expert_load), see the file comment.

@@ -125,6 +125,9 @@ struct Task {
                            // send/recv: bytes transferred
   CommPurpose purpose = CommPurpose::none;
   int64_t comm_id = -1;
+  /// Host time to issue this communication before it can start (DeepSpeed ZeRO-3's per-tensor
+  /// gathers: hw::SoftwareStack::zero3_tensor_issue_s); 0 for all else. Executors ignore it.
+  double issue_s = 0;
   /// What moves. Communication tasks also set `op` (tp collectives: the op they belong to),
   /// `unit` (pp send/recv: the unit whose output / input gradient moves) or `ops` (dp / ZeRO /
   /// ps: the ops whose parameters or gradients are in the bucket, in bucket order).
