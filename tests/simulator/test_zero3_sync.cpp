@@ -18,13 +18,13 @@ using namespace trainplan;
 
 namespace {
 
-struct Resolved {
+struct DataParallelPlan {
   plan::Plan plan;
   plan::PlanContext ctx;
 };
 
 // `spec` on `nodes` p4d.24xlarge (8 A100-40GB on NVSwitch), pure data parallelism.
-Resolved resolve(const models::ModelSpec& spec, int nodes, int zero, const std::string& software, int64_t micro_batch, int64_t seq) {
+DataParallelPlan resolve_dp(const models::ModelSpec& spec, int nodes, int zero, const std::string& software, int64_t micro_batch, int64_t seq) {
   plan::Plan p;
   p.model = spec.name;
   p.instance_type = "p4d.24xlarge";
@@ -69,7 +69,7 @@ TEST_CASE("simulator: a collective's issue_s delays its start by exactly that", 
 TEST_CASE("simulator: DeepSpeed v0.3's ZeRO-3 (deepspeed-2021) overlaps no gather or reduce-scatter with compute", "[simulator]") {
   const models::ModelSpec spec = models::ModelCatalog::builtin().spec("gpt2-124m");
   for (const char* stack : {"deepspeed-2021", "deepspeed"}) {
-    const Resolved r = resolve(spec, 1, 3, stack, 4, 512);
+    const DataParallelPlan r = resolve_dp(spec, 1, 3, stack, 4, 512);
     const auto res = sim::simulate_plan(r.plan, r.ctx);
     std::vector<std::pair<double, double>> compute, comm;
     for (const auto& e : res.step.timeline.events) {
@@ -102,8 +102,8 @@ TEST_CASE("simulator: DeepSpeed v0.3's per-tensor ZeRO-3 gathers cost a 5.1B BER
   spec.kv_heads = 40;
   spec.ffn_hidden = 10240;
   spec.vocab = 32003;
-  const Resolved z3 = resolve(spec, 1, 3, "deepspeed-2021", 8, 128);
-  const Resolved z2 = resolve(spec, 1, 2, "deepspeed-2021", 8, 128);
+  const DataParallelPlan z3 = resolve_dp(spec, 1, 3, "deepspeed-2021", 8, 128);
+  const DataParallelPlan z2 = resolve_dp(spec, 1, 2, "deepspeed-2021", 8, 128);
   const double added = forward_end_s(sim::simulate_plan(z3.plan, z3.ctx).step) - forward_end_s(sim::simulate_plan(z2.plan, z2.ctx).step);
   INFO("ZeRO-3 forward - ZeRO-2 forward: " << added * 1e3 << " ms (DeepSpeed#1174: 410-420 ms)");
   CHECK(added > 0.75 * 0.415);
