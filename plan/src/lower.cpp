@@ -390,7 +390,7 @@ class Lowering {
         for (int t = 0; t < tp_; ++t) {
           const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
           dp_red_off_.push_back(reserve(zero3_ ? num_units_ : n));
-          dp_ag_off_.push_back(reserve(zero3_sync_ ? m_ * 2 * tensor_off_.back() : zero3_ ? m_ * 2 * num_units_ : n));
+          dp_ag_off_.push_back(reserve(zero3_sync_ ? m_ * 3 * tensor_off_.back() : zero3_ ? m_ * 3 * num_units_ : n));
         }
     }
     if (ep_ > 1) {
@@ -600,6 +600,10 @@ class RankLowering {
     const bool final = step.micro_batch == final_mb_;
     begin_visit();
     for (const TemplateItem& item : T.recompute) emit(item, u, step, false);
+    if (L_.zero3_ && regathers_for_recompute(u)) {  // released after the recomputed forward, gathered again
+      end_visit();
+      begin_visit();
+    }
     for (const TemplateItem& item : T.backward) emit(item, u, step, final);
     if (mem_ && T.checkpoint_bytes > 0)
       release(kCompute, BufferKind::activations, T.checkpoint_bytes, activation_buffer(step.micro_batch, u, T.checkpoint_key),
@@ -796,17 +800,26 @@ class RankLowering {
 
   struct Visit {
     int unit;
-    bool forward;
+    Phase phase;  // forward; recompute (regather_for_recompute); backward (with the recompute otherwise)
     int mb;
   };
+
+  // Whether unit u's recomputation is a visit of its own: the stack releases a module's
+  // parameters after each forward, the recomputed one too (hw::SoftwareStack::zero3_recompute_gathers).
+  bool regathers_for_recompute(int u) const {
+    return L_.ctx_.software.zero3_recompute_gathers && !L_.templates_[static_cast<size_t>(u)].recompute.empty();
+  }
 
   void plan_visits() {
     for (const PipelineStep& step : st_.order) {
       const StageAssignment& a = L_.assignment(s_, step.chunk);
       if (step.phase == Phase::forward)
-        for (int u = a.first_unit; u <= a.last_unit; ++u) visits_.push_back({u, true, step.micro_batch});
+        for (int u = a.first_unit; u <= a.last_unit; ++u) visits_.push_back({u, Phase::forward, step.micro_batch});
       else
-        for (int u = a.last_unit; u >= a.first_unit; --u) visits_.push_back({u, false, step.micro_batch});
+        for (int u = a.last_unit; u >= a.first_unit; --u) {
+          if (regathers_for_recompute(u)) visits_.push_back({u, Phase::recompute, step.micro_batch});
+          visits_.push_back({u, Phase::backward, step.micro_batch});
+        }
     }
     gather_task_.assign(visits_.size(), -1);
     gather_buffer_.assign(visits_.size(), -1);
@@ -820,13 +833,14 @@ class RankLowering {
     if (bytes <= 0 || L_.dpcp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
     if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
-    const int64_t pass = static_cast<int64_t>(v.mb) * 2 + (v.forward ? 0 : 1);
-    const std::string label = std::string("ag params ") + (v.forward ? "fwd" : "bwd") + where;
+    const int64_t pass = static_cast<int64_t>(v.mb) * 3 + (v.phase == Phase::forward ? 0 : v.phase == Phase::recompute ? 1 : 2);
+    const std::string label =
+        std::string("ag params ") + (v.phase == Phase::forward ? "fwd" : v.phase == Phase::recompute ? "rec" : "bwd") + where;
     auto emit_gather = [&](double b, int64_t comm_id, std::vector<int> d, std::vector<int> ops, std::string what) {
       Task& t = tasks_[static_cast<size_t>(
           collective(kZeroGather, dp_group_, CollectiveKind::all_gather, b, CommPurpose::zero_param, TensorRole::params,
                      L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + comm_id, std::move(d), std::move(what)))];
-      t.phase = v.forward ? Phase::forward : Phase::backward;
+      t.phase = v.phase;
       t.micro_batch = v.mb;
       t.unit = v.unit;
       t.virtual_stage = 0;

@@ -334,6 +334,7 @@ struct StageTimes {
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
   std::vector<std::vector<double>> unit_tensor_bytes;  // per parameter tensor (zero3_tensor_sync)
+  std::vector<double> unit_rerun_s;   // the unit's recomputation (0: none)
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
   int units = 0;                      // layer units on this rank (all chunks)
   int rerun_units = 0;                // of which a recomputation re-runs (a third host pass)
@@ -494,6 +495,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
           st.unit_param_bytes.push_back(c.param_bytes);
           st.unit_tensor_bytes.push_back(c.tensor_bytes);
+          st.unit_rerun_s.push_back(full ? c.fwd_s : p.recompute == plan::Recompute::selective ? c.recompute_selective_s : 0.0);
         }
         st.params += c.params;
         st.param_bytes += c.param_bytes;
@@ -690,14 +692,20 @@ double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, Es
 // and the compute they slowed (seconds per step).
 std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st,
                                           const RingNet& dp_net, double m) {
+  // A stack that releases the parameters after a recomputed forward gathers that unit a third
+  // time (hw::SoftwareStack::zero3_recompute_gathers, as plan::lower).
+  auto regathers = [&](size_t u) { return ctx.software.zero3_recompute_gathers && st.unit_rerun_s[u] > 0; };
   if (ctx.software.zero3_tensor_sync) {
     // One gather per tensor after a device sync (hw::SoftwareStack::zero3_tensor_sync, as
     // plan::lower): each issued by the host, none overlapped; forward and backward.
-    double pass = 0;
-    for (const auto& unit : st.unit_tensor_bytes)
-      for (double bytes : unit)
+    double total = 0;
+    for (size_t u = 0; u < st.unit_tensor_bytes.size(); ++u) {
+      double pass = 0;
+      for (double bytes : st.unit_tensor_bytes[u])
         pass += ctx.software.zero3_tensor_issue_s + dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, bytes);
-    return {2.0 * m * pass, 0.0};
+      total += (regathers(u) ? 3.0 : 2.0) * pass;
+    }
+    return {m * total, 0.0};
   }
   const size_t xi = dp_net.nodes > 1 ? 1 : 0;
   double exposed = 0, extra = 0;
@@ -708,6 +716,12 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
     const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
     extra += m * (extra_f + extra_b);
     exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
+    if (regathers(u)) {  // the backward's gather hides behind the unit's own recomputation
+      const double r = st.unit_rerun_s[u];
+      const double extra_r = sm_contention_extra_s(r, r * f_sm / std::max(f, 1e-30), g_sim);
+      extra += m * extra_r;
+      exposed += m * std::max(0.0, g - r - extra_r);
+    }
   }
   exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
   return {exposed, extra};

@@ -445,6 +445,14 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   CHECK(old.step_s == now.step_s);
   for (const auto& [name, st] : cat.software_stacks())
     if (name != "deepspeed-2021") CHECK_FALSE(st.zero3_tensor_sync);
+  // DeepSpeed's module hooks release parameters after every forward, a recomputed one too;
+  // FSDP recomputes inside the unit it gathered for the backward.
+  for (const char* name : {"deepspeed", "deepspeed-2021"}) {
+    CHECK(cat.software(name).zero3_recompute_gathers);
+    CHECK(cat.software(name).sources.at("zero3_recompute_gathers") == "deepspeed_zero3_hooks");
+  }
+  CHECK_FALSE(cat.software("pytorch-fsdp").zero3_recompute_gathers);
+  CHECK_THAT(hw::describe(now), Catch::Contains("gathers a recomputed layer again"));
 
   const std::string sources = R"({"sources": {"s": {"description": "d", "date": "2026", "verified": false}}})";
   auto stack = [](const std::string& fields, const std::string& srcs) {
@@ -462,4 +470,8 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_tensor_issue": "-1us")", both)), "/software/x/zero3_tensor_issue");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_tensor_issue": "2s")", both)), "100 ms");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": false, "zero3_tensor_issue": "1us")", both)), "only with");
+  CHECK(load(stack(R"(, "zero3_recompute_gathers": true)", R"(, "zero3_recompute_gathers": "s")")).software("x").zero3_recompute_gathers);
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": true)", "")), "/software/x/sources");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": 1)", R"(, "zero3_recompute_gathers": "s")")),
+                         "/software/x/zero3_recompute_gathers");
 }

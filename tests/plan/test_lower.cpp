@@ -390,6 +390,41 @@ TEST_CASE("lower: ZeRO-3 gathers each unit one visit ahead and holds at most two
   }
 }
 
+TEST_CASE("lower: DeepSpeed's ZeRO-3 gathers a recomputed layer again for its backward, FSDP's recomputes inside the backward's gather",
+          "[plan][lower]") {
+  PlanSpec s;
+  s.model = "llama2-7b";  // untied embeddings
+  s.dp = 2;
+  s.zero = 3;
+  s.micro_batches = 2;
+  for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::full}) {
+    s.recompute = rc;
+    s.software = "pytorch-fsdp";
+    auto fsdp = testing::resolve_plan(s);
+    s.software = "deepspeed";
+    auto ds = testing::resolve_plan(s);
+    REQUIRE_FALSE(fsdp->ctx.software.zero3_recompute_gathers);
+    REQUIRE(ds->ctx.software.zero3_recompute_gathers);
+    const auto pf = plan::lower(fsdp->plan, fsdp->ctx);
+    const auto pd = plan::lower(ds->plan, ds->ctx);
+    REQUIRE(plan::check_program(pd) == "");
+    const double params = gradient_bytes(ds->plan, ds->ctx, 0);
+    double layers = 0;  // the recomputed units' parameters ("block*"), bf16
+    for (const auto& op : ds->ctx.graph.ops())
+      if (ds->ctx.graph.units()[static_cast<size_t>(op.unit)].name.rfind("block", 0) == 0) layers += op.params * 2.0;
+    const double m = static_cast<double>(s.micro_batches);
+    INFO((rc == plan::Recompute::full ? "full" : "no") << " recomputation");
+    CHECK(dp_bytes(pf, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) == Approx(2 * m * params));
+    CHECK(dp_bytes(pd, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) ==
+          Approx(2 * m * params + (rc == plan::Recompute::full ? m * layers : 0.0)));
+    int recompute_gathers = 0;
+    for (const auto& t : pd.ranks[0].tasks)
+      if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_param && t.phase == plan::Phase::recompute)
+        ++recompute_gathers;
+    CHECK(recompute_gathers == (rc == plan::Recompute::full ? static_cast<int>(ds->ctx.model_spec.layers * s.micro_batches) : 0));
+  }
+}
+
 TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor alone, after all earlier work (DeepSpeed v0.3)", "[plan][lower]") {
   PlanSpec s;
   s.model = "gpt2-124m";
@@ -404,10 +439,19 @@ TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor a
   const auto prog = plan::lower(r->plan, r->ctx);
   REQUIRE(plan::check_program(prog) == "");
   // Oracle: every op's weight and bias (or beta) is its own tensor, and the tied LM head
-  // gathers the word embedding again; forward and backward, each micro-batch.
-  double tensors = 1;  // the head's borrowed embedding
-  for (const auto& op : r->ctx.graph.ops())
-    if (op.params > 0) tensors += op.has_bias ? 2 : 1;
+  // gathers the word embedding again; forward, recomputation (the layers, "block*" units:
+  // DeepSpeed releases them after the recomputed forward) and backward, each micro-batch.
+  double tensors = 1, layer_tensors = 0;  // the head's borrowed embedding
+  double layer_bytes = 0;
+  for (const auto& op : r->ctx.graph.ops()) {
+    if (!(op.params > 0)) continue;
+    tensors += op.has_bias ? 2 : 1;
+    if (r->ctx.graph.units()[static_cast<size_t>(op.unit)].name.rfind("block", 0) == 0) {
+      layer_tensors += op.has_bias ? 2 : 1;
+      layer_bytes += op.params * 2.0;  // bf16
+    }
+  }
+  REQUIRE(r->ctx.software.zero3_recompute_gathers);
   const auto& spec = r->ctx.model_spec;
   const double embedding = static_cast<double>(spec.vocab) * static_cast<double>(spec.hidden) * 2.0;  // bf16
   for (int rank = 0; rank < s.dp; ++rank) {
@@ -415,9 +459,9 @@ TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor a
     std::vector<const plan::Task*> gathers;
     for (const auto& t : rp.tasks)
       if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_param) gathers.push_back(&t);
-    REQUIRE(static_cast<double>(gathers.size()) == 2 * s.micro_batches * tensors);
+    REQUIRE(static_cast<double>(gathers.size()) == s.micro_batches * (2 * tensors + layer_tensors));
     CHECK(dp_bytes(prog, rank, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) ==
-          Approx(2.0 * s.micro_batches * (gradient_bytes(r->plan, r->ctx, 0) + embedding)));
+          Approx(s.micro_batches * (2.0 * (gradient_bytes(r->plan, r->ctx, 0) + embedding) + layer_bytes)));
     int last_compute = -1;
     std::vector<int> reductions;  // reduce-scatters issued since the last visit began
     const plan::Task* prev = nullptr;

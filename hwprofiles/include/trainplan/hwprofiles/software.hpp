@@ -44,6 +44,11 @@ struct SoftwareStack {
   bool zero3_tensor_sync = false;
   /// With zero3_tensor_sync: host time to issue one tensor's gather (pre-launch + launch).
   double zero3_tensor_issue_s = 0;
+  /// ZeRO-3 releases a module's parameters after every forward, the one a recomputation re-runs
+  /// too, and gathers them again for its backward (DeepSpeed's module hooks): three gathers per
+  /// recomputed unit and micro-batch. False: the recomputation runs inside the backward's gather
+  /// (FSDP with checkpointing inside its units).
+  bool zero3_recompute_gathers = false;
   /// Field name -> source id ("a+b" names two).
   std::map<std::string, std::string> sources;
 
