@@ -705,7 +705,7 @@ void map_attention(const Json& point, const std::string& arch, plan::Plan& p, Va
 // listed among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
 // DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager. DeepSpeed
 // runs published in 2021 or before ran ZeRO-3 with a device sync before each tensor's gather
-// (deepspeed-2021; fixed from v0.4, DeepSpeed PR #1188); later ones on the current stack.
+// (deepspeed-2021; DeepSpeed PR #1188 of June 2021 coalesced them); later ones on the current stack.
 plan::Plan plan_on_stack(ValidationPoint& vp, const Json& point) {
   plan::Plan p;
   static const std::pair<const char*, const char*> kStacks[] = {

@@ -800,7 +800,7 @@ class RankLowering {
 
   struct Visit {
     int unit;
-    Phase phase;  // forward; recompute (regather_for_recompute); backward (with the recompute otherwise)
+    Phase phase;  // forward; recompute (regathers_for_recompute); backward (with the recomputation otherwise)
     int mb;
   };
 
@@ -825,8 +825,9 @@ class RankLowering {
     gather_buffer_.assign(visits_.size(), -1);
   }
 
-  // Gathers the parameters of visit i (a unit's forward, or its recomputation + backward):
-  // one all-gather of the unit, or (zero3_sync_) one per tensor, each after the previous.
+  // Gathers the parameters of visit i (a unit's forward; its recomputation and backward, as one
+  // visit or two): one all-gather of the unit, or (zero3_sync_) one per tensor, each after the
+  // previous.
   void gather(size_t i, std::vector<int> deps) {
     const Visit& v = visits_[i];
     const double bytes = L_.gather_bytes_[static_cast<size_t>(v.unit)];

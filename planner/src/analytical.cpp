@@ -697,7 +697,8 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   auto regathers = [&](size_t u) { return ctx.software.zero3_recompute_gathers && st.unit_rerun_s[u] > 0; };
   if (ctx.software.zero3_tensor_sync) {
     // One gather per tensor after a device sync (hw::SoftwareStack::zero3_tensor_sync, as
-    // plan::lower): each issued by the host, none overlapped; forward and backward.
+    // plan::lower): each issued by the host, none overlapped; forward, backward and (regathers)
+    // the recomputation.
     double total = 0;
     for (size_t u = 0; u < st.unit_tensor_bytes.size(); ++u) {
       double pass = 0;
