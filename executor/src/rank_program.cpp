@@ -657,17 +657,16 @@ void RankState::start_bucket(const plan::Task& t, const CommGroup& g, std::vecto
     }
     fail(t, "data-parallel gradients are all-reduced or reduce-scattered");
   }
-  // The tied embedding's two copies, or tp-replicated gradients: sum in place, wherever the
-  // gradient is now (before or after the data-parallel reduction).
+  // The tied embedding's two copies, or tp-replicated gradients: sum in place the gradient not
+  // yet reduced over data parallel when there is one (ZeRO-2/3 reduce every micro-batch's, so
+  // earlier micro-batches' may be reduced already), else the reduced one.
   if (t.collective != CollectiveKind::all_reduce) fail(t, "gradients outside the data-parallel group are all-reduced");
   std::vector<Tensor> targets;
   int64_t K = 0;
   for (Param* p : params) {
-    if (p->reduced.defined() && p->grad_dirty)
-      fail(t, fmt::format("{} has gradients both before and after its data-parallel reduction",
-                          L_.params[static_cast<size_t>(p->def)].name));
-    if (!p->reduced.defined() && !p->grad.defined()) p->grad = backend_->zeros(*stream_, dt, p->local_shape);
-    Tensor target = p->reduced.defined() ? p->reduced : p->grad.view({p->numel});
+    const bool local = p->grad_dirty || !p->reduced.defined();
+    if (local && !p->grad.defined()) p->grad = backend_->zeros(*stream_, dt, p->local_shape);
+    Tensor target = local ? p->grad.view({p->numel}) : p->reduced;
     if (tp_group) p->tp_reduced = true;
     K += target.numel();
     targets.push_back(target);

@@ -25,8 +25,12 @@ using detail::UnitTemplate;
 // The cp stream exists only in programs with cp > 1 and the sync-bn stream only in programs
 // that synchronize batch norm (programs without them keep six streams); sync-bn comes after cp
 // when both exist, else takes cp's index.
-enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kZeroGather, kCp, kNumStreams };
-const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather", "cp"};
+// One stream per process group's NCCL stream: a group's collectives run one after another in
+// issue order (PyTorch's ProcessGroupNCCL issues every collective of a group on the group's one
+// NCCL stream per device), so ZeRO-3's gathers share `dp` with the gradient reductions (FSDP
+// and DeepSpeed gather and reduce-scatter over the same data-parallel group).
+enum Stream { kCompute, kTp, kPpSend, kPpRecv, kDp, kCp, kNumStreams };
+const char* const kStreamNames[kNumStreams] = {"compute", "tp", "pp-send", "pp-recv", "dp", "cp"};
 const char* const kSyncBnStreamName = "sync-bn";
 const char* const kEpStreamName = "ep";  // last, in programs with ep > 1
 
@@ -69,6 +73,7 @@ class Lowering {
         world_(plan.world_size()),
         sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3),
         zero3_sync_(zero3_ && ctx.software.zero3_tensor_sync && plan.dp * plan.cp > 1), sync_bn_(plan.sync_batch_norm && dpcp_ > 1),
+        grads_every_mb_(plan.zero_stage >= 2 && m_ > 1 && dpcp_ > 1), red_slots_(grads_every_mb_ ? m_ : 1),
         num_units_(static_cast<int>(graph_.units().size())) {
     fp8_params_ = prec_ == Precision::fp8 && plan.fp8.fp8_params;
     bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
@@ -375,7 +380,7 @@ class Lowering {
     if (tp_ > 1 && sp_) {
       for (int s = 0; s < pp_; ++s)
         for (int d = 0; d < dp_ * cp_; ++d)
-          sp_off_.push_back(reserve(zero3_ ? num_units_ : static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size())));
+          sp_off_.push_back(reserve(red_slots_ * (zero3_ ? num_units_ : static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size()))));
     }
     if (cp_ > 1) {
       for (int s = 0; s < pp_; ++s)
@@ -389,7 +394,7 @@ class Lowering {
       for (int s = 0; s < pp_; ++s)
         for (int t = 0; t < tp_; ++t) {
           const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
-          dp_red_off_.push_back(reserve(zero3_ ? num_units_ : n));
+          dp_red_off_.push_back(reserve(red_slots_ * (zero3_ ? num_units_ : n)));
           dp_ag_off_.push_back(reserve(zero3_sync_ ? m_ * 3 * tensor_off_.back() : zero3_ ? m_ * 3 * num_units_ : n));
         }
     }
@@ -400,7 +405,7 @@ class Lowering {
         for (int s = 0; s < pp_; ++s)
           for (int i = 0; i < tp_ * ep_; ++i) {
             const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
-            edp_red_off_.push_back(reserve(n));
+            edp_red_off_.push_back(reserve(red_slots_ * n));
             edp_ag_off_.push_back(reserve(n));
           }
     }
@@ -425,6 +430,15 @@ class Lowering {
   bool sp_, zero3_;
   bool zero3_sync_;  // ZeRO-3 gathers one tensor at a time after a device sync (the stack's zero3_tensor_sync)
   bool sync_bn_;  // the program synchronizes batch norm (the plan asks and dp x cp > 1)
+  // ZeRO-2/3 keep 1/n of the gradients (plan::memory's model states), so each micro-batch's
+  // gradients are reduced as its backward produces them, never accumulated whole: PyTorch FSDP
+  // reduce-scatters in every backward unless no_sync holds unsharded gradients (Composer never
+  // enters no_sync under FSDP: ddp_sync_context in composer/trainer/dist_strategy.py yields for a
+  // model that is not DistributedDataParallel), and DeepSpeed refuses no_sync under ZeRO-2/3
+  // ("no_sync context manager is incompatible with gradient partitioning logic of ZeRO stage",
+  // deepspeed/runtime/engine.py). ZeRO-0/1 accumulate whole gradients and reduce once.
+  bool grads_every_mb_;
+  int64_t red_slots_;  // gradient reductions per bucket or unit and step: m_ or 1
   int num_units_;
   std::vector<UnitTemplate> templates_;
   std::vector<std::vector<int>> gather_ops_;  // ZeRO-3: ops whose parameters a unit's visit gathers
@@ -609,7 +623,7 @@ class RankLowering {
       release(kCompute, BufferKind::activations, T.checkpoint_bytes, activation_buffer(step.micro_batch, u, T.checkpoint_key),
               after_compute(), memory_label("free ckpt", step.micro_batch, u, T.checkpoint_key));
     end_visit();
-    if (L_.zero3_ && final && L_.plan_.overlap_grad_reduce) reduce_unit(u);
+    if (L_.zero3_ && (final ? L_.plan_.overlap_grad_reduce : L_.grads_every_mb_)) reduce_unit(u, step.micro_batch);
   }
 
   void emit(const TemplateItem& item, int u, const PipelineStep& step, bool final) {
@@ -701,10 +715,12 @@ class RankLowering {
         release(kCompute, BufferKind::comm, bytes, buf, {id}, "free pp recv buffer" + mb_tag_[static_cast<size_t>(mb)]);
       free_after_compute_.clear();
     }
-    if (final && item.phase == Phase::backward && !L_.zero3_ && L_.plan_.overlap_grad_reduce)
+    // The final micro-batch's buckets as the plan overlaps them; with ZeRO-2 every earlier
+    // micro-batch's too (grads_every_mb_), except a tied bucket (reduced once, in finish_step).
+    if (item.phase == Phase::backward && !L_.zero3_ && (final ? L_.plan_.overlap_grad_reduce : L_.grads_every_mb_))
       for (int op : item.ops) {
         const int bucket = st_.closing[static_cast<size_t>(op)];
-        if (bucket >= 0) reduce_bucket(bucket);
+        if (bucket >= 0 && (final || !st_.buckets[static_cast<size_t>(bucket)].tied)) reduce_bucket(bucket, mb);
       }
   }
 
@@ -833,13 +849,13 @@ class RankLowering {
     const double bytes = L_.gather_bytes_[static_cast<size_t>(v.unit)];
     if (bytes <= 0 || L_.dpcp_ < 2) return;
     const std::string where = mb_tag_[static_cast<size_t>(v.mb)] + " " + L_.graph_.units()[static_cast<size_t>(v.unit)].name;
-    if (mem_) gather_buffer_[i] = alloc(kZeroGather, BufferKind::params, bytes, deps, "alloc params" + where);
+    if (mem_) gather_buffer_[i] = alloc(kDp, BufferKind::params, bytes, deps, "alloc params" + where);
     const int64_t pass = static_cast<int64_t>(v.mb) * 3 + (v.phase == Phase::forward ? 0 : v.phase == Phase::recompute ? 1 : 2);
     const std::string label =
         std::string("ag params ") + (v.phase == Phase::forward ? "fwd" : v.phase == Phase::recompute ? "rec" : "bwd") + where;
     auto emit_gather = [&](double b, int64_t comm_id, std::vector<int> d, std::vector<int> ops, std::string what) {
       Task& t = tasks_[static_cast<size_t>(
-          collective(kZeroGather, dp_group_, CollectiveKind::all_gather, b, CommPurpose::zero_param, TensorRole::params,
+          collective(kDp, dp_group_, CollectiveKind::all_gather, b, CommPurpose::zero_param, TensorRole::params,
                      L_.dp_ag_off_[static_cast<size_t>(dp_index_)] + comm_id, std::move(d), std::move(what)))];
       t.phase = v.phase;
       t.micro_batch = v.mb;
@@ -930,14 +946,29 @@ class RankLowering {
     return L_.plan_.zero_stage >= 1 ? CommPurpose::zero_grad : CommPurpose::dp;
   }
 
-  // Bucket `bi`: [SP all-reduce over tp] -> [tied-embedding all-reduce] -> [dp reduction].
-  void reduce_bucket(int bi) {
+  // The comm id slot of micro-batch `mb`'s gradient reduction (one per step unless
+  // grads_every_mb_).
+  int64_t red_slot(int mb) const { return L_.grads_every_mb_ ? mb : 0; }
+
+  // A gradient reduction issued while backward runs: its tail joins tails_; a plan that does not
+  // overlap the reduction makes the next compute wait for it.
+  void reduction_issued(int tail, int mb) {
+    if (tail < 0) return;
+    tails_.push_back(tail);
+    if (mb != final_mb_ && !L_.plan_.overlap_grad_reduce) pending_.push_back(tail);
+  }
+
+  // Bucket `bi` of micro-batch `mb`: [SP all-reduce over tp] -> [tied-embedding all-reduce] ->
+  // [dp reduction].
+  void reduce_bucket(int bi, int mb) {
     const Bucket& bk = st_.buckets[static_cast<size_t>(bi)];
+    const int64_t n = static_cast<int64_t>(st_.buckets.size());
+    const int64_t slot = red_slot(mb) * n + bi;
     std::vector<int> deps = after_compute();
     int tail = -1;
-    const std::string what = "bucket" + std::to_string(bi);
+    const std::string what = "bucket" + std::to_string(bi) + (L_.grads_every_mb_ ? mb_tag_[static_cast<size_t>(mb)] : "");
     if (L_.sp_ && bk.sp_bytes > 0) {
-      tail = sp_grad_reduce(bk.sp_ops, bk.sp_bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + bi, deps, what);
+      tail = sp_grad_reduce(bk.sp_ops, bk.sp_bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + slot, deps, what);
       deps = {tail};
     }
     if (bk.tied) {
@@ -949,16 +980,18 @@ class RankLowering {
     if (bk.expert ? L_.edp_ > 1 : L_.dpcp_ > 1) {
       const std::string label = std::string(collective_kind_name(grad_collective())) + " " + std::string(comm_purpose_name(grad_purpose())) + " " + what;
       tail = dp_reduce(grad_collective(), grad_purpose(), TensorRole::grads, bk.ops, bk.grad_bytes,
-                       (bk.expert ? L_.edp_red_off_[static_cast<size_t>(edp_index_)] : L_.dp_red_off_[static_cast<size_t>(dp_index_)]) + bi,
+                       (bk.expert ? L_.edp_red_off_[static_cast<size_t>(edp_index_)] : L_.dp_red_off_[static_cast<size_t>(dp_index_)]) + slot,
                        deps, label, bk.expert);
     }
-    if (tail >= 0) tails_.push_back(tail);
+    reduction_issued(tail, mb);
   }
 
-  // ZeRO-3: the unit's gradients, reduce-scattered once its last micro-batch's backward is done.
-  void reduce_unit(int u) {
+  // ZeRO-3: the unit's gradients of micro-batch `mb`, reduce-scattered once its backward is done
+  // (every micro-batch: grads_every_mb_).
+  void reduce_unit(int u, int mb) {
     const UnitTemplate& T = L_.templates_[static_cast<size_t>(u)];
-    const std::string& name = L_.graph_.units()[static_cast<size_t>(u)].name;
+    const std::string name = L_.graph_.units()[static_cast<size_t>(u)].name + (L_.grads_every_mb_ ? mb_tag_[static_cast<size_t>(mb)] : "");
+    const int64_t slot = red_slot(mb) * L_.num_units_ + u;
     std::vector<int> deps = after_compute();
     int tail = -1;
     if (L_.sp_) {
@@ -970,14 +1003,18 @@ class RankLowering {
           bytes += op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.elem_;
         }
       if (bytes > 0) {
-        tail = sp_grad_reduce(ops, bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + u, deps, name);
+        tail = sp_grad_reduce(ops, bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + slot, deps, name);
         deps = {tail};
       }
     }
     if (L_.dpcp_ > 1 && T.params > 0)
       tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.elem_,
-                       L_.dp_red_off_[static_cast<size_t>(dp_index_)] + u, deps, "reduce_scatter zero_grad " + name);
-    if (tail >= 0) tails_.push_back(tail);
+                       L_.dp_red_off_[static_cast<size_t>(dp_index_)] + slot, deps, "reduce_scatter zero_grad " + name);
+    if (tail >= 0) {
+      tasks_[static_cast<size_t>(tail)].micro_batch = mb;
+      tasks_[static_cast<size_t>(tail)].unit = u;
+    }
+    reduction_issued(tail, mb);
   }
 
   // After the last backward: deferred reductions, the gradient-norm all-reduce, the optimizer
@@ -987,10 +1024,10 @@ class RankLowering {
     if (L_.zero3_) {
       if (!overlap)
         for (int c = L_.vp_ - 1; c >= 0; --c)
-          for (int u = L_.assignment(s_, c).last_unit; u >= L_.assignment(s_, c).first_unit; --u) reduce_unit(u);
+          for (int u = L_.assignment(s_, c).last_unit; u >= L_.assignment(s_, c).first_unit; --u) reduce_unit(u, final_mb_);
     } else {
       for (size_t bi = 0; bi < st_.buckets.size(); ++bi)
-        if (!overlap || st_.buckets[bi].tied) reduce_bucket(static_cast<int>(bi));
+        if (!overlap || st_.buckets[bi].tied) reduce_bucket(static_cast<int>(bi), final_mb_);
     }
     std::vector<int> deps = after_compute();
     deps.insert(deps.end(), tails_.begin(), tails_.end());

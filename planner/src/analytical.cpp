@@ -664,6 +664,7 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
   return reduce_s;
 }
 
+
 // How long a dp collective holds its SMs: the simulator's uncontended time of the same
 // pattern for the first dp group (NCCL's multi-ring channels across nodes; the other groups'
 // share of the NICs is left out to keep the search fast), so the overlap window is about the
@@ -691,7 +692,7 @@ double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, Es
 // longer, and takes its channels' SMs from that compute meanwhile. Returns the exposed gathers
 // and the compute they slowed (seconds per step).
 std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st,
-                                          const RingNet& dp_net, double m) {
+                                          const RingNet& dp_net, double m, double reducing_mbs) {
   // A stack that releases the parameters after a recomputed forward gathers that unit a third
   // time (hw::SoftwareStack::zero3_recompute_gathers, as plan::lower).
   auto regathers = [&](size_t u) { return ctx.software.zero3_recompute_gathers && st.unit_rerun_s[u] > 0; };
@@ -717,6 +718,16 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
     const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
     extra += m * (extra_f + extra_b);
     exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
+    if (reducing_mbs > 0) {
+      // An earlier micro-batch's backward also carries the unit's gradient reduce-scatter (its
+      // gradients are reduced every micro-batch, plan::lower), sharing the links and SMs with the
+      // gather: instead of the gather alone, both.
+      const double rs = ring_gather_s(dp_net, st.unit_param_bytes[u]);
+      const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, st.unit_param_bytes[u]);
+      const double extra_both = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim + rs_sim);
+      extra += reducing_mbs * (extra_both - extra_b);
+      exposed += reducing_mbs * (std::max(0.0, g + rs - 2.0 * f - extra_both) - std::max(0.0, g - 2.0 * f - extra_b));
+    }
     if (regathers(u)) {  // the backward's gather hides behind the unit's own recomputation
       const double r = st.unit_rerun_s[u];
       const double extra_r = sm_contention_extra_s(r, r * f_sm / std::max(f, 1e-30), g_sim);
@@ -726,6 +737,50 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   }
   exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
   return {exposed, extra};
+}
+
+// ZeRO-1/2/3's gradient reduce-scatters and parameter gathers (estimate_step's dp terms).
+struct ZeroInputs {
+  const RingNet& dp_net;
+  const RingNet& edp_net;
+  double dense_bytes, expert_bytes;  // gradients over dp * cp / over expert-dp
+  double last_bwd;                   // the last micro-batch's backward, exposed comm included
+  double m;                          // micro-batches
+  size_t xi;                         // the dp collectives' channels (sim::nccl_channels)
+};
+struct ZeroTerms {
+  double grad_exposed = 0, param_exposed = 0, overlap_extra_s = 0;
+};
+ZeroTerms zero_terms(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st, const ZeroInputs& in,
+                     const auto& exposed_after_backward) {
+  ZeroTerms z;
+  // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
+  // parameters after the optimizer step (the other half, exposed).
+  const double half = ring_gather_s(in.dp_net, in.dense_bytes) + ring_gather_s(in.edp_net, in.expert_bytes);
+  // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter.
+  z.grad_exposed = p.zero_stage == 3 && ctx.software.zero3_tensor_sync
+                       ? half
+                       : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
+  // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params): the
+  // non-expert part over dp * cp, the experts over expert-dp.
+  const double grad_bytes = in.dense_bytes + in.expert_bytes;
+  const double gathered = grad_bytes > 0 ? st.param_bytes / grad_bytes : 1.0;
+  z.param_exposed = ring_gather_s(in.dp_net, in.dense_bytes * gathered) + ring_gather_s(in.edp_net, in.expert_bytes * gathered);
+  // Sharded gradients are reduced every micro-batch (plan::lower): the m - 1 earlier reductions
+  // run behind that micro-batch's backward (ZeRO-3: each unit's behind the unit before it, after
+  // its gather on the same stream), taking SMs from it, and block the next compute when the
+  // plan does not overlap them.
+  const double reducing_mbs = p.zero_stage >= 2 && p.overlap_grad_reduce ? in.m - 1.0 : 0.0;
+  if (p.zero_stage == 3)
+    std::tie(z.param_exposed, z.overlap_extra_s) = zero3_gathers_s(p, ctx, cache, st, in.dp_net, in.m, reducing_mbs);
+  if (p.zero_stage >= 2 && !p.overlap_grad_reduce) z.grad_exposed += (in.m - 1.0) * half;
+  if (p.zero_stage == 2 && reducing_mbs > 0) {
+    const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
+    const double extra = sm_contention_extra_s(st.bwd_s, st.bwd_sm_s[in.xi], rs_sim);
+    z.overlap_extra_s += reducing_mbs * extra;
+    z.grad_exposed += reducing_mbs * std::max(0.0, half - in.last_bwd - extra);
+  }
+  return z;
 }
 
 // A pipelined model with tied embeddings: after backward the first and the last stage
@@ -852,18 +907,11 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       else
         dp_exposed = exposed_after_backward(reduce_s, plan::CollectiveKind::all_reduce, dense_bytes);
     } else {
-      // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
-      // parameters after the optimizer step (the other half, exposed).
-      const double half = ring_gather_s(dp_net, dense_bytes) + ring_gather_s(edp_net, expert_bytes);
-      // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter.
-      zero_grad_exposed = p.zero_stage == 3 && ctx.software.zero3_tensor_sync
-                              ? half
-                              : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, dense_bytes);
-      // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params):
-      // the non-expert part over dp * cp, the experts over expert-dp.
-      const double gathered = params > 0 ? stages[heavy].param_bytes / (params * elem) : 1.0;
-      zero_param_exposed = ring_gather_s(dp_net, dense_bytes * gathered) + ring_gather_s(edp_net, expert_bytes * gathered);
-      if (p.zero_stage == 3) std::tie(zero_param_exposed, overlap_extra_s) = zero3_gathers_s(p, ctx, *cache, stages[heavy], dp_net, m);
+      const ZeroTerms z = zero_terms(p, ctx, *cache, stages[heavy], {dp_net, edp_net, dense_bytes, expert_bytes, last_bwd, m, xi},
+                                     exposed_after_backward);
+      zero_grad_exposed = z.grad_exposed;
+      zero_param_exposed = z.param_exposed;
+      overlap_extra_s = z.overlap_extra_s;
     }
   }
   dp_exposed += tied_embedding_s(p, ctx, *cache, elem);

@@ -1,6 +1,7 @@
 // plan::lower(): the program's invariants on a grid of plans, and its FLOPs and
 // communication volumes against closed forms from the model graph and the plan.
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "test_lower_fixture.hpp"
@@ -261,7 +262,8 @@ TEST_CASE("lower: buckets hold at least bucket_size_bytes, in reverse op order, 
   }
 }
 
-TEST_CASE("lower: ZeRO-1/2 reduce-scatter the gradients and all-gather the updated parameters, each once", "[plan][lower]") {
+TEST_CASE("lower: ZeRO-1 reduce-scatters the gradients once, ZeRO-2 once per micro-batch, and both all-gather the updated parameters once",
+          "[plan][lower]") {
   for (int zero : {1, 2}) {
     PlanSpec s;
     s.model = "gpt2-124m";
@@ -274,7 +276,9 @@ TEST_CASE("lower: ZeRO-1/2 reduce-scatter the gradients and all-gather the updat
     const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::layer});
     for (const auto& rp : prog.ranks) {
       const double grads = gradient_bytes(r->plan, r->ctx, rp.pp_rank);
-      CHECK(dp_bytes(prog, rp.rank, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad) == Approx(grads));
+      // ZeRO-2 keeps 1/dp of the gradients: each micro-batch's are reduced as they are made.
+      const double reductions = zero == 2 ? 3.0 : 1.0;
+      CHECK(dp_bytes(prog, rp.rank, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad) == Approx(reductions * grads));
       CHECK(dp_bytes(prog, rp.rank, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) == Approx(grads));
       CHECK(dp_bytes(prog, rp.rank, plan::CollectiveKind::all_reduce, plan::CommPurpose::dp) == 0);
       // The gathers follow the optimizer step.
@@ -315,6 +319,55 @@ TEST_CASE("lower: ZeRO-3 moves 1.5x the bytes of plain data parallelism (gather 
   const auto p3m = plan::lower(z3m->plan, z3m->ctx);
   CHECK(dp_bytes(p3m, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) ==
         Approx(2 * 3 * gradient_bytes(z3m->plan, z3m->ctx, 0)));
+  // ... and, its gradients kept as 1/dp shards, reduce-scattered after every micro-batch.
+  CHECK(dp_bytes(p3m, 0, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad) ==
+        Approx(3 * gradient_bytes(z3m->plan, z3m->ctx, 0)));
+}
+
+TEST_CASE("lower: ZeRO-3 reduce-scatters each unit's gradients after that unit's backward in every micro-batch, on the gathers' stream",
+          "[plan][lower]") {
+  for (bool overlap : {true, false}) {
+    PlanSpec s;
+    s.model = "gpt2-124m";
+    s.dp = 4;
+    s.tp = 2;
+    s.sp = true;
+    s.zero = 3;
+    s.micro_batches = 3;
+    auto r = testing::resolve_plan(s);
+    r->plan.overlap_grad_reduce = overlap;
+    const auto prog = plan::lower(r->plan, r->ctx);
+    REQUIRE(plan::check_program(prog).empty());
+    // One NCCL stream per process group: the gathers and the reduce-scatters share "dp".
+    CHECK(std::find(prog.streams.begin(), prog.streams.end(), "zero-gather") == prog.streams.end());
+    const int units = static_cast<int>(r->ctx.graph.units().size());
+    for (const auto& rp : prog.ranks) {
+      std::map<int, int> last_backward;  // (micro-batch * units + unit) -> the last backward compute
+      std::map<int, int> reduced;        // (micro-batch * units + unit) -> its reduce-scatter
+      int dp_stream = -1;
+      for (const auto& t : rp.tasks) {
+        const int key = t.micro_batch * units + t.unit;
+        if (t.kind == plan::TaskKind::compute && t.phase == plan::Phase::backward && t.unit >= 0) last_backward[key] = t.id;
+        if (t.kind != plan::TaskKind::collective || (t.purpose != plan::CommPurpose::zero_grad && t.purpose != plan::CommPurpose::zero_param))
+          continue;
+        if (dp_stream < 0) dp_stream = t.stream;
+        CHECK(t.stream == dp_stream);
+        CHECK(prog.streams[static_cast<size_t>(t.stream)] == "dp");
+        if (t.purpose != plan::CommPurpose::zero_grad) continue;
+        CHECK(reduced.count(key) == 0);
+        reduced[key] = t.id;
+        // It comes after that micro-batch's backward of the unit (its gradients exist then).
+        REQUIRE(last_backward.count(key) == 1);
+        CHECK(t.id > last_backward[key]);
+      }
+      // Every unit with parameters, in every micro-batch: the micro-batches' reductions are not
+      // deferred to the last one.
+      std::set<int> mbs;
+      for (const auto& [key, id] : reduced) mbs.insert(key / units);
+      CHECK(mbs == std::set<int>{0, 1, 2});
+      CHECK(reduced.size() % 3 == 0);
+    }
+  }
 }
 
 TEST_CASE("lower: with ZeRO-3 a tied LM head gathers the word embedding it reads", "[plan][lower]") {

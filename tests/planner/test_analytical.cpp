@@ -113,6 +113,44 @@ TEST_CASE("analytical: ZeRO-3 on DeepSpeed v0.3 (one synchronous gather per tens
     }
 }
 
+TEST_CASE("analytical: ZeRO-2/3 with several micro-batches reduce every micro-batch's gradients, as simulated", "[planner]") {
+  // Sharded gradients are reduce-scattered after each micro-batch (plan::lower): m times the
+  // gradient traffic of ZeRO-1, behind each backward. The estimate follows the simulator, with
+  // and without overlapping the reduction; ZeRO-1 (whole gradients, reduced once) is no slower.
+  struct Case {
+    const char* model;
+    const char* inst;
+    int count, dp;
+    int64_t gb, mb;
+  };
+  for (const Case c : {Case{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 64, 2}, Case{"gpt3-6.7b", "dgx-a100-80gb", 2, 16, 64, 1},
+                       Case{"llama2-7b", "p4de.24xlarge", 1, 8, 48, 2}})
+    for (int zero : {1, 2, 3})
+      for (bool overlap : {true, false}) {
+        auto r = resolved(c.model, c.inst, c.count, c.dp, 1, 1, c.gb, c.mb);
+        REQUIRE(r.plan.num_micro_batches >= 3);
+        r.plan.zero_stage = zero;
+        r.plan.overlap_grad_reduce = overlap;
+        r.plan.software = "pytorch-fsdp";
+        r.ctx.software = hw::Catalog::builtin().software("pytorch-fsdp");
+        const double simulated = simulated_step_s(r);
+        const double analytical = planner::estimate_step(r.plan, r.ctx).step_time_s;
+        INFO(c.model << " on " << c.count << " x " << c.inst << ", ZeRO-" << zero << (overlap ? "" : ", not overlapped")
+                     << ": simulated " << simulated << " s, analytical " << analytical << " s");
+        // ZeRO-3 without overlap: the simulator starts the next unit's gather beside the blocking
+        // reduce-scatter on their stream (start after start, simulator/README.md), where NCCL
+        // would run it after; sharing the links, the reduce-scatter the compute waits for ends
+        // later than the estimate's serial order has it.
+        CHECK(std::fabs(analytical / simulated - 1) < (zero == 3 && !overlap ? 0.10 : 0.05));
+        if (zero == 2) {
+          auto z1 = r;
+          z1.plan.zero_stage = 1;
+          CHECK(simulated_step_s(z1) <= simulated * (1 + 1e-9));
+          CHECK(planner::estimate_step(z1.plan, z1.ctx).step_time_s <= analytical * (1 + 1e-9));
+        }
+      }
+}
+
 TEST_CASE("analytical: overlapping the gradient reduction hides it behind backward", "[planner]") {
   auto r = resolved("gpt2-124m", "p4d.24xlarge", 2, 16, 1, 1, 256, 16);
   r.plan.overlap_grad_reduce = false;

@@ -173,7 +173,7 @@ struct StepProgram {
   /// in its phase (recompute = forward), which is how the simulator times merged tasks kernel
   /// by kernel; empty for hand-built programs (then the task's own flops / mem_bytes apply).
   std::vector<OpCost> op_costs;
-  std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp", "zero-gather" (+ "cp" when cp > 1)
+  std::vector<std::string> streams;  // "compute", "tp", "pp-send", "pp-recv", "dp" (+ "cp" when cp > 1)
   std::vector<Group> groups;
   std::vector<RankProgram> ranks;
   /// Rank layout (Megatron-core order, tp innermost, so a tp group sits on consecutive GPUs of
