@@ -23,7 +23,7 @@ using detail::TemplateItem;
 using detail::UnitTemplate;
 
 // The cp stream exists only in programs with cp > 1 and the sync-bn stream only in programs
-// that synchronize batch norm (programs without them keep six streams); sync-bn comes after cp
+// that synchronize batch norm (programs without them keep five streams); sync-bn comes after cp
 // when both exist, else takes cp's index.
 // One stream per process group's NCCL stream: a group's collectives run one after another in
 // issue order (PyTorch's ProcessGroupNCCL issues every collective of a group on the group's one

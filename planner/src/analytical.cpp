@@ -664,7 +664,6 @@ double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const Ring
   return reduce_s;
 }
 
-
 // How long a dp collective holds its SMs: the simulator's uncontended time of the same
 // pattern for the first dp group (NCCL's multi-ring channels across nodes; the other groups'
 // share of the NICs is left out to keep the search fast), so the overlap window is about the
@@ -757,10 +756,10 @@ ZeroTerms zero_terms(const plan::Plan& p, const plan::PlanContext& ctx, Estimate
   // Reduce-scatter the gradients (half of an all-reduce), then all-gather the updated
   // parameters after the optimizer step (the other half, exposed).
   const double half = ring_gather_s(in.dp_net, in.dense_bytes) + ring_gather_s(in.edp_net, in.expert_bytes);
-  // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter.
-  z.grad_exposed = p.zero_stage == 3 && ctx.software.zero3_tensor_sync
-                       ? half
-                       : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
+  // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter: each
+  // micro-batch's (they are reduced every micro-batch, below).
+  const bool sync = p.zero_stage == 3 && ctx.software.zero3_tensor_sync;
+  z.grad_exposed = sync ? in.m * half : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
   // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params): the
   // non-expert part over dp * cp, the experts over expert-dp.
   const double grad_bytes = in.dense_bytes + in.expert_bytes;
@@ -773,7 +772,7 @@ ZeroTerms zero_terms(const plan::Plan& p, const plan::PlanContext& ctx, Estimate
   const double reducing_mbs = p.zero_stage >= 2 && p.overlap_grad_reduce ? in.m - 1.0 : 0.0;
   if (p.zero_stage == 3)
     std::tie(z.param_exposed, z.overlap_extra_s) = zero3_gathers_s(p, ctx, cache, st, in.dp_net, in.m, reducing_mbs);
-  if (p.zero_stage >= 2 && !p.overlap_grad_reduce) z.grad_exposed += (in.m - 1.0) * half;
+  if (p.zero_stage >= 2 && !p.overlap_grad_reduce && !sync) z.grad_exposed += (in.m - 1.0) * half;
   if (p.zero_stage == 2 && reducing_mbs > 0) {
     const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
     const double extra = sm_contention_extra_s(st.bwd_s, st.bwd_sm_s[in.xi], rs_sim);
