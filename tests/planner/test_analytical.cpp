@@ -25,6 +25,14 @@ double simulated_step_s(const testing::ResolvedPlan& r) {
   return sim::simulate_plan(r.plan, r.ctx, so).step.step_time_s;
 }
 
+// A tp 1, pp 1 plan: model, instance type, count, dp, global batch, micro-batch.
+struct DpCase {
+  const char* model;
+  const char* inst;
+  int count, dp;
+  int64_t gb, mb;
+};
+
 }  // namespace
 
 TEST_CASE("analytical: data-parallel ring all-reduce matches 2(n-1)/n * S/B + NCCL's ring latency", "[planner]") {
@@ -85,16 +93,10 @@ TEST_CASE("analytical: tp 1 data parallelism and ZeRO-3 across nodes agree with 
 TEST_CASE("analytical: ZeRO-3 on DeepSpeed v0.3 (one synchronous gather per tensor) agrees with the simulator", "[planner]") {
   // deepspeed-2021 (hw::SoftwareStack::zero3_tensor_sync): nothing overlaps, every tensor's
   // gather pays the host's issue; the estimate adds them up as the simulator runs them.
-  struct Case {
-    const char* model;
-    const char* inst;
-    int count, dp;
-    int64_t gb, mb;
-  };
   // The last case has 3 micro-batches: every one's reduce-scatters, which the next gather's
   // device sync waits for.
-  for (const Case c : {Case{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 32, 4}, Case{"gpt3-6.7b", "dgx-a100-80gb", 2, 16, 32, 2},
-                       Case{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 96, 4}})
+  for (const DpCase c : {DpCase{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 32, 4}, DpCase{"gpt3-6.7b", "dgx-a100-80gb", 2, 16, 32, 2},
+                         DpCase{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 96, 4}})
     for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::full}) {
       auto r = resolved(c.model, c.inst, c.count, c.dp, 1, 1, c.gb, c.mb);
       r.plan.zero_stage = 3;
@@ -120,14 +122,8 @@ TEST_CASE("analytical: ZeRO-2/3 with several micro-batches reduce every micro-ba
   // Sharded gradients are reduce-scattered after each micro-batch (plan::lower): m times the
   // gradient traffic of ZeRO-1, behind each backward. The estimate follows the simulator, with
   // and without overlapping the reduction; ZeRO-1 (whole gradients, reduced once) is no slower.
-  struct Case {
-    const char* model;
-    const char* inst;
-    int count, dp;
-    int64_t gb, mb;
-  };
-  for (const Case c : {Case{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 64, 2}, Case{"gpt3-6.7b", "dgx-a100-80gb", 2, 16, 64, 1},
-                       Case{"llama2-7b", "p4de.24xlarge", 1, 8, 48, 2}})
+  for (const DpCase c : {DpCase{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 64, 2}, DpCase{"gpt3-6.7b", "dgx-a100-80gb", 2, 16, 64, 1},
+                         DpCase{"llama2-7b", "p4de.24xlarge", 1, 8, 48, 2}})
     for (int zero : {1, 2, 3})
       for (bool overlap : {true, false}) {
         auto r = resolved(c.model, c.inst, c.count, c.dp, 1, 1, c.gb, c.mb);
