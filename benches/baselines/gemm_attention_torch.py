@@ -8,6 +8,13 @@ degrees 1 .. 8, at 8192 tokens per micro-batch, in the three layouts of a traini
 backward over sequence lengths 1024 .. 16384 with head dimension 128.
 
   python3 benches/baselines/gemm_attention_torch.py --out gemm-attention.json [--repeats 20]
+  python3 benches/baselines/gemm_attention_torch.py --out attention-backends.json --attention-backends
+
+--attention-backends: attention only, each of PyTorch's fused kernels named (torch.nn.attention.
+sdpa_kernel: FLASH_ATTENTION = FlashAttention-2, CUDNN_ATTENTION = cuDNN's fused attention,
+EFFICIENT_ATTENTION = xFormers' memory-efficient kernel) and the default choice, at head
+dimensions 64 and 128, causal, sequence 1024 .. 16384: the rate of each implementation, where
+the default sweep does not say which kernel PyTorch picked.
 
 Each point: the median of `repeats` CUDA-event timings after 5 warm-ups, with FLOPs counted
 as 2mnk per GEMM and 4 * batch * heads * s^2 * d / 2 (causal half) per attention forward,
@@ -58,25 +65,55 @@ def gemm_points(repeats, tokens):
     return out
 
 
+def attention_point(seq, heads, d, batch, repeats):
+    """Causal attention forward and backward of one shape with the kernel the caller selected."""
+    q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    fwd_flops = 4.0 * batch * heads * seq * seq * d / 2
+    s_f = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), repeats)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    g = torch.randn_like(o)
+    s_fb = timed(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                             (q, k, v), g), repeats)
+    s_b = max(s_fb - s_f, 1e-9)
+    return dict(op="attention", seq=seq, heads=heads, head_dim=d, batch=batch, causal=True,
+                forward_seconds=s_f, backward_seconds=s_b,
+                forward_tflops=fwd_flops / s_f / 1e12, backward_tflops=2.5 * fwd_flops / s_b / 1e12)
+
+
+def attention_by_backend(repeats, tokens):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backends = [("default", None), ("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION),
+                ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+    out = []
+    for name, backend in backends:
+        for d in (64, 128):
+            heads = 4096 // d  # hidden 4096
+            for seq in (1024, 2048, 4096, 8192, 16384):
+                batch = max(1, tokens // seq)
+                try:
+                    if backend is None:
+                        p = attention_point(seq, heads, d, batch, repeats)
+                    else:
+                        with sdpa_kernel([backend]):
+                            p = attention_point(seq, heads, d, batch, repeats)
+                except RuntimeError as e:  # the kernel does not take this shape or GPU
+                    out.append(dict(op="attention", backend=name, seq=seq, heads=heads, head_dim=d,
+                                    error=str(e).splitlines()[0][:200]))
+                    continue
+                p["backend"] = name
+                out.append(p)
+                torch.cuda.empty_cache()
+    return out
+
+
 def attention_points(repeats, tokens):
     out = []
     d = 128
     for seq in (1024, 2048, 4096, 8192, 16384):
         for heads in (8, 32):
             batch = max(1, tokens // seq)
-            q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                       for _ in range(3))
-            fwd_flops = 4.0 * batch * heads * seq * seq * d / 2
-            s_f = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), repeats)
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            g = torch.randn_like(o)
-            s_fb = timed(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True),
-                                                     (q, k, v), g), repeats)
-            s_b = max(s_fb - s_f, 1e-9)
-            out.append(dict(op="attention", seq=seq, heads=heads, head_dim=d, batch=batch, causal=True,
-                            forward_seconds=s_f, backward_seconds=s_b,
-                            forward_tflops=fwd_flops / s_f / 1e12, backward_tflops=2.5 * fwd_flops / s_b / 1e12))
-            del q, k, v, o, g
+            out.append(attention_point(seq, heads, d, batch, repeats))
     return out
 
 
@@ -85,14 +122,19 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--attention-backends", action="store_true",
+                    help="attention only, per fused kernel (see the module's doc)")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True
     p = torch.cuda.get_device_properties(0)
     t0 = time.time()
     doc = dict(date=time.strftime("%Y-%m-%d"), gpu=p.name, multiprocessors=p.multi_processor_count,
-               torch=torch.__version__, cuda=torch.version.cuda, tokens_per_microbatch=a.tokens,
-               repeats=a.repeats, gemm=gemm_points(a.repeats, a.tokens),
-               attention=attention_points(a.repeats, a.tokens))
+               torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
+               tokens_per_microbatch=a.tokens, repeats=a.repeats)
+    if a.attention_backends:
+        doc.update(gemm=[], attention=attention_by_backend(a.repeats, a.tokens))
+    else:
+        doc.update(gemm=gemm_points(a.repeats, a.tokens), attention=attention_points(a.repeats, a.tokens))
     doc["wall_seconds"] = time.time() - t0
     with open(a.out, "w") as f:
         json.dump(doc, f, indent=1)

@@ -52,6 +52,15 @@ constexpr double kFlashKeyRamp = 240;
 // faster in the backward pass" (Dao 2023, section 4.1; 1.7-3.0x faster than FlashAttention-1
 // overall).
 constexpr double kFlash1FwdSpeed = 1 / 1.4, kFlash1BwdSpeed = 0.5;
+// Head dimension on Hopper: the published rates above are at 128. cuDNN's fused attention on an
+// H200 (benches/results/device-h200-2026-11-28/attention-backends.json, causal, hidden 4096,
+// sequence 1k-16k) runs head dimension 64 at a median 0.74 of 128's rate forward and 0.83
+// backward (FlashAttention-3's paper shows the same step at 64). Each tile's inner products
+// are d long, so the rate follows d / (d + D) relative to 128: D = 128 (1 - q) / (2q - 1) for a
+// ratio q at 64, 69 forward and 33 backward.
+constexpr double kHopperHeadDimFwd = 128.0 * (1 - 0.74) / (2 * 0.74 - 1);
+constexpr double kHopperHeadDimBwd = 128.0 * (1 - 0.83) / (2 * 0.83 - 1);
+constexpr double kFlashReferenceHeadDim = 128;
 // Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
 // like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
 constexpr double kMemoryEfficiency = 0.80;
@@ -66,16 +75,21 @@ constexpr double kKernelOverheadS = 2e-6;
 // - Wave quantization: 128x128 output tiles per SM, ceil(M/128) x ceil(N/128) tiles in waves of
 //   the SM count (the sweep fits 128x128 better than 128x256 or 256x128: rms log error 0.094
 //   against 0.122).
-// - K ramp: a tile's fixed cost, above all its epilogue writing the output tile outside the K
-//   loop, costs as much as r more steps of K. The sweep fits r = 462 (halves of it: 408-508;
-//   rms log error 0.094, against 0.132 at the 64 this model used before). The epilogue moves
-//   bytes while the loop does FLOPs, so r scales with the GPU's balance, dense tensor peak over
-//   HBM bandwidth: r = kappa x F / B, kappa = 462 / (989 TFLOP/s / 3.35 TB/s) = 1.565. A100 SXM
-//   (312 TFLOP/s, 2.04 TB/s): r = 240; FP8 on Hopper (twice the peak): r = 925.
+// - K ramp: a tile's fixed cost (filling its pipeline from memory, the epilogue writing its
+//   output tile, the kernel's start and drain shared over its tiles) costs as much as r more
+//   steps of K. The sweep fits r = 462 (halves of it: 408-508; rms log error 0.094, against 0.132
+//   at the 64 this model used before), a fixed time per tile: 462 K-steps of a 128x128 tile at
+//   the H100's per-SM tensor rate (989 TFLOP/s / 132 SMs) = 2.02 us. r = that time x the GPU's
+//   per-SM dense tensor rate / (2 x 128 x 128). An H200 (same SMs and clocks, 4.8 TB/s of
+//   HBM3e against 3.35) measured the same r (benches/results/device-h200-2026-11-28/
+//   gemm-attention.json: best fit 520 under sustained load, where the H100 sweep gives 500):
+//   the fixed cost does not shrink with memory bandwidth, which the former rule r ~ peak / HBM
+//   bandwidth assumed (it put the H200 at 322 and its short-K GEMMs 20 % too fast). A100
+//   (312 TFLOP/s, 108 SMs): r = 178; FP8 on Hopper (twice the per-SM rate): r = 925.
 // - The GPU's measured GEMM rate (sustained, MAMF) is the rate at 8192^3, where these factors
 //   are themselves 0.97 x 0.95 on an H100: shapes are taken relative to it.
 constexpr double kTileM = 128, kTileN = 128;
-constexpr double kEpilogueBalance = 462.0 / (989e12 / 3350e9);
+constexpr double kTileFixedS = 462.0 * 2 * kTileM * kTileN / (989e12 / 132);
 constexpr int64_t kReferenceGemm = 8192;
 // Fused attention below head dimension 64 (the smallest the published kernel benchmarks cover):
 // each tile's K loop is shorter, scaled as K / (K + 64) relative to 64.
@@ -148,8 +162,9 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   sm_count_ = gpu.sm_count;
   if (sm_count_ < 1)
     throw Error("GPU " + gpu.name + " has no SM count").hint("set sm_count in the catalog (the GPU's whitepaper gives it)");
-  k_ramp_ = kEpilogueBalance * tensor_peak_ / gpu.memory_bandwidth_bytes_per_s;
-  half_k_ramp_ = kEpilogueBalance * half_peak_ / gpu.memory_bandwidth_bytes_per_s;
+  const double tile_step_flops = 2 * kTileM * kTileN;  // one K step of a 128x128 tile
+  k_ramp_ = kTileFixedS * tensor_peak_ / sm_count_ / tile_step_flops;
+  half_k_ramp_ = kTileFixedS * half_peak_ / sm_count_ / tile_step_flops;
   shape_reference_ = raw_shape_factor(kReferenceGemm, kReferenceGemm, kReferenceGemm, k_ramp_);
   half_shape_reference_ = raw_shape_factor(kReferenceGemm, kReferenceGemm, kReferenceGemm, half_k_ramp_);
   kernel_overhead_s_ = options.kernel_overhead_s < 0 ? kKernelOverheadS : options.kernel_overhead_s;
@@ -280,9 +295,17 @@ double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool back
   const double published = hopper_or_later_ ? (backward ? kFlashBwdHopper : kFlashFwdHopper)
                                             : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
   double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
-  // Head dimensions below 64 (the smallest of the published benchmarks) shorten each tile's
-  // K-loop: the GEMM K-loop ramp, relative to 64.
-  if (c.gemm_k > 0 && c.gemm_k < 64) e *= 2.0 * static_cast<double>(c.gemm_k) / (static_cast<double>(c.gemm_k) + kHeadDimRamp);
+  const double d = static_cast<double>(c.gemm_k);
+  if (hopper_or_later_ && d > 0) {
+    // Measured on Hopper for every head dimension, relative to the published 128.
+    const double r = backward ? kHopperHeadDimBwd : kHopperHeadDimFwd;
+    e *= (d / (d + r)) / (kFlashReferenceHeadDim / (kFlashReferenceHeadDim + r));
+  } else if (d > 0 && d < 64) {
+    // Before Hopper: head dimensions below 64 (the smallest of FlashAttention-2's published
+    // benchmarks, which cover 64 and 128 together) shorten each tile's K-loop: the GEMM K-loop
+    // ramp, relative to 64.
+    e *= 2.0 * d / (d + kHeadDimRamp);
+  }
   if (c.fused_attention_v1) e *= backward ? kFlash1BwdSpeed : kFlash1FwdSpeed;
   return std::min(1.0, e);
 }
