@@ -207,6 +207,7 @@ OpCost op_cost(const models::Op& op, int64_t micro_batch, int tp, bool sp, Preci
       // The mean keys a query visits: the scores per query (the whole sequence's K and V are
       // gathered under cp, and balanced chunks keep the causal half on every rank).
       c.attention_keys = keys * causal;
+      c.attention_causal = op.causal;
       c.flops_fwd = 4.0 * ss_h * causal * scale;
       c.flops_bwd = 10.0 * ss_h * causal * scale;      // recomputes QK^T (FlashAttention-2)
       const double lse = heads * sq * 4.0;             // fp32 log-sum-exp per head and local token

@@ -47,6 +47,16 @@ constexpr double kFlashReferenceKeys = 16384;
 // 237 keys; Triton FlashAttention-2: 329..477 TFLOP/s, 241 keys), and it reproduces FA2's
 // published 50-73 % between 512 and 16k keys (0.74 x 512 / 752 = 0.50).
 constexpr double kFlashKeyRamp = 240;
+// Causal masks: the kernel walks each block of query rows over the key blocks up to the diagonal
+// and computes the diagonal band whole, its masked half included: per query that costs half a
+// query block of keys beyond the mean keys the FLOPs count. Query blocks of 128 rows, the
+// FlashAttention-2 / -3 forward tile at head dimension 128 (Dao 2023, section 3.3: blocks of
+// {64, 128} x {64, 128} by head dimension and shared memory; FlashAttention-3 keeps 128-row
+// query tiles). The published rates above are non-causal. At sequence s the factor is
+// s / (s + 128): 0.89 at 1024, 0.99 at 16k. Against cuDNN on an H200 (causal, hidden 4096,
+// benches/results/device-h200-2026-11-28/attention-backends.json) this accounts for most of the
+// gap the key ramp left at short sequences.
+constexpr double kCausalQueryBlock = 128;
 // FlashAttention-1-class kernels (the Triton port, FlashAttention-1): FlashAttention-2 is
 // "around 1.3-1.5x faster than FlashAttention in Triton in the forward pass and around 2x
 // faster in the backward pass" (Dao 2023, section 4.1; 1.7-3.0x faster than FlashAttention-1
@@ -295,6 +305,7 @@ double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool back
   const double published = hopper_or_later_ ? (backward ? kFlashBwdHopper : kFlashFwdHopper)
                                             : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
   double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
+  if (c.attention_causal && c.attention_keys > 0) e *= c.attention_keys / (c.attention_keys + kCausalQueryBlock / 2);
   const double d = static_cast<double>(c.gemm_k);
   if (hopper_or_later_ && d > 0) {
     // Measured on Hopper for every head dimension, relative to the published 128.

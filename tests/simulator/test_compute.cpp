@@ -239,9 +239,10 @@ TEST_CASE("simulator: fused attention follows the published kernel benchmarks ov
   CHECK(tflops(a100_80, flash_benchmark(16384, false), plan::Phase::forward) / 312 == Approx(0.73).epsilon(0.01));
   CHECK(tflops(a100_80, flash_benchmark(16384, false), plan::Phase::backward) / 312 == Approx(0.63).epsilon(0.01));
   CHECK(tflops(a100_80, flash_benchmark(512, false), plan::Phase::forward) / 312 == Approx(0.50).epsilon(0.03));
-  // A causal mask halves the keys a query visits: the kernel sits lower on the ramp.
+  // A causal mask halves the keys a query visits: the kernel sits lower on the ramp, and it
+  // computes the diagonal band of 128-row query blocks whole (64 more keys per query).
   CHECK(tflops(a100_80, flash_benchmark(2048, true), plan::Phase::forward) ==
-        Approx(tflops(a100_80, flash_benchmark(1024, false), plan::Phase::forward)));
+        Approx(tflops(a100_80, flash_benchmark(1024, false), plan::Phase::forward) * 1024.0 / (1024.0 + 64.0)));
   // A calibration's software-stack scale moves attention with the GEMMs.
   o.gemm_efficiency_scale = 0.9;
   const sim::ComputeModel scaled(hw::Catalog::builtin().gpu("A100-SXM4-80GB"), Precision::bf16, o);
@@ -334,6 +335,21 @@ TEST_CASE("simulator: fused attention on Hopper by head dimension follows cuDNN 
     CHECK(tflops(h200, c, plan::Phase::forward) == Approx(rate[{d, 16384}].first).epsilon(0.08));
     CHECK(tflops(h200, c, plan::Phase::backward) == Approx(rate[{d, 16384}].second).epsilon(0.08));
   }
+  // Over sequence length at head dimension 128: the published non-causal level and key ramp with
+  // the causal diagonal band hold every cuDNN point within 15 % and 7.9 % on average, forward
+  // and backward (without the band: up to 19 % forward at 2048). The model sits above: the
+  // measurements ran warm, 2-7 % below the same kernel from an idle GPU, and its backward level
+  // is FlashAttention-2's backward:forward ratio, not a measured one.
+  double error = 0;
+  for (int64_t seq : {1024, 2048, 4096, 8192, 16384}) {
+    INFO("seq " << seq);
+    const plan::OpCost c = hidden4096_attention(seq, 128);
+    const double f = tflops(h200, c, plan::Phase::forward), b = tflops(h200, c, plan::Phase::backward);
+    CHECK(f == Approx(rate[{128, seq}].first).epsilon(0.15));
+    CHECK(b == Approx(rate[{128, seq}].second).epsilon(0.15));
+    error += std::abs(f / rate[{128, seq}].first - 1) + std::abs(b / rate[{128, seq}].second - 1);
+  }
+  CHECK(error / 10 < 0.09);
   // Before Hopper head dimension 64 and up run at the published FlashAttention-2 level.
   const sim::ComputeModel a100(hw::Catalog::builtin().gpu("A100-SXM4-80GB"), Precision::bf16, o);
   CHECK(tflops(a100, hidden4096_attention(8192, 64), plan::Phase::forward) ==

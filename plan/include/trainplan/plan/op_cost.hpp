@@ -86,6 +86,9 @@ struct OpCost {
   /// blocks (the sequence, half of it under a causal mask); sets how well the kernel amortizes
   /// its per-block prologue and epilogue. 0 when not fused attention.
   double attention_keys = 0;
+  /// Fused attention under a causal mask: the kernel computes the diagonal tiles whole, half of
+  /// each masked (the compute model charges that band; the FLOPs count only the unmasked half).
+  bool attention_causal = false;
   int kernels_fwd = 1, kernels_bwd = 1;
   /// Activations kept from forward to backward without recomputation (bytes on this rank).
   double saved_bytes = 0;
