@@ -9,6 +9,9 @@ backward over sequence lengths 1024 .. 16384 with head dimension 128.
 
   python3 benches/baselines/gemm_attention_torch.py --out gemm-attention.json [--repeats 20]
   python3 benches/baselines/gemm_attention_torch.py --out attention-backends.json --attention-backends
+  python3 benches/baselines/gemm_attention_torch.py --out gemm-fp8.json --fp8
+
+--fp8: the same 240 GEMM shapes in FP8 E4M3, each as the TN product Transformer Engine runs.
 
 --attention-backends: attention only, each of PyTorch's fused kernels named (torch.nn.attention.
 sdpa_kernel: FLASH_ATTENTION = FlashAttention-2, CUDNN_ATTENTION = cuDNN's fused attention,
@@ -44,7 +47,17 @@ def timed(fn, repeats):
     return statistics.median(times)
 
 
-def gemm_points(repeats, tokens):
+def fp8_gemm(m, n, k):
+    """One m x n x k FP8 E4M3 product as Transformer Engine runs every GEMM of a layer on Hopper:
+    "TN" (both operands K-major; TE casts and transposes the operands it needs), fp32 per-tensor
+    scales, bf16 output."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    return lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+
+def gemm_points(repeats, tokens, fp8=False):
     out = []
     dev, dt = "cuda", torch.bfloat16
     for h in (2048, 4096, 5120, 8192, 12288):
@@ -58,7 +71,7 @@ def gemm_points(repeats, tokens):
                         ("fwd", lambda: x @ w.t(), (tokens, n_out, n_in)),
                         ("dgrad", lambda: dy @ w, (tokens, n_in, n_out)),
                         ("wgrad", lambda: dy.t() @ x, (n_out, n_in, tokens))):
-                    s = timed(fn, repeats)
+                    s = timed(fp8_gemm(m, n, k) if fp8 else fn, repeats)
                     out.append(dict(op="gemm", layer=name, hidden=h, tp=tp, layout=layout, m=m, n=n, k=k,
                                     seconds=s, tflops=2.0 * m * n * k / s / 1e12))
                 del x, w, dy
@@ -122,6 +135,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--fp8", action="store_true",
+                    help="the GEMMs only, in FP8 E4M3 (torch._scaled_mm, TN, bf16 output)")
     ap.add_argument("--attention-backends", action="store_true",
                     help="attention only, per fused kernel (see the module's doc)")
     a = ap.parse_args()
@@ -131,7 +146,9 @@ def main():
     doc = dict(date=time.strftime("%Y-%m-%d"), gpu=p.name, multiprocessors=p.multi_processor_count,
                torch=torch.__version__, cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
                tokens_per_microbatch=a.tokens, repeats=a.repeats)
-    if a.attention_backends:
+    if a.fp8:
+        doc.update(dtype="fp8_e4m3", gemm=gemm_points(a.repeats, a.tokens, fp8=True), attention=[])
+    elif a.attention_backends:
         doc.update(gemm=[], attention=attention_by_backend(a.repeats, a.tokens))
     else:
         doc.update(gemm=gemm_points(a.repeats, a.tokens), attention=attention_points(a.repeats, a.tokens))

@@ -396,6 +396,19 @@ TEST_CASE("simulator: the GEMM model against 240 transformer GEMMs measured on a
   CHECK(fit.median == Approx(1.0).margin(0.03));
   CHECK(fit.time_error < 0.09);
   CHECK(fit.short_k == Approx(1.0).margin(0.10));
+  // From an idle GPU (gemm-attention-cold.json, measured first in a later call) the same holds.
+  const SweepFit idle = compare_sweep(sim::ComputeModel(h200, Precision::bf16), gemm_sweep("device-h200-2026-11-28/gemm-attention-cold.json"), 989e12);
+  INFO("H200 from idle: measured/model median " << idle.median << ", mean time error " << idle.time_error);
+  CHECK(idle.median == Approx(1.0).margin(0.03));
+  CHECK(idle.time_error < 0.08);
+  // FP8 (gemm-fp8.json: the same 240 shapes as E4M3 TN products, Transformer Engine's layout):
+  // the ceiling is the measured FP8 sustained rate and the ramp twice bf16's, the per-SM rate
+  // doubling at one fixed time per tile (925; the sweep alone fits 990).
+  const SweepFit fp8 = compare_sweep(sim::ComputeModel(h200, Precision::fp8), gemm_sweep("device-h200-2026-11-28/gemm-fp8.json"), 1979e12);
+  INFO("H200 fp8: measured/model median " << fp8.median << ", mean time error " << fp8.time_error << ", K <= 768: " << fp8.short_k);
+  CHECK(fp8.median == Approx(1.0).margin(0.03));
+  CHECK(fp8.time_error < 0.11);
+  CHECK(fp8.short_k == Approx(1.0).margin(0.10));
   // The burst ceiling (MAMF) overstates the rate the sweep ran at.
   h200.sustained_matmul_flops.clear();
   const SweepFit burst = compare_sweep(sim::ComputeModel(h200, Precision::bf16), doc, 989e12);
