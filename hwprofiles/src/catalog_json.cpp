@@ -178,7 +178,7 @@ json::Json catalog_json(const Catalog& cat) {
                       {"layer_hook_s", s.layer_hook_s}, {"micro_batch_s", s.micro_batch_s}, {"step_s", s.step_s},
                       {"sync_before_optimizer", s.sync_before_optimizer}, {"zero3_tensor_sync", s.zero3_tensor_sync},
                       {"zero3_tensor_issue_s", s.zero3_tensor_issue_s}, {"zero3_recompute_gathers", s.zero3_recompute_gathers},
-                      {"kernels", kernels}, {"sources", src}};
+                      {"fused_attention", s.fused_attention.empty() ? "gpu-best" : s.fused_attention}, {"kernels", kernels}, {"sources", src}};
   }
   doc["software"] = software;
   doc["selected_region"] = cat.region().empty() ? std::string(kCatalogRegion) : cat.region();

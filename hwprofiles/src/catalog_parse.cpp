@@ -305,7 +305,7 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
 
 // {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
 //         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync" and
-//         "zero3_tensor_issue", "zero3_recompute_gathers", "sources": {field: id}}}
+//         "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "sources": {field: id}}}
 void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
   for (auto& [name, item] : r.entries()) {
     if (out.software.count(name))
@@ -328,6 +328,12 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     s.sync_before_optimizer = item.field("sync_before_optimizer").as_bool();
     if (auto z = item.optional_field("zero3_tensor_sync")) s.zero3_tensor_sync = z->as_bool();
     if (auto z = item.optional_field("zero3_recompute_gathers")) s.zero3_recompute_gathers = z->as_bool();
+    if (auto a = item.optional_field("fused_attention")) {
+      s.fused_attention = a->as_string();
+      if (s.fused_attention != "flash-attn-2")
+        throw a->error(fmt::format("unknown fused attention \"{}\"", s.fused_attention))
+            .hint("\"flash-attn-2\" (the flash-attn 2 package), or leave it out for the GPU's best fused kernel");
+    }
     if (auto z = item.optional_field("zero3_tensor_issue")) {
       s.zero3_tensor_issue_s = z->as_quantity(Dimension::duration);
       if (!(s.zero3_tensor_issue_s >= 0 && s.zero3_tensor_issue_s <= 0.1))
@@ -346,8 +352,9 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     }
     Reader src = item.field("sources");
     for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels",
-                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_recompute_gathers"}) {
-      if (!item.has(f) && (std::string_view(f) == "kernels" || std::string_view(f).starts_with("zero3_"))) continue;
+                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention"}) {
+      const std::string_view optional = f;
+      if (!item.has(f) && (optional == "kernels" || optional == "fused_attention" || optional.starts_with("zero3_"))) continue;
       add_source_refs(src.field(f), refs);
       s.sources[f] = src.field(f).as_string();
     }

@@ -19,16 +19,17 @@ std::string fused_classes(const SoftwareStack& s) {
 std::string describe(const SoftwareStack& s) {
   if (s.name.empty()) return "none (no host overhead modelled)";
   const std::string fused = fused_classes(s);
-  std::string zero3 =
+  std::string extra =
       s.zero3_tensor_sync
           ? fmt::format("; ZeRO-3 gathers one tensor at a time after a device sync, {} each to issue", units::format_duration(s.zero3_tensor_issue_s))
           : "";
-  if (s.zero3_recompute_gathers) zero3 += "; ZeRO-3 gathers a recomputed layer again for its backward";
+  if (s.zero3_recompute_gathers) extra += "; ZeRO-3 gathers a recomputed layer again for its backward";
+  if (s.fused_attention == "flash-attn-2") extra += "; fused attention: the flash-attn 2 package (FlashAttention-2 kernels, also on Hopper)";
   return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{}{})", s.name,
                      units::format_duration(s.launch_s), units::format_duration(s.layer_hook_s),
                      units::format_duration(s.micro_batch_s), units::format_duration(s.step_s),
                      s.sync_before_optimizer ? ", host sync before the optimizer" : "",
-                     fused.empty() ? "" : "; fuses " + fused, zero3);
+                     fused.empty() ? "" : "; fuses " + fused, extra);
 }
 
 }  // namespace trainplan::hw

@@ -71,6 +71,15 @@ constexpr double kFlash1FwdSpeed = 1 / 1.4, kFlash1BwdSpeed = 0.5;
 constexpr double kHopperHeadDimFwd = 128.0 * (1 - 0.74) / (2 * 0.74 - 1);
 constexpr double kHopperHeadDimBwd = 128.0 * (1 - 0.83) / (2 * 0.83 - 1);
 constexpr double kFlashReferenceHeadDim = 128;
+// FlashAttention-2 (the flash-attn 2 package) on Hopper: its kernels use the Ampere-style MMA,
+// not Hopper's warpgroup MMA. Measured on an H200 (attention-backends.json, backend "flash",
+// causal, hidden 4096, head dimension 128): 337 forward / 309 backward TFLOP/s at sequence 16k,
+// i.e. 344.5 / 315.9 at the non-causal 16k-key reference of the levels above (divided by the
+// key ramp at 8k keys, 0.9858, and the causal band, 0.9922): 0.348 / 0.319 of the dense peak.
+// Head dimension 64 runs at a median 0.95 forward and 0.89 backward of 128 there: D = 7 / 18.
+constexpr double kFlash2HopperFwd = 344.5 / 989.4, kFlash2HopperBwd = 315.9 / 989.4;
+constexpr double kFlash2HopperHeadDimFwd = 128.0 * (1 - 0.95) / (2 * 0.95 - 1);
+constexpr double kFlash2HopperHeadDimBwd = 128.0 * (1 - 0.89) / (2 * 0.89 - 1);
 // Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
 // like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
 constexpr double kMemoryEfficiency = 0.80;
@@ -119,6 +128,7 @@ ComputeModelOptions with_software(ComputeModelOptions o, const hw::SoftwareStack
   for (int k = 0; k <= static_cast<int>(models::OpKind::moe_combine); ++k)
     o.kernel_scale[static_cast<size_t>(k)] = stack.kernel_scale(models::op_kind_name(static_cast<models::OpKind>(k)));
   if (o.kernel_overhead_s < 0) o.kernel_overhead_s = stack.kernel_gap_s;
+  o.flash_attn2 = stack.fused_attention == "flash-attn-2";
   return o;
 }
 
@@ -163,6 +173,7 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Precision precision, const Co
   }
   efficiency_scale_ = options.gemm_efficiency_scale;
   hopper_or_later_ = std::atoi(gpu.compute_capability.c_str()) >= 9;
+  flash_attn2_ = options.flash_attn2;
   attention_efficiency_ = check_fraction(options.attention_efficiency, "attention_efficiency");
   memory_efficiency_ = check_fraction(options.memory_efficiency, "memory_efficiency");
   if (memory_efficiency_ == 0) memory_efficiency_ = kMemoryEfficiency;
@@ -302,14 +313,18 @@ double ComputeModel::task_kernels(const plan::Task& task, const std::vector<plan
 
 double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool backward) const {
   const auto ramp = [](double keys) { return keys / (keys + kFlashKeyRamp); };
-  const double published = hopper_or_later_ ? (backward ? kFlashBwdHopper : kFlashFwdHopper)
-                                            : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
+  // FlashAttention-1-class kernels are rated against FlashAttention-2 (below): on Hopper too.
+  const bool fa2_on_hopper = hopper_or_later_ && (flash_attn2_ || c.fused_attention_v1);
+  const double published = fa2_on_hopper       ? (backward ? kFlash2HopperBwd : kFlash2HopperFwd)
+                           : hopper_or_later_ ? (backward ? kFlashBwdHopper : kFlashFwdHopper)
+                                              : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
   double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
   if (c.attention_causal && c.attention_keys > 0) e *= c.attention_keys / (c.attention_keys + kCausalQueryBlock / 2);
   const double d = static_cast<double>(c.gemm_k);
   if (hopper_or_later_ && d > 0) {
     // Measured on Hopper for every head dimension, relative to the published 128.
-    const double r = backward ? kHopperHeadDimBwd : kHopperHeadDimFwd;
+    const double r = fa2_on_hopper ? (backward ? kFlash2HopperHeadDimBwd : kFlash2HopperHeadDimFwd)
+                                   : (backward ? kHopperHeadDimBwd : kHopperHeadDimFwd);
     e *= (d / (d + r)) / (kFlashReferenceHeadDim / (kFlashReferenceHeadDim + r));
   } else if (d > 0 && d < 64) {
     // Before Hopper: head dimensions below 64 (the smallest of FlashAttention-2's published

@@ -474,4 +474,15 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": true)", "")), "/software/x/sources");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": 1)", R"(, "zero3_recompute_gathers": "s")")),
                          "/software/x/zero3_recompute_gathers");
+  // The fused-attention kernels: the GPU's best unless a stack names the flash-attn 2 package
+  // (llm-foundry's "gpu" extra pins it); named with a source, and only that value.
+  CHECK(cat.software("pytorch-fsdp").fused_attention == "flash-attn-2");
+  CHECK(cat.software("pytorch-fsdp").sources.at("fused_attention") == "llm_foundry_flash_attn2");
+  CHECK(cat.software("megatron-core").fused_attention.empty());
+  CHECK_THAT(hw::describe(cat.software("pytorch-fsdp")), Catch::Contains("flash-attn 2 package"));
+  CHECK(load(stack(R"(, "fused_attention": "flash-attn-2")", R"(, "fused_attention": "s")")).software("x").fused_attention == "flash-attn-2");
+  CHECK(load(stack("", "")).software("x").fused_attention.empty());
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fused_attention": "flash-attn-2")", "")), "/software/x/sources");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fused_attention": "flash3")", R"(, "fused_attention": "s")")),
+                         "/software/x/fused_attention: unknown fused attention \"flash3\"");
 }

@@ -49,6 +49,11 @@ struct SoftwareStack {
   /// recomputed unit and micro-batch. False: the recomputation runs inside the backward's gather
   /// (FSDP with checkpointing inside its units).
   bool zero3_recompute_gathers = false;
+  /// The fused-attention kernels the stack runs: "" = the GPU's best (FlashAttention-2 class
+  /// before Hopper, cuDNN / FlashAttention-3 class on Hopper and later); "flash-attn-2" = the
+  /// flash-attn 2 package on every GPU (FlashAttention-2 kernels also on Hopper, where they do
+  /// not use its warpgroup MMA).
+  std::string fused_attention;
   /// Field name -> source id ("a+b" names two).
   std::map<std::string, std::string> sources;
 

@@ -156,6 +156,9 @@ struct ComputeModelOptions {
   /// kernels_fwd / kernels_bwd): a software stack's fusions (0 = fused into a neighbour). Both
   /// the launch gaps above and the host's issue cost (SimOptions::host) count these kernels.
   std::array<double, kMaxOpKinds> kernel_scale = unit_kernel_scale();
+  /// Fused attention runs the flash-attn 2 package's kernels (a software stack's
+  /// "fused_attention": "flash-attn-2"): FlashAttention-2's rates on Hopper too.
+  bool flash_attn2 = false;
 };
 
 /// `options` with a software stack's fusions (kernel_scale of its op classes) and, where
@@ -237,6 +240,7 @@ class ComputeModel {
   const CalibrationTable* calibration_;
   double efficiency_scale_ = 1;   // ComputeModelOptions::gemm_efficiency_scale
   bool hopper_or_later_ = false;  // compute capability 9.0 or later (FlashAttention-3 class kernels)
+  bool flash_attn2_ = false;      // ComputeModelOptions::flash_attn2
   double tensor_peak_ = 0;
   /// The 16-bit tensor peak and GEMM share for matmuls that stay in 16 bits under fp8 (equal to
   /// tensor_peak_ / gemm_efficiency_ otherwise).
