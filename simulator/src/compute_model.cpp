@@ -47,6 +47,12 @@ constexpr double kFlashReferenceKeys = 16384;
 // 237 keys; Triton FlashAttention-2: 329..477 TFLOP/s, 241 keys), and it reproduces FA2's
 // published 50-73 % between 512 and 16k keys (0.74 x 512 / 752 = 0.50).
 constexpr double kFlashKeyRamp = 240;
+// The backward kernel's ramp is steeper: with the causal band below, the H200's causal points
+// (benches/results/device-h200-2026-11-28/attention-backends.json, head dimension 128, sequence
+// 1k and 16k) fit a forward ramp of 238 keys for cuDNN and 262 for FlashAttention-2 (the 240
+// above) but a backward ramp of 339 and 388: the mean, 363, serves the backward. (No published
+// backward table; the level at 16k keys stays the published one.)
+constexpr double kFlashKeyRampBwd = (339.0 + 388.0) / 2;
 // Causal masks: the kernel walks each block of query rows over the key blocks up to the diagonal
 // and computes the diagonal band whole, its masked half included: per query that costs half a
 // query block of keys beyond the mean keys the FLOPs count. Query blocks of 128 rows, the
@@ -312,7 +318,8 @@ double ComputeModel::task_kernels(const plan::Task& task, const std::vector<plan
 }
 
 double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool backward) const {
-  const auto ramp = [](double keys) { return keys / (keys + kFlashKeyRamp); };
+  const double key_ramp = backward ? kFlashKeyRampBwd : kFlashKeyRamp;
+  const auto ramp = [key_ramp](double keys) { return keys / (keys + key_ramp); };
   // FlashAttention-1-class kernels are rated against FlashAttention-2 (below): on Hopper too.
   const bool fa2_on_hopper = hopper_or_later_ && (flash_attn2_ || c.fused_attention_v1);
   const double published = fa2_on_hopper       ? (backward ? kFlash2HopperBwd : kFlash2HopperFwd)
