@@ -726,6 +726,27 @@ plan::Plan plan_on_stack(ValidationPoint& vp, const Json& point) {
   return p;
 }
 
+// The precision a point's data-parallel gradients are reduced in. A Composer FSDP mixed
+// precision mode stated beside the precision ("amp_bf16 (mixed-precision mode PURE)") sets it:
+// PURE reduces in the autocast precision, DEFAULT and FULL in fp32 (composer_fsdp_mixed_precision
+// in the catalog's sources). Otherwise the stack's default (hw::SoftwareStack::grad_reduce);
+// a reduction wider than the training precision is listed among the assumptions.
+void map_grad_reduce(const std::string& precision_text, plan::Plan& p, const plan::PlanContext& ctx, ValidationPoint& vp) {
+  const Precision training = p.precision_or(ctx.precision);
+  if (contains(precision_text, "mixed-precision mode") || contains(precision_text, "mp mode")) {
+    if (contains(precision_text, "pure")) p.grad_reduce = training == Precision::fp8 ? Precision::bf16 : training;
+    else if (contains(precision_text, "default") || contains(precision_text, "full")) p.grad_reduce = Precision::fp32;
+  }
+  const Precision reduce = plan::grad_reduce_precision(p, ctx);
+  if (bytes_per_element(reduce) == bytes_per_element(training)) return;
+  vp.assumptions.push_back(
+      p.grad_reduce ? fmt::format("gradients reduced in {} (the stated Composer FSDP mixed precision mode: DEFAULT and FULL reduce in "
+                                  "fp32, PURE in the training precision)",
+                                  precision_name(reduce))
+                    : fmt::format("gradients reduced in {}, {} bytes each ({}'s default under {} training)", precision_name(reduce),
+                                  bytes_per_element(reduce), ctx.software.name, precision_name(training)));
+}
+
 // Megatron-core builds pp*vp model chunks of num_layers / (pp*vp) layers each and refuses a
 // layer count they do not divide, unless the embedding and the loss count as layers
 // (account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split: NeMo's and
@@ -1067,6 +1088,7 @@ void map_training(const Json& point, const hw::Catalog& catalog, const Validatio
       }))
     vp.assumptions.push_back(fmt::format("sequence length not stated: {}, the catalog model's", ctx.seq_len));
   map_megatron_split(p, ctx, vp);
+  map_grad_reduce(prec, p, ctx, vp);
   if (auto problem = plan::check(p, ctx)) {
     vp.reason = fmt::format("the published configuration is not a valid plan here: {}", *problem);
     return;

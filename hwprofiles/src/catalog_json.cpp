@@ -174,11 +174,14 @@ json::Json catalog_json(const Catalog& cat) {
     for (const auto& [op_class, scale] : s.kernels) kernels[op_class] = scale;
     json::Json src = json::Json::object();
     for (const auto& [field, ref] : s.sources) src[field] = ref;
+    json::Json grad_reduce = json::Json::object();
+    for (const auto& [from, to] : s.grad_reduce) grad_reduce[std::string(precision_name(from))] = std::string(precision_name(to));
     software[name] = {{"description", s.description}, {"launch_s", s.launch_s}, {"kernel_gap_s", s.kernel_gap_s},
                       {"layer_hook_s", s.layer_hook_s}, {"micro_batch_s", s.micro_batch_s}, {"step_s", s.step_s},
                       {"sync_before_optimizer", s.sync_before_optimizer}, {"zero3_tensor_sync", s.zero3_tensor_sync},
                       {"zero3_tensor_issue_s", s.zero3_tensor_issue_s}, {"zero3_recompute_gathers", s.zero3_recompute_gathers},
-                      {"fused_attention", s.fused_attention.empty() ? "gpu-best" : s.fused_attention}, {"kernels", kernels}, {"sources", src}};
+                      {"fused_attention", s.fused_attention.empty() ? "gpu-best" : s.fused_attention}, {"grad_reduce", grad_reduce},
+                      {"fp32_main_grads", s.fp32_main_grads}, {"kernels", kernels}, {"sources", src}};
   }
   doc["software"] = software;
   doc["selected_region"] = cat.region().empty() ? std::string(kCatalogRegion) : cat.region();

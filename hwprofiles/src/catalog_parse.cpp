@@ -305,7 +305,8 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
 
 // {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
 //         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync" and
-//         "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "sources": {field: id}}}
+//         "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "grad_reduce": {training precision:
+//         reduce precision}, "fp32_main_grads", "sources": {field: id}}}
 void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
   for (auto& [name, item] : r.entries()) {
     if (out.software.count(name))
@@ -334,6 +335,19 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
         throw a->error(fmt::format("unknown fused attention \"{}\"", s.fused_attention))
             .hint("\"flash-attn-2\" (the flash-attn 2 package), or leave it out for the GPU's best fused kernel");
     }
+    if (auto g = item.optional_field("grad_reduce")) {
+      for (auto& [training, value] : g->entries()) {
+        const auto from = parse_precision(training);
+        if (!from)
+          throw value.error(fmt::format("unknown training precision \"{}\"", training)).hint("one of: " + join(precision_names(), ", "));
+        const auto to = parse_precision(value.as_choice(precision_names()));
+        if (bytes_per_element(*to) < bytes_per_element(*from))
+          throw value.error(fmt::format("reduces {} gradients in {}, fewer bytes than they have", training, precision_name(*to)))
+              .hint("name the wider precision the stack reduces in, e.g. \"fp32\"");
+        s.grad_reduce[*from] = *to;
+      }
+    }
+    if (auto f = item.optional_field("fp32_main_grads")) s.fp32_main_grads = f->as_bool();
     if (auto z = item.optional_field("zero3_tensor_issue")) {
       s.zero3_tensor_issue_s = z->as_quantity(Dimension::duration);
       if (!(s.zero3_tensor_issue_s >= 0 && s.zero3_tensor_issue_s <= 0.1))
@@ -352,9 +366,12 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     }
     Reader src = item.field("sources");
     for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels",
-                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention"}) {
+                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "grad_reduce",
+                          "fp32_main_grads"}) {
       const std::string_view optional = f;
-      if (!item.has(f) && (optional == "kernels" || optional == "fused_attention" || optional.starts_with("zero3_"))) continue;
+      if (!item.has(f) && (optional == "kernels" || optional == "fused_attention" || optional == "grad_reduce" ||
+                           optional == "fp32_main_grads" || optional.starts_with("zero3_")))
+        continue;
       add_source_refs(src.field(f), refs);
       s.sources[f] = src.field(f).as_string();
     }

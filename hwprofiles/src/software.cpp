@@ -25,6 +25,11 @@ std::string describe(const SoftwareStack& s) {
           : "";
   if (s.zero3_recompute_gathers) extra += "; ZeRO-3 gathers a recomputed layer again for its backward";
   if (s.fused_attention == "flash-attn-2") extra += "; fused attention: the flash-attn 2 package (FlashAttention-2 kernels, also on Hopper)";
+  if (!s.grad_reduce.empty()) {
+    std::vector<std::string> widened;
+    for (const auto& [from, to] : s.grad_reduce) widened.push_back(fmt::format("{} in {}", precision_name(from), precision_name(to)));
+    extra += fmt::format("; reduces {} gradients{}", join(widened, ", "), s.fp32_main_grads ? " (fp32 main grads)" : "");
+  }
   return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{}{})", s.name,
                      units::format_duration(s.launch_s), units::format_duration(s.layer_hook_s),
                      units::format_duration(s.micro_batch_s), units::format_duration(s.step_s),

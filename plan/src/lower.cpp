@@ -37,7 +37,7 @@ const char* const kEpStreamName = "ep";  // last, in programs with ep > 1
 /// Gradients reduced together (data-parallel bucket), in the order backward finalizes them.
 struct Bucket {
   std::vector<int> ops;      // reverse op order
-  double grad_bytes = 0;     // gradients of `ops` on this rank, training precision
+  double grad_bytes = 0;     // gradients of `ops` on this rank, in the reduce precision (plan::grad_reduce_precision)
   double param_bytes = 0;    // their parameters as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   std::vector<int> sp_ops;   // replicated ops with parameters: partial gradients under SP
   double sp_bytes = 0;
@@ -68,7 +68,7 @@ class Lowering {
  public:
   Lowering(const Plan& plan, const PlanContext& ctx, const LowerOptions& options)
       : plan_(plan), ctx_(ctx), graph_(ctx.graph), opt_(options), prec_(plan.precision_or(ctx.precision)),
-        elem_(bytes_per_element(prec_)), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
+        elem_(bytes_per_element(prec_)), grad_elem_(bytes_per_element(grad_reduce_precision(plan, ctx))), m_(plan.num_micro_batches), b_(plan.micro_batch), dp_(plan.dp), tp_(plan.tp),
         pp_(plan.pp), vp_(plan.vp), cp_(plan.cp), dpcp_(plan.dp * plan.cp), ep_(plan.ep), edp_(plan.expert_dp()),
         world_(plan.world_size()),
         sp_(plan.sequence_parallel && plan.tp > 1), zero3_(plan.zero_stage >= 3),
@@ -261,11 +261,11 @@ class Lowering {
     auto add = [&](Bucket& bk, int op) {
       const double p = rank_op_params(op, s);
       bk.ops.push_back(op);
-      bk.grad_bytes += p * elem_;
+      bk.grad_bytes += p * grad_elem_;
       bk.param_bytes += p * param_elem(op);
       if (sp_ && graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
         bk.sp_ops.push_back(op);
-        bk.sp_bytes += p * elem_;
+        bk.sp_bytes += p * grad_elem_;
       }
     };
     for (int c = vp_ - 1; c >= 0; --c) {
@@ -281,7 +281,7 @@ class Lowering {
             continue;
           }
           Bucket& bk = ep_ > 1 && graph_.ops()[static_cast<size_t>(op)].expert ? experts : cur;
-          if (fusion && !bk.ops.empty() && bk.grad_bytes + rank_op_params(op, s) * elem_ > plan_.bucket_size_bytes) close_bucket(bk);
+          if (fusion && !bk.ops.empty() && bk.grad_bytes + rank_op_params(op, s) * grad_elem_ > plan_.bucket_size_bytes) close_bucket(bk);
           add(bk, op);
           if (!fusion && bk.grad_bytes >= plan_.bucket_size_bytes) close_bucket(bk);
         }
@@ -421,6 +421,7 @@ class Lowering {
   LowerOptions opt_;
   Precision prec_;
   double elem_;
+  double grad_elem_;  // bytes per gradient element in the data-parallel reductions (plan::grad_reduce_precision)
   bool fp8_params_ = false;  // FP8 linears' weights are FP8 tensors (Fp8Options::fp8_params)
   // Bytes per parameter of `op` as ZeRO gathers it: with fp8_params the FP8 linears' weights
   // are FP8 tensors and Megatron-LM's --fp8-param-gather all-gathers them in FP8 (1 byte).
@@ -972,7 +973,7 @@ class RankLowering {
       deps = {tail};
     }
     if (bk.tied) {
-      tail = collective(kDp, L_.tied_group_[static_cast<size_t>(tied_index_)], CollectiveKind::all_reduce, L_.tied_params_ * L_.elem_,
+      tail = collective(kDp, L_.tied_group_[static_cast<size_t>(tied_index_)], CollectiveKind::all_reduce, L_.tied_params_ * L_.grad_elem_,
                         CommPurpose::dp, TensorRole::grads, L_.tied_base_ + tied_index_, deps, "ar tied-embedding grads");
       tasks_[static_cast<size_t>(tail)].ops = {L_.embedding_op_, L_.head_op_};
       deps = {tail};
@@ -1000,7 +1001,7 @@ class RankLowering {
       for (int op : T.param_ops)
         if (L_.graph_.ops()[static_cast<size_t>(op)].tp_split == models::TpSplit::replicated) {
           ops.push_back(op);
-          bytes += op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.elem_;
+          bytes += op_params_on_rank(L_.graph_.ops()[static_cast<size_t>(op)], L_.tp_) * L_.grad_elem_;
         }
       if (bytes > 0) {
         tail = sp_grad_reduce(ops, bytes, L_.sp_off_[static_cast<size_t>(tp_index_)] + slot, deps, name);
@@ -1008,7 +1009,7 @@ class RankLowering {
       }
     }
     if (L_.dpcp_ > 1 && T.params > 0)
-      tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.elem_,
+      tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.grad_elem_,
                        L_.dp_red_off_[static_cast<size_t>(dp_index_)] + slot, deps, "reduce_scatter zero_grad " + name);
     if (tail >= 0) {
       tasks_[static_cast<size_t>(tail)].micro_batch = mb;

@@ -128,7 +128,7 @@ MemoryBreakdown stage_memory(const Plan& plan, const PlanContext& ctx, int stage
 
   // Model states: bytes per parameter (Rajbhandari et al. 2020).
   const double w = mixed ? 2.0 : 4.0;   // weights in the training precision
-  const double g = mixed ? 2.0 : 4.0;   // gradients
+  const double g = gradient_bytes_per_param(plan, ctx);  // gradients (fp32 main grads: 4)
   const double o = mixed ? 12.0 : 8.0;  // fp32 master copy (mixed only) + Adam momentum + variance
   // ZeRO shards the non-expert states over the dp * cp ranks holding them and the expert states
   // over the expert_dp = dp * cp / ep ranks holding the same experts.

@@ -298,6 +298,17 @@ void validate(const Plan& plan, const PlanContext& ctx, const std::string& plan_
   if (auto e = first_problem(plan, ctx, plan_file)) throw *e;
 }
 
+Precision grad_reduce_precision(const Plan& plan, const PlanContext& ctx) {
+  if (plan.grad_reduce) return *plan.grad_reduce;
+  return ctx.software.grad_reduce_precision(plan.precision_or(ctx.precision));
+}
+
+double gradient_bytes_per_param(const Plan& plan, const PlanContext& ctx) {
+  const Precision prec = plan.precision_or(ctx.precision);
+  if (!is_mixed(prec)) return bytes_per_element(prec);
+  return ctx.software.fp32_main_grads && grad_reduce_precision(plan, ctx) == Precision::fp32 ? 4.0 : 2.0;
+}
+
 std::optional<std::string> check_precision(const Plan& plan, const PlanContext& ctx) {
   if (auto e = precision_problem(plan, ctx, "")) return std::string(e->what());
   return std::nullopt;

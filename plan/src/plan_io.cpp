@@ -170,6 +170,7 @@ Plan parse_plan(const json::Json& doc, const std::string& name) {
       if (p.bucket_size_bytes <= 0) throw f->error("must be positive").hint("e.g. \"25MB\"");
     }
     p.overlap_grad_reduce = dpr->bool_or("overlap", true);
+    if (auto f = dpr->optional_field("grad_reduce")) p.grad_reduce = *parse_precision(f->as_choice({"fp32", "bf16", "fp16"}));
     dpr->finish();
   }
   if (auto ck = r.optional_field("checkpoint")) {
@@ -246,6 +247,7 @@ json::Json to_json(const Plan& p) {
   j["data_parallel"] = {{"algorithm", std::string(dp_algorithm_name(p.dp_algorithm))},
                         {"bucket_size_bytes", p.bucket_size_bytes},
                         {"overlap", p.overlap_grad_reduce}};
+  if (p.grad_reduce) j["data_parallel"]["grad_reduce"] = std::string(precision_name(*p.grad_reduce));  // written when set
   j["checkpoint"] = {{"interval_s", p.checkpoint_interval_s}};
   j["training"] = {{"tokens", p.training_tokens},
                    {"purchase", std::string(purchase_name(p.purchase))},

@@ -333,6 +333,7 @@ struct StageTimes {
   double param_bytes = 0;             // as ZeRO gathers them (UnitCost::param_bytes)
   std::vector<double> unit_fwd_s;     // for ZeRO-3 overlap
   std::vector<double> unit_param_bytes;
+  std::vector<double> unit_params;       // parameters per unit (its gradient reduce-scatter: x the reduce precision)
   std::vector<std::vector<double>> unit_tensor_bytes;  // per parameter tensor (zero3_tensor_sync)
   std::vector<double> unit_rerun_s;   // the unit's recomputation (0: none)
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
@@ -494,6 +495,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.unit_fwd_s.push_back(c.fwd_s);
           st.unit_fwd_sm_s.push_back(c.fwd_sm_s);
           st.unit_param_bytes.push_back(c.param_bytes);
+          st.unit_params.push_back(c.params);
           st.unit_tensor_bytes.push_back(c.tensor_bytes);
           st.unit_rerun_s.push_back(full ? c.fwd_s : p.recompute == plan::Recompute::selective ? c.recompute_selective_s : 0.0);
         }
@@ -709,6 +711,7 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
     return {m * total, 0.0};
   }
   const size_t xi = dp_net.nodes > 1 ? 1 : 0;
+  const double grad_elem = bytes_per_element(plan::grad_reduce_precision(p, ctx));
   double exposed = 0, extra = 0;
   for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
     const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
@@ -721,8 +724,8 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
       // An earlier micro-batch's backward also carries the unit's gradient reduce-scatter (its
       // gradients are reduced every micro-batch, plan::lower), sharing the links and SMs with the
       // gather: instead of the gather alone, both.
-      const double rs = ring_gather_s(dp_net, st.unit_param_bytes[u]);
-      const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, st.unit_param_bytes[u]);
+      const double rs = ring_gather_s(dp_net, st.unit_params[u] * grad_elem);
+      const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, st.unit_params[u] * grad_elem);
       const double extra_both = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim + rs_sim);
       extra += reducing_mbs * (extra_both - extra_b);
       exposed += reducing_mbs * (std::max(0.0, g + rs - 2.0 * f - extra_both) - std::max(0.0, g - 2.0 * f - extra_b));
@@ -808,6 +811,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   const auto& gpu = *ctx.gpu;
   const Precision prec = p.precision_or(ctx.precision);
   const double elem = bytes_per_element(prec);
+  const double grad_elem = bytes_per_element(plan::grad_reduce_precision(p, ctx));  // the dp reductions' bytes per gradient
   std::shared_ptr<EstimateCache> own;
   if (!cache) {
     own = make_estimate_cache();
@@ -878,8 +882,8 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
   double overlap_extra_s = 0;  // compute slowed by the SMs of collectives it overlaps
   if (dpcp > 1) {
     const size_t xi = dp_net.nodes > 1 ? 1 : 0;  // the dp collectives' channels (sim::nccl_channels)
-    const double grad_bytes = params * elem;
-    const double dense_bytes = (params - expert_params) * elem, expert_bytes = expert_params * elem;
+    const double grad_bytes = params * grad_elem;
+    const double dense_bytes = (params - expert_params) * grad_elem, expert_bytes = expert_params * grad_elem;
     const double last_bwd = stages[heavy].bwd_s + stages[heavy].tp_bwd_s + stages[heavy].cp_bwd_s + stages[heavy].ep_bwd_s;
     const double bucket_s_fraction = std::min(1.0, p.bucket_size_bytes / std::max(grad_bytes, 1.0));
     // Buckets reduce while backward runs (taking SMs from it: it ends later, hiding more), the
@@ -913,7 +917,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
       overlap_extra_s = z.overlap_extra_s;
     }
   }
-  dp_exposed += tied_embedding_s(p, ctx, *cache, elem);
+  dp_exposed += tied_embedding_s(p, ctx, *cache, grad_elem);
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::dp)] = dp_exposed;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_grad)] = zero_grad_exposed;
   e.exposed_comm_by_purpose_s[static_cast<size_t>(plan::CommPurpose::zero_param)] = zero_param_exposed;

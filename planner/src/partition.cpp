@@ -600,7 +600,7 @@ StateBytes state_bytes(const plan::Plan& plan, const plan::PlanContext& ctx) {
   const bool mixed = is_mixed(plan.precision_or(ctx.precision));
   StateBytes b;
   b.w = mixed ? 2.0 : 4.0;
-  b.g = mixed ? 2.0 : 4.0;
+  b.g = plan::gradient_bytes_per_param(plan, ctx);
   b.o = mixed ? 12.0 : 8.0;
   b.dp = static_cast<double>(plan.dp_cp());  // ZeRO shards over the ranks holding the same parameters
   b.zero = plan.zero_stage;

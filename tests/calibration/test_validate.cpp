@@ -450,6 +450,29 @@ TEST_CASE("validate: flash attention before FlashAttention-2, or with ALiBi befo
   CHECK(point(r, "fa-alibi-2023").predicted > point(r, "fa-2023").predicted);
 }
 
+TEST_CASE("validate: a stated Composer FSDP mixed precision mode sets the gradient reduction's precision, else the stack's default",
+          "[calibration]") {
+  json::Json doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-mosaic-125m");
+  json::Json pts = json::Json::array();
+  for (const auto& [id, precision] : {std::pair{"unstated", "amp_bf16"}, std::pair{"default", "amp_bf16 (mixed-precision mode DEFAULT)"},
+                                      std::pair{"pure", "amp_bf16 (mixed-precision mode PURE)"}}) {
+    json::Json q = base;
+    q["id"] = id;
+    q["precision"] = precision;
+    pts.push_back(q);
+  }
+  doc["data_points"] = pts;
+  const auto r = calibration::validate_published_json(doc, "mini", hw::Catalog::builtin());
+  for (const char* id : {"unstated", "default", "pure"}) REQUIRE(point(r, id).mapped);
+  CHECK(assumes(point(r, "unstated"), "gradients reduced in fp32, 4 bytes each (pytorch-fsdp's default under bf16 training)"));
+  CHECK(assumes(point(r, "default"), "gradients reduced in fp32 (the stated Composer FSDP mixed precision mode"));
+  CHECK_FALSE(assumes(point(r, "pure"), "gradients reduced in"));
+  // The same run; fp32 reduce-scatters move twice the bytes of PURE's bf16 ones.
+  CHECK(point(r, "unstated").predicted == Approx(point(r, "default").predicted));
+  CHECK(point(r, "pure").predicted <= point(r, "default").predicted);
+}
+
 TEST_CASE("validate: SMDDP-vs-DDP speedups and Horovod scaling efficiencies are ratios of two simulations", "[calibration]") {
   const json::Json doc = json::parse_text(R"json({"data_points": [
     {"id": "smddp-2", "kind": "relative_speedup", "source": {"title": "SageMaker guide"},

@@ -485,4 +485,23 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fused_attention": "flash-attn-2")", "")), "/software/x/sources");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fused_attention": "flash3")", R"(, "fused_attention": "s")")),
                          "/software/x/fused_attention: unknown fused attention \"flash3\"");
+  // Gradient reductions wider than the training precision: Megatron-LM (bf16 and FP8 runs
+  // under --bf16: fp32, with fp32 main grads), Composer's FSDP DEFAULT (fp32); each sourced.
+  CHECK(cat.software("megatron-lm").grad_reduce_precision(Precision::bf16) == Precision::fp32);
+  CHECK(cat.software("megatron-lm").grad_reduce_precision(Precision::fp8) == Precision::fp32);
+  CHECK(cat.software("megatron-lm").grad_reduce_precision(Precision::fp16) == Precision::fp16);
+  CHECK(cat.software("megatron-lm").fp32_main_grads);
+  CHECK(cat.software("megatron-lm").sources.at("grad_reduce") == "megatron_lm_bf16_fp32_grads");
+  CHECK(cat.software("pytorch-fsdp").grad_reduce_precision(Precision::bf16) == Precision::fp32);
+  CHECK_FALSE(cat.software("pytorch-fsdp").fp32_main_grads);
+  CHECK(cat.software("pytorch-fsdp").sources.at("grad_reduce") == "composer_fsdp_mixed_precision");
+  CHECK(cat.software("megatron-core").grad_reduce_precision(Precision::bf16) == Precision::bf16);
+  CHECK_THAT(hw::describe(cat.software("megatron-lm")), Catch::Contains("reduces bf16 in fp32, fp8 in fp32 gradients (fp32 main grads)"));
+  const std::string gr = R"(, "grad_reduce": "s")";
+  CHECK(load(stack(R"(, "grad_reduce": {"bf16": "fp32"})", gr)).software("x").grad_reduce_precision(Precision::bf16) == Precision::fp32);
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf16": "fp32"})", "")), "/software/x/sources");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf17": "fp32"})", gr)), "unknown training precision \"bf17\"");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"fp32": "bf16"})", gr)), "/software/x/grad_reduce/fp32: reduces fp32 gradients in bf16");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf16": "fp64"})", gr)), "/software/x/grad_reduce/bf16");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fp32_main_grads": 1)", R"(, "fp32_main_grads": "s")")), "/software/x/fp32_main_grads");
 }

@@ -292,6 +292,38 @@ TEST_CASE("lower: ZeRO-1 reduce-scatters the gradients once, ZeRO-2 once per mic
   }
 }
 
+TEST_CASE("lower: gradient reductions move 4 bytes per gradient where the stack reduces bf16 training's gradients in fp32",
+          "[plan][lower]") {
+  // Megatron-LM forces fp32 gradient all-reduces under --bf16 (arguments.py); Composer's FSDP
+  // mixed precision DEFAULT reduce-scatters in fp32; Megatron-core / NeMo's performance recipes
+  // reduce in bf16 (grad_reduce_in_fp32 = False). Oracle: parameters on the rank x 4 or x 2.
+  struct Case { const char* software; int zero; plan::CollectiveKind kind; plan::CommPurpose purpose; double bytes_per_grad; };
+  for (Case c : {Case{"megatron-lm", 0, plan::CollectiveKind::all_reduce, plan::CommPurpose::dp, 4.0},
+                 Case{"megatron-core", 0, plan::CollectiveKind::all_reduce, plan::CommPurpose::dp, 2.0},
+                 Case{"megatron-lm", 1, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad, 4.0},
+                 Case{"pytorch-fsdp", 3, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad, 4.0},
+                 Case{"deepspeed", 3, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad, 2.0}}) {
+    PlanSpec s;
+    s.model = "llama2-7b";
+    s.dp = 4;
+    s.micro_batches = 1;
+    s.zero = c.zero;
+    s.precision = Precision::bf16;
+    s.software = c.software;
+    INFO(c.software << " zero " << c.zero);
+    auto r = testing::resolve_plan(s);
+    const auto prog = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::layer});
+    const double psi = plan::stage_memory(r->plan, r->ctx, 0).params_on_rank;
+    CHECK(dp_bytes(prog, 0, c.kind, c.purpose) == Approx(psi * c.bytes_per_grad));
+    if (c.zero == 3)  // the parameter gathers stay 16-bit: the unit in use, forward and backward
+      CHECK(dp_bytes(prog, 0, plan::CollectiveKind::all_gather, plan::CommPurpose::zero_param) == Approx(2 * psi * 2.0));
+    // A plan's data_parallel.grad_reduce overrides the stack: bf16 on the wire again.
+    r->plan.grad_reduce = Precision::bf16;
+    const auto narrow = plan::lower(r->plan, r->ctx, {.granularity = plan::Granularity::layer});
+    CHECK(dp_bytes(narrow, 0, c.kind, c.purpose) == Approx(psi * 2.0));
+  }
+}
+
 TEST_CASE("lower: ZeRO-3 moves 1.5x the bytes of plain data parallelism (gather forward + gather backward + reduce-scatter)", "[plan][lower]") {
   PlanSpec s;
   s.model = "llama2-7b";  // untied embeddings: every parameter is gathered once per pass

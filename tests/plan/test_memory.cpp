@@ -54,6 +54,34 @@ TEST_CASE("plan memory: model states follow the ZeRO closed forms 16P, 4P+12P/N,
   }
 }
 
+TEST_CASE("plan memory: Megatron-LM's bf16 keeps fp32 main grads: 18 bytes per parameter, 6 + 12/d with the distributed optimizer",
+          "[plan]") {
+  // Megatron-LM's distributed optimizer documentation: bf16 parameters with fp32 gradients take
+  // 18 bytes per parameter (6 + 12/d distributed), fp16 parameters and gradients 16 (4 + 12/d
+  // in the ZeRO form above). A stack without fp32 main grads keeps the 16.
+  const auto& cat = hw::Catalog::builtin();
+  for (const char* software : {"megatron-lm", "megatron-core"}) {
+    for (Precision prec : {Precision::bf16, Precision::fp16}) {
+      plan::Plan p = make_plan("gpt3-1.3b", "p4d.24xlarge", 1, 8, 1, 1);
+      p.software = software;
+      p.precision = prec;
+      auto ctx = plan::resolve(p, cat, "test");
+      const bool main_grads = std::string(software) == "megatron-lm" && prec == Precision::bf16;
+      INFO(software << " " << precision_name(prec));
+      const double n = p.dp;
+      for (int zero : {0, 1}) {
+        p.zero_stage = zero;
+        const auto m = plan::stage_memory(p, ctx, 0);
+        const double psi = m.params_on_rank;
+        const double states = m.weights_bytes + m.gradients_bytes + m.optimizer_bytes;
+        CHECK(m.gradients_bytes == Approx((main_grads ? 4.0 : 2.0) * psi));
+        if (zero == 0) CHECK(states == Approx((main_grads ? 18.0 : 16.0) * psi));
+        if (zero == 1) CHECK(states == Approx((main_grads ? 6.0 : 4.0) * psi + 12.0 * psi / n));
+      }
+    }
+  }
+}
+
 TEST_CASE("plan memory: parameters on the ranks add up to the model (tp and pp shard them)", "[plan]") {
   const auto& cat = hw::Catalog::builtin();
   plan::Plan p = make_plan("gpt3-6.7b", "p4d.24xlarge", 2, 1, 4, 4);

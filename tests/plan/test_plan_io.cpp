@@ -266,6 +266,27 @@ TEST_CASE("plan: the software stack field: default, round trip, unknown names", 
   REQUIRE_ERROR_CONTAINS(with("/software", 3), "/software");
 }
 
+TEST_CASE("plan: data_parallel.grad_reduce: absent = the stack's default, round trip, bad values", "[plan]") {
+  plan::Plan p = parse(kMinimal);  // megatron-core, bf16 on the A100: reduced in bf16
+  auto ctx = plan::resolve(p, hw::Catalog::builtin(), "plan.json");
+  CHECK_FALSE(p.grad_reduce);
+  CHECK(plan::grad_reduce_precision(p, ctx) == Precision::bf16);
+  CHECK_FALSE(plan::to_json(p)["data_parallel"].contains("grad_reduce"));  // not written when unset
+  plan::Plan mlm = with("/software", "megatron-lm");  // Megatron-LM: fp32 under bf16
+  auto mctx = plan::resolve(mlm, hw::Catalog::builtin(), "plan.json");
+  CHECK(plan::grad_reduce_precision(mlm, mctx) == Precision::fp32);
+  CHECK(plan::gradient_bytes_per_param(mlm, mctx) == 4.0);
+  plan::Plan set = with("/data_parallel", json::Json{{"grad_reduce", "fp32"}});
+  CHECK(set.grad_reduce == Precision::fp32);
+  auto sctx = plan::resolve(set, hw::Catalog::builtin(), "plan.json");
+  CHECK(plan::grad_reduce_precision(set, sctx) == Precision::fp32);
+  CHECK(plan::gradient_bytes_per_param(set, sctx) == 2.0);  // megatron-core keeps no fp32 main grads
+  const plan::Plan again = plan::parse_plan(plan::to_json(set), "again.json");
+  CHECK(again.grad_reduce == Precision::fp32);
+  REQUIRE_ERROR_CONTAINS(with("/data_parallel", json::Json{{"grad_reduce", "fp8"}}), "plan.json: /data_parallel/grad_reduce");
+  REQUIRE_ERROR_CONTAINS(with("/data_parallel", json::Json{{"grad_reduce", 32}}), "/data_parallel/grad_reduce");
+}
+
 TEST_CASE("plan: resolving with a built graph gives the context resolving from the name gives", "[plan]") {
   plan::Plan a = parse(kMinimal);
   a.seq_len = 1024;

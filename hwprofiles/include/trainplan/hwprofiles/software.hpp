@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "trainplan/core/precision.hpp"
+
 namespace trainplan::hw {
 
 /// The stack a plan runs on when it names none (plan field `software`): the planner's space
@@ -54,10 +56,28 @@ struct SoftwareStack {
   /// flash-attn 2 package on every GPU (FlashAttention-2 kernels also on Hopper, where they do
   /// not use its warpgroup MMA).
   std::string fused_attention;
+  /// The precision data-parallel gradient reductions run in, by training precision, where the
+  /// stack's default is not the training precision: {"bf16": "fp32"} reduces (all-reduce,
+  /// reduce-scatter) bf16 training's gradients as fp32, 4 bytes per gradient on the wire
+  /// (Megatron-LM's accumulate_allreduce_grads_in_fp32, forced with --bf16; Composer's FSDP
+  /// mixed precision DEFAULT, reduce_dtype fp32). Absent: the training precision's bytes. A
+  /// plan's data_parallel.grad_reduce overrides it.
+  std::map<Precision, Precision> grad_reduce;
+  /// Gradients accumulate in a separate fp32 buffer beside the 16-bit weights (Megatron-LM's
+  /// main_grad): 4 bytes per parameter instead of 2 under mixed precision, 18 bytes per
+  /// parameter with Adam (6 + 12/d with the distributed optimizer), where a stack that casts
+  /// back into 16-bit gradients keeps 16.
+  bool fp32_main_grads = false;
   /// Field name -> source id ("a+b" names two).
   std::map<std::string, std::string> sources;
 
   /// The multiple of kernels for op class `op_class` (1 when the stack does not change it).
+  /// The precision gradients of a run in `training` precision are reduced in (grad_reduce's
+  /// entry, else `training`).
+  Precision grad_reduce_precision(Precision training) const {
+    auto it = grad_reduce.find(training);
+    return it == grad_reduce.end() ? training : it->second;
+  }
   double kernel_scale(std::string_view op_class) const {
     auto it = kernels.find(std::string(op_class));
     return it == kernels.end() ? 1.0 : it->second;

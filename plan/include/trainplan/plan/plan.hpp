@@ -174,6 +174,11 @@ struct Plan {
   double bucket_size_bytes = 25e6;
   /// Overlap data-parallel gradient reduction with backward.
   bool overlap_grad_reduce = true;
+  /// The precision data-parallel gradient reductions run in (bytes on the wire, and of the
+  /// buckets); unset = the software stack's default for the training precision
+  /// (hw::SoftwareStack::grad_reduce: fp32 on Megatron-LM and FSDP under bf16), else the
+  /// training precision. JSON: data_parallel.grad_reduce, written when set.
+  std::optional<Precision> grad_reduce;
 
   /// Seconds between checkpoints; 0 = none.
   double checkpoint_interval_s = 0;
@@ -222,6 +227,14 @@ struct PlanContext {
   /// defines no stacks (then no host overhead is modelled).
   hw::SoftwareStack software;
 };
+
+/// The precision the plan's data-parallel gradient reductions run in: Plan::grad_reduce, else
+/// the stack's default for the training precision (hw::SoftwareStack::grad_reduce_precision).
+Precision grad_reduce_precision(const Plan& plan, const PlanContext& ctx);
+/// Bytes per parameter of the gradient buffer: the training precision's, or 4 where the stack
+/// accumulates 16-bit training's gradients in fp32 main grads (hw::SoftwareStack::fp32_main_grads)
+/// and reduces them in fp32 (Megatron-LM with bf16: 18 bytes per parameter with Adam).
+double gradient_bytes_per_param(const Plan& plan, const PlanContext& ctx);
 
 /// Resolves model, instance type and cluster; fills defaults that depend on them (precision,
 /// even stage assignment, num_micro_batches, seq_len). Errors name `plan_file`.
