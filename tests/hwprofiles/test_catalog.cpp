@@ -496,6 +496,8 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   CHECK_FALSE(cat.software("pytorch-fsdp").fp32_main_grads);
   CHECK(cat.software("pytorch-fsdp").sources.at("grad_reduce") == "composer_fsdp_mixed_precision");
   CHECK(cat.software("megatron-core").grad_reduce_precision(Precision::bf16) == Precision::bf16);
+  CHECK(cat.software("pytorch-eager").grad_reduce_precision(Precision::fp16) == Precision::fp32);  // AMP's fp32 parameters
+  CHECK(cat.software("pytorch-eager").sources.at("grad_reduce") == "pytorch_amp_fp32_grads");
   CHECK_THAT(hw::describe(cat.software("megatron-lm")), Catch::Contains("reduces bf16 in fp32, fp8 in fp32 gradients (fp32 main grads)"));
   const std::string gr = R"(, "grad_reduce": "s")";
   CHECK(load(stack(R"(, "grad_reduce": {"bf16": "fp32"})", gr)).software("x").grad_reduce_precision(Precision::bf16) == Precision::fp32);

@@ -176,7 +176,7 @@ struct Plan {
   bool overlap_grad_reduce = true;
   /// The precision data-parallel gradient reductions run in (bytes on the wire, and of the
   /// buckets); unset = the software stack's default for the training precision
-  /// (hw::SoftwareStack::grad_reduce: fp32 on Megatron-LM and FSDP under bf16), else the
+  /// (hw::SoftwareStack::grad_reduce: fp32 on Megatron-LM, FSDP and PyTorch AMP under bf16), else the
   /// training precision. JSON: data_parallel.grad_reduce, written when set.
   std::optional<Precision> grad_reduce;
 
