@@ -188,6 +188,9 @@ std::string deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const R
   j["gradient_accumulation_steps"] = p.num_micro_batches;
   if (prec == Precision::bf16) j["bf16"] = {{"enabled", true}};
   else if (prec == Precision::fp16) j["fp16"] = {{"enabled", true}, {"loss_scale", 0}};
+  // Gradients reduced in another precision than the training one (rule deepspeed.communication-data-type).
+  const Precision reduce = plan::grad_reduce_precision(p, ctx);
+  if (bytes_per_element(reduce) != bytes_per_element(prec)) j["communication_data_type"] = std::string(precision_name(reduce));
   json::Json zero = {{"stage", p.zero_stage}};
   zero["overlap_comm"] = p.overlap_grad_reduce;
   zero["contiguous_gradients"] = true;
@@ -366,11 +369,16 @@ void megatron_training_args(const plan::Plan& p, const plan::PlanContext& ctx, s
   if (p.dp_cp() > 1 && p.overlap_grad_reduce) args.push_back("--overlap-grad-reduce");
   if (p.dp_cp() > 1) args.push_back(fmt::format("--ddp-bucket-size {}", bucket_elements(p, ctx)));  // parameters
   const Precision prec = p.precision_or(ctx.precision);
+  // The gradients' precision on the wire as the plan costs it (plan::grad_reduce_precision):
+  // Megatron-LM reduces in fp32 under --bf16 unless --grad-reduce-in-bf16, and in fp16 under
+  // --fp16 unless --accumulate-allreduce-grads-in-fp32 (rule megatron.grad-reduce-bf16).
+  const bool fp32_grads = plan::grad_reduce_precision(p, ctx) == Precision::fp32;
   if (prec == Precision::bf16 || prec == Precision::fp8) {
     args.push_back("--bf16");
-    if (p.dp_cp() > 1) args.push_back("--grad-reduce-in-bf16");  // the plan costs 16-bit gradients
+    if (p.dp_cp() > 1 && !fp32_grads) args.push_back("--grad-reduce-in-bf16");
   } else if (prec == Precision::fp16) {
     args.push_back("--fp16");
+    if (p.dp_cp() > 1 && fp32_grads) args.push_back("--accumulate-allreduce-grads-in-fp32");
   }
   if (prec == Precision::fp8) {
     // The plan's recipe in Megatron-LM's names (arguments.py _add_transformer_engine_args):

@@ -63,6 +63,11 @@ constexpr std::array kRules = {
                "mixed precision is bf16.enabled or fp16.enabled; the config has no FP8 setting (FP8 GEMMs come from Transformer "
                "Engine modules under te.fp8_autocast in the model code)",
                "deepspeedai/DeepSpeed docs/_pages/config-json.md (BFLOAT16 / FP16 training options); deepspeed/runtime/config.py"},
+    ExportRule{"deepspeed.communication-data-type",
+               "gradients are averaged in the training precision unless communication_data_type (fp32, fp16 or bf16) says "
+               "otherwise; a plan that reduces its gradients in another precision (plan data_parallel.grad_reduce) says it",
+               "deepspeedai/DeepSpeed docs/_pages/config-json.md (communication_data_type); deepspeed/runtime/config.py "
+               "(get_communication_data_type)"},
     ExportRule{"deepspeed.autotp",
                "tensor parallelism is AutoTP, tensor_parallel.autotp_size; AutoTP trains with ZeRO stages 0, 1 and 2 (stage 3 only "
                "for inference) and not under the pipeline engine",
@@ -89,8 +94,10 @@ constexpr std::array kRules = {
                "NVIDIA/Megatron-LM megatron/core/distributed/distributed_data_parallel_config.py (commit 0011998); "
                "megatron/training/arguments.py"},
     ExportRule{"megatron.grad-reduce-bf16",
-               "with --bf16 gradients are accumulated and all-reduced in fp32 unless --grad-reduce-in-bf16; the plan costs 16-bit "
-               "gradients, so bf16 plans with data parallelism say --grad-reduce-in-bf16",
+               "with --bf16 gradients are accumulated and all-reduced in fp32 unless --grad-reduce-in-bf16, with --fp16 in fp16 "
+               "unless --accumulate-allreduce-grads-in-fp32; a plan with data parallelism says the one that reduces its "
+               "gradients in the precision it costs (plan data_parallel.grad_reduce, else its software stack's default: fp32 "
+               "on megatron-lm, 16-bit on megatron-core)",
                kMegatronArgs},
     ExportRule{"megatron.cp-comm-type",
                "--cp-comm-type goes unchanged to Transformer Engine's attention, which accepts p2p, all_gather, a2a and a2a+p2p "
@@ -193,7 +200,8 @@ std::span<const std::string_view> sagemaker_smddp_instance_types() { return kSmd
 std::span<const std::string_view> te_cp_comm_types() { return kTeCpCommTypes; }
 
 int64_t bucket_elements(const plan::Plan& plan, const plan::PlanContext& ctx) {
-  return static_cast<int64_t>(std::llround(plan.bucket_size_bytes / bytes_per_element(plan.precision_or(ctx.precision))));
+  // A bucket holds bucket_size_bytes of gradients in the precision they are reduced in.
+  return static_cast<int64_t>(std::llround(plan.bucket_size_bytes / bytes_per_element(plan::grad_reduce_precision(plan, ctx))));
 }
 
 bool needs_one_cuda_connection(const plan::Plan& plan) { return (plan.tp > 1 || plan.cp > 1) && plan.zero_stage < 2; }

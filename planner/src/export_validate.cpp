@@ -55,7 +55,7 @@ std::vector<std::string> words_of(const std::string& line) {
 const std::map<std::string, std::set<std::string>>& deepspeed_keys() {
   static const std::map<std::string, std::set<std::string>> keys = {
       {"", {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "bf16", "fp16", "zero_optimization",
-            "tensor_parallel", "activation_checkpointing"}},
+            "tensor_parallel", "activation_checkpointing", "communication_data_type"}},
       {"bf16", {"enabled"}},
       {"fp16", {"enabled", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"}},
       {"zero_optimization", {"stage", "overlap_comm", "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size"}},
@@ -132,6 +132,15 @@ void validate_deepspeed(const plan::Plan& p, const plan::PlanContext& ctx, const
   c.expect(prec != Precision::fp8, "deepspeed.precision", "an FP8 plan: the config has no FP8 setting");
   c.expect(enabled(j, "bf16") == (prec == Precision::bf16) && enabled(j, "fp16") == (prec == Precision::fp16), "deepspeed.precision",
            fmt::format("the plan trains in {}: bf16.enabled / fp16.enabled must say so", precision_name(prec)));
+  const Precision reduce = plan::grad_reduce_precision(p, ctx);
+  const std::string comm = j.contains("communication_data_type") && j["communication_data_type"].is_string()
+                               ? j["communication_data_type"].get<std::string>()
+                               : std::string(precision_name(prec));
+  c.expect(comm == "fp32" || comm == "fp16" || comm == "bf16", "deepspeed.communication-data-type",
+           fmt::format("communication_data_type \"{}\" is not fp32, fp16 or bf16", comm));
+  c.expect(bytes_per_element(parse_precision(comm).value_or(prec)) == bytes_per_element(reduce), "deepspeed.communication-data-type",
+           fmt::format("the plan reduces its gradients in {}: communication_data_type must say so (the config reduces in {})",
+                       precision_name(reduce), comm));
   const int64_t autotp = int_at(j, "tensor_parallel", "autotp_size", 0);
   c.expect(std::max<int64_t>(autotp, 1) == p.tp, "deepspeed.autotp", fmt::format("tensor_parallel.autotp_size must be tp = {}", p.tp));
   if (autotp > 1) {
@@ -170,7 +179,7 @@ const std::map<std::string, FlagKind>& megatron_flags() {
       {"--data-parallel-sharding-strategy", {K::choice, {"no_shard", "optim", "optim_grads", "optim_grads_params"}}},
       {"--no-gradient-accumulation-fusion", {}}, {"--ckpt-format", {K::choice, {"torch", "torch_dist", "zarr", "torch_dcp", "fsdp_dtensor"}}},
       {"--overlap-grad-reduce", {}}, {"--ddp-bucket-size", {K::integer, {}}}, {"--bf16", {}}, {"--fp16", {}},
-      {"--grad-reduce-in-bf16", {}}, {"--fp8-format", {K::choice, {"e4m3", "hybrid"}}},
+      {"--grad-reduce-in-bf16", {}}, {"--accumulate-allreduce-grads-in-fp32", {}}, {"--fp8-format", {K::choice, {"e4m3", "hybrid"}}},
       {"--fp8-recipe", {K::choice, {"tensorwise", "delayed", "mxfp8", "blockwise", "custom"}}},
       {"--fp8-amax-history-len", {K::integer, {}}}, {"--fp8-amax-compute-algo", {K::choice, {"most_recent", "max"}}},
       {"--fp8-param-gather", {}},
@@ -293,9 +302,17 @@ void validate_megatron(const plan::Plan& p, const plan::PlanContext& ctx, const 
                          delayed ? fmt::format(" --fp8-amax-history-len {}", p.fp8.amax_history) : "",
                          p.fp8.fp8_params ? " --fp8-param-gather" : ""));
   }
-  if (bf16 && p.dp_cp() > 1)
-    c.expect(m.args.count("--grad-reduce-in-bf16") > 0, "megatron.grad-reduce-bf16",
-             "bf16 without --grad-reduce-in-bf16 all-reduces fp32 gradients, twice the bytes the plan costs");
+  if (p.dp_cp() > 1) {
+    // The precision Megatron-LM reduces in with these flags (arguments.py) against the plan's.
+    const bool fp32_on_wire = bf16 ? m.args.count("--grad-reduce-in-bf16") == 0 : fp16 && m.args.count("--accumulate-allreduce-grads-in-fp32") > 0;
+    const bool plan_fp32 = plan::grad_reduce_precision(p, ctx) == Precision::fp32;
+    if (bf16 || fp16)
+      c.expect(fp32_on_wire == plan_fp32, "megatron.grad-reduce-bf16",
+               fmt::format("the flags reduce {} gradients where the plan costs {}: {}", fp32_on_wire ? "fp32" : "16-bit",
+                           plan_fp32 ? "fp32" : "16-bit",
+                           bf16 ? (plan_fp32 ? "drop --grad-reduce-in-bf16" : "add --grad-reduce-in-bf16")
+                                : (plan_fp32 ? "add --accumulate-allreduce-grads-in-fp32" : "drop --accumulate-allreduce-grads-in-fp32")));
+  }
   const int cc = compute_capability(ctx);
   const std::string backend = arg_or(m, "--attention-backend", "auto");
   if (cc > 0 && cc < 80)

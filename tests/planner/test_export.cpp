@@ -216,6 +216,44 @@ TEST_CASE("export: Megatron --ddp-bucket-size counts parameters and bf16 reduces
   CHECK(broken_rules(r, ExportTarget::megatron, fp32_grads).count("megatron.grad-reduce-bf16") == 1);
 }
 
+TEST_CASE("export: the gradients' precision on the wire follows the plan: megatron-lm's fp32 default, --grad-reduce-in-bf16, "
+          "--accumulate-allreduce-grads-in-fp32, DeepSpeed communication_data_type",
+          "[planner][export]") {
+  auto with = [](const std::string& software, const char* precision, const char* grad_reduce) {
+    json::Json doc = json::parse_text(kGptDp, "plan.json");
+    doc["software"] = software;
+    doc["precision"] = precision;
+    if (grad_reduce) doc["data_parallel"]["grad_reduce"] = grad_reduce;
+    return resolved(doc.dump());
+  };
+  // megatron-lm under bf16 costs fp32 gradients: Megatron-LM's own default, no flag; its
+  // buckets hold half as many parameters as bytes / 2.
+  const Resolved mlm = with("megatron-lm", "bf16", nullptr);
+  const std::string mtext = exported(mlm, ExportTarget::megatron);
+  CHECK(mtext.find("--grad-reduce-in-bf16") == std::string::npos);
+  CHECK(mtext.find("--ddp-bucket-size 6250000\n") != std::string::npos);  // 25 MB of fp32 gradients
+  CHECK(broken_rules(mlm, ExportTarget::megatron, mtext).empty());
+  const std::string forced = replaced(mtext, "  --bf16\n", "  --bf16\n  --grad-reduce-in-bf16\n");
+  CHECK(broken_rules(mlm, ExportTarget::megatron, forced).count("megatron.grad-reduce-bf16") == 1);
+  // fp16 with fp32 reductions asks Megatron-LM for them.
+  const Resolved f16 = with("megatron-core", "fp16", "fp32");
+  const std::string ftext = exported(f16, ExportTarget::megatron);
+  CHECK(ftext.find("--accumulate-allreduce-grads-in-fp32\n") != std::string::npos);
+  CHECK(broken_rules(f16, ExportTarget::megatron, ftext).empty());
+  CHECK(broken_rules(f16, ExportTarget::megatron, replaced(ftext, "  --accumulate-allreduce-grads-in-fp32\n", ""))
+            .count("megatron.grad-reduce-bf16") == 1);
+  // DeepSpeed: the training precision unless the plan says otherwise.
+  const Resolved ds = with("deepspeed", "bf16", nullptr);
+  const std::string dtext = exported(ds, ExportTarget::deepspeed);
+  CHECK(dtext.find("communication_data_type") == std::string::npos);
+  CHECK(broken_rules(ds, ExportTarget::deepspeed, dtext).empty());
+  const Resolved ds32 = with("deepspeed", "bf16", "fp32");
+  const json::Json j = json::parse_text(exported(ds32, ExportTarget::deepspeed), "deepspeed");
+  CHECK(j["communication_data_type"] == "fp32");
+  CHECK(j["zero_optimization"]["reduce_bucket_size"] == 6250000);
+  CHECK(broken_rules(ds32, ExportTarget::deepspeed, dtext).count("deepspeed.communication-data-type") == 1);
+}
+
 TEST_CASE("export: an FP8 plan exports --bf16 with --fp8-format, not fp32 (arguments.py _add_transformer_engine_args)",
           "[planner][export]") {
   const Resolved r = resolved(kLlama7bFp8);
