@@ -340,7 +340,7 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
         const auto from = parse_precision(training);
         if (!from)
           throw value.error(fmt::format("unknown training precision \"{}\"", training)).hint("one of: " + join(precision_names(), ", "));
-        const auto to = parse_precision(value.as_choice(precision_names()));
+        const auto to = parse_precision(value.as_choice({"fp32", "bf16", "fp16"}));  // what NCCL reduces in
         if (bytes_per_element(*to) < bytes_per_element(*from))
           throw value.error(fmt::format("reduces {} gradients in {}, fewer bytes than they have", training, precision_name(*to)))
               .hint("name the wider precision the stack reduces in, e.g. \"fp32\"");

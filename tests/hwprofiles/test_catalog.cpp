@@ -505,5 +505,6 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf17": "fp32"})", gr)), "unknown training precision \"bf17\"");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"fp32": "bf16"})", gr)), "/software/x/grad_reduce/fp32: reduces fp32 gradients in bf16");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf16": "fp64"})", gr)), "/software/x/grad_reduce/bf16");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_reduce": {"bf16": "fp8"})", gr)), "/software/x/grad_reduce/bf16");  // no fp8 reductions
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "fp32_main_grads": 1)", R"(, "fp32_main_grads": "s")")), "/software/x/fp32_main_grads");
 }
