@@ -86,6 +86,22 @@ constexpr double kFlashReferenceHeadDim = 128;
 constexpr double kFlash2HopperFwd = 344.5 / 989.4, kFlash2HopperBwd = 315.9 / 989.4;
 constexpr double kFlash2HopperHeadDimFwd = 128.0 * (1 - 0.95) / (2 * 0.95 - 1);
 constexpr double kFlash2HopperHeadDimBwd = 128.0 * (1 - 0.89) / (2 * 0.89 - 1);
+// Head dimensions the kernels are compiled for: a head dimension between them runs the next one
+// up, its padding computed and thrown away (a rate d / padded of the padded kernel's).
+// - FlashAttention-2 (flash-attn 2.x, csrc/flash_attn/flash_api.cpp): head_size_rounded =
+//   round_multiple(head_size, head_size <= 128 ? 32 : 64), dispatched to the hdim 32, 64, 96,
+//   128, 160, 192, 224, 256 kernels (80 runs as 96, 112 as 128).
+// - The Triton port of FlashAttention (flash_attn_triton.py, vendored by llm-foundry as
+//   llmfoundry/models/layers/flash_attn_triton.py): BLOCK_HEADDIM = max(next_power_of_2(d), 16)
+//   for forward and backward (MPT-30B's 112 runs as 128).
+// cuDNN's fused attention and FlashAttention-3 are not padded here (the Hopper head-dimension
+// rates above are measured per dimension).
+double padded_head_dim(double d, bool triton_v1) {
+  if (d <= 0) return d;
+  if (triton_v1) return std::max(16.0, std::exp2(std::ceil(std::log2(d))));
+  const double m = d <= 128 ? 32.0 : 64.0;
+  return std::ceil(d / m) * m;
+}
 // Memory-bound kernels (layernorm, elementwise, Adam) sustain ~80 % of HBM bandwidth (STREAM-
 // like copy kernels reach 80-90 % on A100/H100; fused-but-not-ideal kernels sit at the bottom).
 constexpr double kMemoryEfficiency = 0.80;
@@ -327,19 +343,24 @@ double ComputeModel::fused_attention_efficiency(const plan::OpCost& c, bool back
                                               : (backward ? kFlashBwdAmpere : kFlashFwdAmpere);
   double e = published / ramp(kFlashReferenceKeys) * ramp(c.attention_keys) * efficiency_scale_;
   if (c.attention_causal && c.attention_keys > 0) e *= c.attention_keys / (c.attention_keys + kCausalQueryBlock / 2);
+  // FlashAttention-2 kernels (pre-Hopper "flash", flash-attn 2 on Hopper) and the Triton port run
+  // the padded head dimension dp: the tile's K-loop is dp long and d / dp of its work is kept.
   const double d = static_cast<double>(c.gemm_k);
-  if (hopper_or_later_ && d > 0) {
+  const bool padded = d > 0 && (c.fused_attention_v1 || !hopper_or_later_ || flash_attn2_);
+  const double dp = padded ? padded_head_dim(d, c.fused_attention_v1) : d;
+  if (hopper_or_later_ && dp > 0) {
     // Measured on Hopper for every head dimension, relative to the published 128.
     const double r = fa2_on_hopper ? (backward ? kFlash2HopperHeadDimBwd : kFlash2HopperHeadDimFwd)
                                    : (backward ? kHopperHeadDimBwd : kHopperHeadDimFwd);
-    e *= (d / (d + r)) / (kFlashReferenceHeadDim / (kFlashReferenceHeadDim + r));
-  } else if (d > 0 && d < 64) {
+    e *= (dp / (dp + r)) / (kFlashReferenceHeadDim / (kFlashReferenceHeadDim + r));
+  } else if (dp > 0 && dp < 64) {
     // Before Hopper: head dimensions below 64 (the smallest of FlashAttention-2's published
     // benchmarks, which cover 64 and 128 together) shorten each tile's K-loop: the GEMM K-loop
     // ramp, relative to 64.
-    e *= 2.0 * d / (d + kHeadDimRamp);
+    e *= 2.0 * dp / (dp + kHeadDimRamp);
   }
   if (c.fused_attention_v1) e *= backward ? kFlash1BwdSpeed : kFlash1FwdSpeed;
+  if (padded) e *= d / dp;
   return std::min(1.0, e);
 }
 

@@ -200,6 +200,54 @@ TEST_CASE("simulator: a FlashAttention-1-class kernel takes 1.4x the FlashAttent
   CHECK_FALSE(plan::is_fused_attention(plan::AttentionImpl::unfused));
 }
 
+TEST_CASE("simulator: fused attention kernels run the head dimension they are compiled for, padding discarded",
+          "[simulator]") {
+  // flash-attn 2 (flash_api.cpp) rounds the head dimension up to a multiple of 32 (64 above 128)
+  // and dispatches the hdim 32 / 64 / 96 / 128 / ... kernel; the Triton port (flash_attn_triton.py)
+  // runs BLOCK_HEADDIM = next power of two. Same heads x d = 2560 hidden, 4k causal tokens: a
+  // padded head dimension d runs at d / padded of the padded kernel's rate.
+  auto cost = [](int heads, int d, plan::AttentionImpl impl) {
+    models::Op op;
+    op.kind = models::OpKind::attention;
+    op.heads = op.kv_heads = heads;
+    op.head_dim = d;
+    op.out_shape = {4096, static_cast<int64_t>(heads) * d};
+    op.causal = true;
+    return plan::op_cost(op, 1, 1, false, Precision::bf16, impl);
+  };
+  sim::ComputeModelOptions o;
+  o.kernel_overhead_s = 0;
+  const sim::ComputeModel a100(hw::Catalog::builtin().gpu("A100-SXM4-80GB"), Precision::bf16, o);
+  // The rate per FLOP, so the op's own FLOPs drop out.
+  auto rate = [](const sim::ComputeModel& m, const plan::OpCost& c, plan::Phase ph) {
+    return (ph == plan::Phase::forward ? c.flops_fwd : c.flops_bwd) / m.op_duration_s(c, ph);
+  };
+  for (plan::Phase ph : {plan::Phase::forward, plan::Phase::backward}) {
+    // FlashAttention-2: 80 runs the 96 kernel, 96 and 128 run their own; 112 runs as 128.
+    const double r80 = rate(a100, cost(32, 80, plan::AttentionImpl::flash), ph);
+    const double r96 = rate(a100, cost(32, 96, plan::AttentionImpl::flash), ph);
+    const double r112 = rate(a100, cost(32, 112, plan::AttentionImpl::flash), ph);
+    const double r128 = rate(a100, cost(32, 128, plan::AttentionImpl::flash), ph);
+    CHECK(r80 == Approx(r96 * 80.0 / 96.0).epsilon(1e-9));
+    CHECK(r112 == Approx(r128 * 112.0 / 128.0).epsilon(1e-9));
+    // The Triton port: 80 and 96 both run the 128 kernel, 64 its own.
+    const double t80 = rate(a100, cost(32, 80, plan::AttentionImpl::flash1), ph);
+    const double t96 = rate(a100, cost(32, 96, plan::AttentionImpl::flash1), ph);
+    const double t128 = rate(a100, cost(32, 128, plan::AttentionImpl::flash1), ph);
+    CHECK(t80 == Approx(t128 * 80.0 / 128.0).epsilon(1e-9));
+    CHECK(t96 == Approx(t128 * 96.0 / 128.0).epsilon(1e-9));
+    // A power of two or a multiple of 32 is not padded: the same rate as before padding existed
+    // (the flash / flash1 ratio of the published benchmarks holds at 128).
+    CHECK(t128 == Approx(r128 / (ph == plan::Phase::forward ? 1.4 : 2.0)));
+  }
+  // Hopper's cuDNN / FlashAttention-3 rates are measured per head dimension: no padding there.
+  const sim::ComputeModel h100(hw::Catalog::builtin().gpu("H100-SXM5-80GB"), Precision::bf16, o);
+  const double h80 = rate(h100, cost(32, 80, plan::AttentionImpl::flash), plan::Phase::forward);
+  const double h96 = rate(h100, cost(32, 96, plan::AttentionImpl::flash), plan::Phase::forward);
+  CHECK(h80 < h96);
+  CHECK(h80 > h96 * 80.0 / 96.0);
+}
+
 namespace {
 
 // One attention op of the FlashAttention papers' benchmark sizing: batch x seq = 16k tokens,
