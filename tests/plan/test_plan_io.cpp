@@ -91,6 +91,14 @@ TEST_CASE("plan: cross-field rules", "[plan]") {
     p.precision = Precision::bf16;
     REQUIRE_ERROR_CONTAINS(validate(p), "does not support bf16 \xE2\x80\x94 use fp16");
   }
+  {  // The Triton FlashAttention kernel asserts d <= 128: DeepSeek-V3's MLA heads are 128 + 64.
+    auto p = with("/model", "deepseek-v3");
+    p.attention = plan::AttentionImpl::flash1;
+    REQUIRE_ERROR_CONTAINS(validate(p), "plan.json: /attention: the FlashAttention-1-class (Triton) kernel takes head "
+                                        "dimensions up to 128; deepseek-v3 has 192");
+    auto q = with("/attention", "flash1");  // gpt3-13b: 128, accepted
+    validate(q);
+  }
   {
     auto p = parse(kMinimal);
     p.tp = 1;
