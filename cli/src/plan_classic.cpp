@@ -178,7 +178,7 @@ void print_spot(const std::vector<Row>& rows, const planner::SpotRequest& req) {
 bool is_classic_model(const std::string& model) { return model == "xgboost"; }
 
 ClassicObjective classic_objective(const planner::SearchOptions& search) {
-  ClassicObjective o{search.objective};
+  ClassicObjective o{planner::effective_objective(search)};
   if (!search.deadline.empty()) o.deadline_s = flag_positive_quantity("--deadline", search.deadline, units::Dimension::duration);
   std::string budget = search.budget;
   if (!budget.empty() && budget.front() == '$') budget.erase(0, 1);
@@ -284,7 +284,7 @@ void run_classic_plan(const planner::SearchOptions& search, const ClassicArgs& a
     const plan::Purchase purchase = search.purchase == "spot" || search.spot ? plan::Purchase::spot : plan::Purchase::on_demand;
     json::write_file(output, planner::classic_plan_json(spec, best, purchase));
     std::printf("\nbest job (%s, objective %s) written to %s: trainplan job %s\n",
-                fmt::format("{} x{}", best.job.instance, best.job.count).c_str(), search.objective.c_str(), output.c_str(),
+                fmt::format("{} x{}", best.job.instance, best.job.count).c_str(), goal.objective.c_str(), output.c_str(),
                 output.c_str());
   }
   if (!json_out.empty()) {

@@ -44,10 +44,10 @@ void add_search_options(CLI::App* cmd, SearchArgs& a, bool model_required) {
                   fmt::format("Software stack the plans run on: its kernel launch cost, fusions and framework overhead "
                               "(default {}; `trainplan catalog` lists the stacks)", hw::kDefaultSoftware));
   add_choice(cmd, "--objective", a.objective, {"time", "cost", "cost-under-deadline", "time-under-budget"},
-             "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget); a deadline or budget "
-             "that no plan meets exits with code 3");
-  cmd->add_option("--deadline", a.deadline, "Deadline for cost-under-deadline, e.g. 30d or 72h");
-  cmd->add_option("--budget", a.budget, "Budget in US dollars for time-under-budget, e.g. 2M or 250k");
+             "time, cost, cost-under-deadline (with --deadline) or time-under-budget (with --budget); default time, or "
+             "the one the --deadline or --budget given needs; a deadline or budget that no plan meets exits with code 3");
+  cmd->add_option("--deadline", a.deadline, "Deadline for cost-under-deadline (implied when --objective is not given), e.g. 30d or 72h");
+  cmd->add_option("--budget", a.budget, "Budget in US dollars for time-under-budget (implied when --objective is not given), e.g. 2M or 250k");
   add_choice(cmd, "--platform", a.platform, {"ec2", "sagemaker"}, "Price on EC2 or SageMaker training");
   add_choice(cmd, "--purchase", a.purchase, {"on-demand", "spot", "both", "capacity-block"},
              "on-demand, spot (whole-job expectation with interruptions), both, or capacity-block (EC2 Capacity Block "

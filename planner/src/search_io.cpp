@@ -115,6 +115,26 @@ void parse_moe_routing(const SearchOptions& a, SearchRequest& req) {
 
 }  // namespace
 
+std::string effective_objective(const SearchOptions& a) {
+  const bool deadline = !a.deadline.empty(), budget = !a.budget.empty();
+  if (a.objective.empty()) {
+    if (deadline && budget)
+      throw Error("--deadline and --budget both given without an objective")
+          .at("--objective")
+          .hint("--objective cost-under-deadline (the cheapest plan within the deadline) or time-under-budget (the "
+                "fastest within the budget)");
+    return deadline ? "cost-under-deadline" : budget ? "time-under-budget" : "time";
+  }
+  auto unused = [&](const char* flag, const char* objective) {
+    return Error(fmt::format("applies to --objective {}; --objective {} would ignore it", objective, a.objective))
+        .at(flag)
+        .hint(fmt::format("drop {} or use --objective {}", flag, objective));
+  };
+  if (deadline && a.objective != "cost-under-deadline") throw unused("--deadline", "cost-under-deadline");
+  if (budget && a.objective != "time-under-budget") throw unused("--budget", "time-under-budget");
+  return a.objective;
+}
+
 SearchRequest search_request(const SearchOptions& a) {
   check_option_values(a);
   SearchRequest req;
@@ -146,7 +166,7 @@ SearchRequest search_request(const SearchOptions& a) {
   req.data_region = a.data_region;
   req.software = a.software;
   if (!a.dataset_size.empty()) req.dataset_bytes = flag_positive_quantity("--dataset-size", a.dataset_size, units::Dimension::bytes);
-  req.objective = at_flag("--objective", [&] { return parse_objective(a.objective); });
+  req.objective = at_flag("--objective", [&] { return parse_objective(effective_objective(a)); });
   if (!a.deadline.empty()) req.deadline_s = flag_positive_quantity("--deadline", a.deadline, units::Dimension::duration);
   if (!a.budget.empty()) {
     std::string b = a.budget;

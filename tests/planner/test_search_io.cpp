@@ -101,6 +101,36 @@ TEST_CASE("planner: search_request refuses unknown choices and bad quantities na
   CHECK(planner::search_request(o).max_gpus == planner::kMaxSearchGpus);
 }
 
+TEST_CASE("planner: a --deadline or --budget is never dropped: it implies its objective or is an error", "[planner]") {
+  planner::SearchOptions o = small_search();
+  CHECK(planner::effective_objective(o) == "time");
+  CHECK(planner::search_request(o).objective == planner::Objective::time);
+  o.budget = "$2M";  // alone: the fastest plan within it
+  CHECK(planner::effective_objective(o) == "time-under-budget");
+  CHECK(planner::search_request(o).objective == planner::Objective::time_under_budget);
+  CHECK(planner::search_request(o).budget_usd == 2e6);
+  o = small_search();
+  o.deadline = "30d";  // alone: the cheapest plan within it
+  CHECK(planner::search_request(o).objective == planner::Objective::cost_under_deadline);
+  CHECK(planner::search_request(o).deadline_s == 30 * 86400.0);
+  o.budget = "2M";  // both, no objective: which one the user meant is not guessed
+  CHECK(error_of([&] { planner::search_request(o); }).rfind("--objective: --deadline and --budget both given", 0) == 0);
+  o.objective = "cost-under-deadline";  // named, but the budget would be ignored
+  CHECK(error_of([&] { planner::search_request(o); }) ==
+        "--budget: applies to --objective time-under-budget; --objective cost-under-deadline would ignore it \xE2\x80\x94 "
+        "drop --budget or use --objective time-under-budget");
+  for (const char* objective : {"time", "cost", "time-under-budget"}) {
+    o = small_search();
+    o.objective = objective;
+    o.deadline = "1h";
+    CHECK(error_of([&] { planner::search_request(o); }).rfind("--deadline: applies to --objective cost-under-deadline", 0) == 0);
+  }
+  o = small_search();
+  o.objective = "time-under-budget";
+  o.budget = "100k";
+  CHECK(planner::effective_objective(o) == "time-under-budget");
+}
+
 TEST_CASE("planner: analyze_job checks the job flags' bounds and choices", "[planner]") {
   const Resolved r = small_plan();
   planner::JobRequest j;

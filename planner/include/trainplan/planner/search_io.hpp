@@ -50,7 +50,8 @@ struct SearchOptions {
   std::string data_region;
   std::string software;  // --stack
   std::string dataset_size;
-  std::string objective = "time";
+  /// --objective as given ("" = not given: see effective_objective).
+  std::string objective;
   std::string deadline;
   std::string budget;
   std::string platform = "ec2";
@@ -102,6 +103,12 @@ inline constexpr int64_t kMaxSearchLayers = 2048;
 /// for bad values: every bound and choice the CLI's flags declare is checked here too (the
 /// CLI checks them first, while parsing; the Python module's keyword arguments only here).
 SearchRequest search_request(const SearchOptions& options);
+
+/// The objective a search runs: --objective as given; without it, a --deadline alone means
+/// cost-under-deadline, a --budget alone time-under-budget, neither "time". A constraint is never
+/// dropped in silence: a deadline or budget the objective does not use, or both without an
+/// --objective, is an error naming the flag.
+std::string effective_objective(const SearchOptions& options);
 
 /// MFU at the step time the candidate is ranked by (simulated where it was simulated).
 double ranked_mfu(const Candidate& candidate);
