@@ -103,7 +103,7 @@ reports::Report build(const ReportArgs& a, const reports::ReportOptions& o) {
   if (!a.plan_file.empty()) {
     if (!a.search.model.empty() || !a.search.instances.empty())
       throw Error("--plan reports one plan; --model and --instances describe a search").hint("give one or the other");
-    double tokens = a.search.tokens.empty() ? 0 : flag_positive_quantity("--tokens", a.search.tokens, units::Dimension::count);
+    double tokens = a.search.tokens.empty() ? 0 : flag_count_of_things("--tokens", a.search.tokens, "tokens");
     plan::Plan p = plan::read_plan_file(a.plan_file);
     // --azs above 1, --data-region and --dataset-size override the plan's placement and data.
     apply_placement_options(p, a.search.azs > 1 ? a.search.azs : 0, a.search.data_region, a.search.dataset_size);

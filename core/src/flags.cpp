@@ -35,6 +35,15 @@ double flag_positive_quantity(const std::string& flag, const std::string& text, 
   return v;
 }
 
+double flag_count_of_things(const std::string& flag, const std::string& text, const char* things) {
+  const double v = flag_positive_quantity(flag, text, units::Dimension::count);
+  if (!(v >= 1))
+    throw Error(fmt::format("must be at least one, got \"{}\"", shortened(text)))
+        .at(flag)
+        .hint(fmt::format("give the number of {} (at least 1)", things));
+  return v;
+}
+
 int64_t flag_in_range(const std::string& flag, int64_t value, int64_t min, int64_t max) {
   return at_flag(flag, [&] { return checked::in_range(value, min, max); });
 }

@@ -66,8 +66,8 @@ sim::JobOptions job_options(const JobRequest& a, const plan::Plan& p, const plan
   // Across AZs the bytes one step sends between AZs come from one simulated step (the estimate
   // does not count bytes); they are billed per step.
   if (p.placement.azs > 1) o.inter_az_bytes_per_step = simulate_candidate(p, ctx, calibrated.analytical_for(*ctx.gpu)).inter_az_bytes;
-  if (!a.tokens.empty()) o.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
-  if (!a.samples.empty()) o.samples = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
+  if (!a.tokens.empty()) o.tokens = flag_count_of_things("--tokens", a.tokens, "tokens");
+  if (!a.samples.empty()) o.samples = flag_count_of_things("--samples", a.samples, "samples");
   o.epochs = a.epochs;
   parse_purchase(a.purchase, o);
   o.platform = a.platform == "sagemaker" ? plan::Platform::sagemaker : plan::Platform::ec2;

@@ -76,10 +76,10 @@ void work_of(const SearchOptions& a, SearchRequest& req) {
   if (a.samples.empty()) {
     if (a.tokens.empty())
       throw Error("the training work is missing").at("--tokens").hint("give --tokens (e.g. 300B) or --samples N --epochs E (e.g. 1.28M and 90)");
-    req.tokens = flag_positive_quantity("--tokens", a.tokens, units::Dimension::count);
+    req.tokens = flag_count_of_things("--tokens", a.tokens, "tokens");
     return;
   }
-  req.samples_per_epoch = flag_positive_quantity("--samples", a.samples, units::Dimension::count);
+  req.samples_per_epoch = flag_count_of_things("--samples", a.samples, "samples");
   req.epochs = a.epochs.empty() ? 1.0 : flag_positive_quantity("--epochs", a.epochs, units::Dimension::count);
   flag_in_range("--epochs", req.epochs, kMinEpochs, kMaxEpochs);
   double tokens_per_sample = 1;

@@ -55,7 +55,7 @@ py::object report(const py::object& output, const std::string& format, const py:
     if (!s.model.empty() || !s.instances.empty())
       throw Error("plan= reports one plan; model= and instances= describe a search").hint("give one or the other");
     LoadedPlan lp = load_plan(plan_obj);
-    const double tokens = s.tokens.empty() ? 0 : flag_positive_quantity("--tokens", s.tokens, units::Dimension::count);
+    const double tokens = s.tokens.empty() ? 0 : flag_count_of_things("--tokens", s.tokens, "tokens");
     r = without_gil([&] { return reports::build_plan_report(lp.plan, *cat, o, tokens, lp.name); });
   } else {
     if (s.model.empty() || s.tokens.empty())

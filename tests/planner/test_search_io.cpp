@@ -4,6 +4,7 @@
 // value parsed as flag text by checked::parse_int / parse_real (what the CLI's add_int /
 // add_real do), and core's flag_choice.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <string>
 
@@ -94,6 +95,20 @@ TEST_CASE("planner: search_request refuses unknown choices and bad quantities na
   o = small_search();
   o.tokens = "-5";
   CHECK(error_of([&] { planner::search_request(o); }).rfind("--tokens: ", 0) == 0);
+  for (const char* fraction : {"0.5", "1e-300"}) {  // fewer than one token or sample is no training job
+    o = small_search();
+    o.tokens = fraction;
+    CHECK(error_of([&] { planner::search_request(o); }) ==
+          fmt::format("--tokens: must be at least one, got \"{}\" \xE2\x80\x94 give the number of tokens (at least 1)", fraction));
+    o = small_search();
+    o.tokens.clear();
+    o.model = "resnet-50";
+    o.samples = fraction;
+    CHECK(error_of([&] { planner::search_request(o); }).rfind("--samples: must be at least one", 0) == 0);
+  }
+  o = small_search();
+  o.tokens = "1";
+  CHECK(planner::search_request(o).tokens == 1);
   o = small_search();
   o.model = "gpt3-175b";
   o.tokens = "300B";

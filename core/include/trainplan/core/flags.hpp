@@ -37,6 +37,9 @@ auto at_flag(const std::string& flag, F&& f) -> decltype(f()) {
 double flag_quantity(const std::string& flag, const std::string& text, units::Dimension dim);
 /// The same, and greater than zero.
 double flag_positive_quantity(const std::string& flag, const std::string& text, units::Dimension dim);
+/// A count of whole things (tokens, samples): a positive quantity of at least one ("0.5" tokens or
+/// "1e-300" samples are errors naming the flag).
+double flag_count_of_things(const std::string& flag, const std::string& text, const char* things);
 
 /// One of `choices` for `flag`; an unknown value lists them (or says which one was meant).
 std::string flag_choice(const std::string& flag, const std::string& value, const std::vector<std::string>& choices);
