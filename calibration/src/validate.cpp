@@ -1546,7 +1546,8 @@ ValidationReport validate_published_json(const json::Json& doc, const std::strin
   report.analytical = static_cast<bool>(options.analytical_step_s);
   std::vector<const Json*> selected;
   for (const auto& p : points) {
-    if (!p.is_object()) throw p.error("a data point must be an object");
+    if (!p.is_object()) throw p.error("a data point must be an object")
+        .hint("each entry of data_points is {\"id\": ..., \"kind\": ..., \"model\": {...}, \"parallelism\": {...}, \"hardware\": {...}, \"metrics\": {...}}");
     const std::string id = str(p.value(), "id");
     if (!options.filter.empty() && id.find(options.filter) == std::string::npos) continue;
     selected.push_back(&p.value());

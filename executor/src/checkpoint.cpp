@@ -286,7 +286,8 @@ Manifest read_manifest(const std::string& dir) {
   m.world_size = static_cast<int>(world);
   m.step = r.field("step").as_nonnegative_int();
   const json::Reader list = r.field("shards");
-  if (!list.is_array()) throw list.error("must be an array of shards");
+  if (!list.is_array())
+    throw list.error("must be an array of shards").hint("the manifest is damaged: resume from another checkpoint, or start without --resume");
   if (list.size() != static_cast<size_t>(world))
     throw list.error(fmt::format("lists {} shards, world_size is {}", list.size(), world))
         .hint("the manifest lists one shard per rank");

@@ -692,17 +692,21 @@ void Runtime::load_checkpoint(const std::string& dir) {
   const std::string model = r.field("model").as_string();
   if (model != m.graph.spec().name)
     throw r.field("model").error(fmt::format("the checkpoint is of model \"{}\", the plan trains \"{}\"", model,
-                                             m.graph.spec().name));
+                                             m.graph.spec().name))
+        .hint("resume with the plan that wrote the checkpoint, or start without --resume");
   if (r.field("model_parameters").as_number() != m.graph.total_params())
     throw r.field("model_parameters")
         .error(fmt::format("the checkpoint's model has {} parameters, the plan's {}", r.field("model_parameters").as_number(),
-                           m.graph.total_params()));
+                           m.graph.total_params()))
+        .hint("resume with the plan that wrote the checkpoint, or start without --resume");
   if (r.field("seq_len").as_int() != m.graph.spec().seq_len)
     throw r.field("seq_len").error(fmt::format("the checkpoint was trained with seq_len {}, the plan uses {}",
-                                               r.field("seq_len").as_int(), m.graph.spec().seq_len));
+                                               r.field("seq_len").as_int(), m.graph.spec().seq_len))
+        .hint("resume with the sequence length the checkpoint was trained with, or start without --resume");
   const json::Json want = layout_json(m.plan, m.options.dtype);
   const json::Reader got = r.field("layout");
-  if (!got.is_object()) throw got.error("must be an object");
+  if (!got.is_object())
+    throw got.error("must be an object").hint("the manifest is damaged: resume from another checkpoint, or start without --resume");
   for (const auto& [key, value] : want.items())
     if (got.value().contains(key) ? got.value()[key] != value : true)
       throw got.error(fmt::format("the checkpoint was written with {} {}, the plan has {}", key,

@@ -133,7 +133,7 @@ Catalog Catalog::load_dir(const std::string& dir) {
   std::vector<std::string> paths;
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (entry.is_regular_file() && entry.path().extension() == ".json") paths.push_back(entry.path().string());
-  if (ec) throw Error("cannot list the directory: " + ec.message()).at(dir);
+  if (ec) throw Error("cannot list the directory: " + ec.message()).at(dir).hint("check that the folder exists and is readable");
   std::sort(paths.begin(), paths.end());
   if (paths.empty())
     throw Error("has no *.json catalog files").at(dir).hint("copy hwprofiles/catalog/*.json there and edit them");

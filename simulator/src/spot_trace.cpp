@@ -64,7 +64,7 @@ SpotTrace parse_spot_trace(const json::Json& doc, const std::string& name) {
     (void)r;  // other metadata (collection notes) is kept out of the model
   }
   json::Reader data = root.field("data");
-  if (!data.is_array()) throw data.error("must be an array of instance counts, one per tick");
+  if (!data.is_array()) throw data.error("must be an array of instance counts, one per tick").hint("e.g. \"data\": [4, 4, 3, 4]: the instances held at each gap_seconds tick");
   for (const auto& item : data.items()) {
     const int64_t v = item.as_nonnegative_int();
     if (v > 1000000) throw item.error("implausible instance count").hint("one integer per tick: instances held");
