@@ -212,13 +212,16 @@ std::optional<Error> first_problem(const Plan& p, const PlanContext& ctx, const 
   }
   // The Triton port of FlashAttention (flash_attn_triton.py, llm-foundry's copy) asserts d <= 128.
   // The head dimension the kernel runs: the attention ops' (MLA's query/key heads included).
-  int64_t head_dim = 0;
-  for (const models::Op& op : ctx.graph.ops())
-    if (op.kind == models::OpKind::attention) head_dim = std::max(head_dim, op.head_dim);
-  if (p.attention == AttentionImpl::flash1 && head_dim > 128)
-    return err("/attention",
-               fmt::format("the FlashAttention-1-class (Triton) kernel takes head dimensions up to 128; {} has {}", m.name, head_dim),
-               "use \"attention\": \"flash\" (FlashAttention-2 / cuDNN, up to 256) or \"unfused\"");
+  if (p.attention == AttentionImpl::flash1) {
+    int64_t head_dim = 0;
+    for (const models::Op& op : ctx.graph.ops())
+      if (op.kind == models::OpKind::attention) head_dim = std::max(head_dim, op.head_dim);
+    if (head_dim > 128)
+      return err("/attention",
+                 fmt::format("the FlashAttention-1-class (Triton) kernel takes head dimensions up to 128; {} has {}", m.name,
+                             head_dim),
+                 "use \"attention\": \"flash\" (FlashAttention-2 / cuDNN, up to 256) or \"unfused\"");
+  }
   if (p.sequence_parallel && p.tp == 1)
     return err("/parallelism/sequence_parallel", "sequence parallelism needs tp > 1", "set sequence_parallel to false or raise tp");
   if (p.sync_batch_norm && std::none_of(ctx.graph.ops().begin(), ctx.graph.ops().end(),

@@ -93,7 +93,7 @@ constexpr double kFlash2HopperHeadDimBwd = 128.0 * (1 - 0.89) / (2 * 0.89 - 1);
 //   128, 160, 192, 224, 256 kernels (80 runs as 96, 112 as 128).
 // - The Triton port of FlashAttention (flash_attn_triton.py, vendored by llm-foundry as
 //   llmfoundry/models/layers/flash_attn_triton.py): BLOCK_HEADDIM = max(next_power_of_2(d), 16)
-//   for forward and backward (MPT-30B's 112 runs as 128).
+//   for forward and backward (80 and 96 run as 128).
 // cuDNN's fused attention and FlashAttention-3 are not padded here (the Hopper head-dimension
 // rates above are measured per dimension).
 double padded_head_dim(double d, bool triton_v1) {
