@@ -272,13 +272,20 @@ struct Cluster::Impl {
   // A template route moved to other nodes: links of template node `from_a` go to node `na`,
   // those of `from_b` to `nb` (each node's link block is node 0's, shifted).
   Route translate(const Route& r, int from_a, int na, int nb) const {
-    Route out = r;
+    Route out;
+    translate_into(r, from_a, na, nb, out);
+    return out;
+  }
+  void translate_into(const Route& r, int from_a, int na, int nb, Route& out) const {
+    out.hops = r.hops;
+    out.bottleneck_bandwidth_bytes_per_s = r.bottleneck_bandwidth_bytes_per_s;
+    out.latency_s = r.latency_s;
+    out.links.assign(r.links.begin(), r.links.end());
     for (int& id : out.links) {
-      int owner = id / links_per_node;
-      int local = id % links_per_node;
+      const int owner = id / links_per_node;
+      const int local = id % links_per_node;
       id = (owner == from_a ? na : nb) * links_per_node + local;
     }
-    return out;
   }
 };
 
@@ -429,7 +436,16 @@ int Cluster::gpu_vertex(int gpu) const {
   return impl_->vertex(node_of(gpu), gpu % gpus_per_node());
 }
 
-const Route& Cluster::route(int gpu_a, int gpu_b) const {
+// Where the route between two GPUs comes from: a template (node 0 to itself or to node 1 without
+// a domain or AZ boundary), or a template translated to other nodes (key: the cache's).
+struct Cluster::RouteSource {
+  const Route* route;       // the route itself (translated: false) or the template to translate
+  bool translated = false;
+  int from_a = 0, na = 0, nb = 0;
+  uint64_t key = 0;
+};
+
+Cluster::RouteSource Cluster::route_source(int gpu_a, int gpu_b) const {
   (void)gpu_vertex(gpu_a);  // range checks
   (void)gpu_vertex(gpu_b);
   static const Route kSelf = [] {
@@ -437,30 +453,45 @@ const Route& Cluster::route(int gpu_a, int gpu_b) const {
     r.bottleneck_bandwidth_bytes_per_s = std::numeric_limits<double>::infinity();
     return r;
   }();
-  if (gpu_a == gpu_b) return kSelf;
+  if (gpu_a == gpu_b) return {&kSelf};
   const int g = gpus_per_node();
   const int na = gpu_a / g, nb = gpu_b / g, a = gpu_a % g, b = gpu_b % g;
   const size_t index = static_cast<size_t>(a * g + b);
   const int d = impl_->domain;
   const bool apart = d > 1 && na / d != nb / d;  // different NVLink domains: over EFA
   const bool zones = impl_->zoned() && impl_->node_az[static_cast<size_t>(na)] != impl_->node_az[static_cast<size_t>(nb)];
-  if (na == 0 && nb == 0) return impl_->intra[index];
-  if (!apart && !zones && na == 0 && nb == 1) return impl_->up[index];
-  if (!apart && !zones && na == 1 && nb == 0) return impl_->down[index];
-
-  const uint64_t key = (static_cast<uint64_t>(gpu_a) << 32) | static_cast<uint32_t>(gpu_b);
-  {
-    std::shared_lock lock(impl_->mutex);
-    auto it = impl_->cache.find(key);
-    if (it != impl_->cache.end()) return it->second;
-  }
+  if (na == 0 && nb == 0) return {&impl_->intra[index]};
+  if (!apart && !zones && na == 0 && nb == 1) return {&impl_->up[index]};
+  if (!apart && !zones && na == 1 && nb == 0) return {&impl_->down[index]};
   const auto& up = zones ? impl_->up_z : apart ? impl_->up_x : impl_->up;
   const auto& down = zones ? impl_->down_z : apart ? impl_->down_x : impl_->down;
-  Route r = na == nb  ? impl_->translate(impl_->intra[index], 0, na, na)
-            : na < nb ? impl_->translate(up[index], 0, na, nb)
-                      : impl_->translate(down[index], 1, na, nb);
+  RouteSource s{na == nb ? &impl_->intra[index] : na < nb ? &up[index] : &down[index]};
+  s.translated = true;
+  s.from_a = na < nb || na == nb ? 0 : 1;
+  s.na = na;
+  s.nb = nb;
+  s.key = (static_cast<uint64_t>(gpu_a) << 32) | static_cast<uint32_t>(gpu_b);
+  return s;
+}
+
+const Route& Cluster::route(int gpu_a, int gpu_b) const {
+  const RouteSource s = route_source(gpu_a, gpu_b);
+  if (!s.translated) return *s.route;
+  {
+    std::shared_lock lock(impl_->mutex);
+    auto it = impl_->cache.find(s.key);
+    if (it != impl_->cache.end()) return it->second;
+  }
+  Route r = impl_->translate(*s.route, s.from_a, s.na, s.nb);
   std::unique_lock lock(impl_->mutex);
-  return impl_->cache.emplace(key, std::move(r)).first->second;  // keeps an entry another thread added first
+  return impl_->cache.emplace(s.key, std::move(r)).first->second;  // keeps an entry another thread added first
+}
+
+const Route& Cluster::route_into(int gpu_a, int gpu_b, Route& scratch) const {
+  const RouteSource s = route_source(gpu_a, gpu_b);
+  if (!s.translated) return *s.route;
+  impl_->translate_into(*s.route, s.from_a, s.na, s.nb, scratch);
+  return scratch;
 }
 
 namespace {

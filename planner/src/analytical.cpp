@@ -44,7 +44,13 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   RingNet out;
   if (groups.empty() || groups[0].size() < 2) return out;
   out.size = static_cast<int>(groups[0].size());
-  std::vector<const hw::Route*> flows;  // the cluster's routes (stable references), not copies
+  // Each ring hop's links (flattened: flow k is links[begin[k], begin[k + 1])) and latency, from
+  // routes the cluster does not keep: the result is cached per group shape (EstimateCache::net),
+  // and a search visits hundreds of cluster sizes.
+  std::vector<int> flow_links;
+  std::vector<size_t> flow_begin{0};
+  std::vector<double> flow_latency;
+  hw::Route scratch;
   std::vector<double> load(cluster.links().size(), 0.0);  // the share of a group's bytes each link carries
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
   // NCCL's channels of a group. A group that is another's shifted by whole nodes has that
@@ -88,21 +94,24 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
     const double share = 1.0 / static_cast<double>(rings.size());
     for (const std::vector<int>& ring : rings)
       for (size_t i = 0; i < ring.size(); ++i) {
-        const hw::Route& r = cluster.route(ring[i], ring[(i + 1) % ring.size()]);
+        const hw::Route& r = cluster.route_into(ring[i], ring[(i + 1) % ring.size()], scratch);
         if (gi == 0 && cluster.node_of(ring[i]) == cluster.node_of(ring[(i + 1) % ring.size()]))
           for (int l : r.links) {
             const auto k = cluster.links()[static_cast<size_t>(l)].kind;
             if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
           }
         for (int l : r.links) load[static_cast<size_t>(l)] += share;
-        flows.push_back(&r);
+        flow_links.insert(flow_links.end(), r.links.begin(), r.links.end());
+        flow_begin.push_back(flow_links.size());
+        flow_latency.push_back(r.latency_s);
       }
   }
   double bw = std::numeric_limits<double>::infinity();
   double lat = 0;
-  for (const hw::Route* r : flows) {
+  for (size_t k = 0; k < flow_latency.size(); ++k) {
     double fb = std::numeric_limits<double>::infinity();
-    for (int l : r->links) {
+    for (size_t j = flow_begin[k]; j < flow_begin[k + 1]; ++j) {
+      const int l = flow_links[j];
       const auto& link = cluster.links()[static_cast<size_t>(l)];
       const bool nvl = link.kind == hw::LinkKind::nvlink || link.kind == hw::LinkKind::nvswitch;
       const double share = nvl ? sim::nccl_nvlink_share(cluster.gpu_spec().compute_capability,
@@ -111,7 +120,7 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
       fb = std::min(fb, link.bandwidth_bytes_per_s * share / load[static_cast<size_t>(l)]);
     }
     bw = std::min(bw, fb);
-    lat = std::max(lat, r->latency_s);
+    lat = std::max(lat, flow_latency[k]);
   }
   out.bandwidth_bytes_per_s = bw;
   out.latency_s = lat;

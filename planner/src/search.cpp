@@ -296,6 +296,10 @@ PassOutcome run_prune_memory(SearchState& st) {
       if (it == closest_by_type.end() || c.ratio < it->second.first.ratio) closest_by_type[type] = {c, static_cast<uint32_t>(i)};
     }
   }
+  // No split is asked for after this pass: the memo and the per-family lists (the survivors keep
+  // the splits they use) are freed for the candidates to reuse.
+  st.memory_terms.forget_splits();
+  std::vector<std::vector<std::shared_ptr<const std::vector<plan::StageAssignment>>>>().swap(st.family_splits);
   if (out_of_memory) st.result.dropped[kDoesNotFit] = out_of_memory;
   for (const auto& [type, cf] : closest_by_type)
     st.result.closest.push_back(
@@ -361,6 +365,7 @@ PassOutcome run_analytical(SearchState& st) {
     ++kept;
   }
   P.cands.resize(kept);
+  std::vector<Survivor>().swap(st.survivors);  // now candidates
   SearchCounts& counts = st.result.counts;
   counts.analytical = st.P.cands.size();
   const double secs = since(t0);

@@ -106,6 +106,12 @@ class MemoryTermsCache {
   explicit MemoryTermsCache(bool memo_splits = true) : memo_splits_(memo_splits) {}
   template <typename F>
   Split split(const PartitionProblem& prob, Balance balance, F&& compute);
+  /// Drops the remembered splits (once no more are asked for: their memory goes to the next
+  /// stages instead of fresh pages).
+  void forget_splits() {
+    std::lock_guard lock(mutex_);
+    std::unordered_map<std::vector<uint64_t>, Split, BitsHash>().swap(splits_);
+  }
 
  private:
   using Key = std::tuple<int, bool, int, int64_t, int, int, int>;

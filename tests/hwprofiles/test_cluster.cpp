@@ -5,11 +5,13 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "test_support.hpp"
 #include "trainplan/core/random.hpp"
 #include "trainplan/core/thread_pool.hpp"
 #include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/hwprofiles/placement.hpp"
 
 using namespace trainplan;
 
@@ -250,6 +252,29 @@ TEST_CASE("hwprofiles: routes are deterministic, translated consistently, and th
   CHECK(parallel == serial);
   hw::Cluster copy = fresh;
   CHECK(copy.route(5, 30).links == fresh.route(5, 30).links);
+}
+
+TEST_CASE("hwprofiles: route_into gives route()'s answer without keeping it", "[hwprofiles][cluster]") {
+  // Every pair of a multi-AZ cluster and of an NVLink-domain (UltraServer) one: templates,
+  // translated routes within and across domains and zones.
+  for (const auto& [type, count, azs] : {std::tuple{"p4d.24xlarge", 6, 3}, std::tuple{"p6e-gb200.36xlarge", 4, 1}}) {
+    const hw::Catalog& cat = hw::Catalog::builtin();
+    hw::Placement placement;
+    placement.azs = azs;
+    const hw::Cluster c = hw::Cluster::build(*cat.find_instance(type), count, cat, placement);
+    const int n = c.num_gpus();
+    hw::Route scratch;
+    for (int a = 0; a < n; a += 3)
+      for (int b = 0; b < n; b += 2) {
+        const hw::Route& fresh = c.route_into(a, b, scratch);
+        const hw::Route& kept = c.route(a, b);
+        INFO(type << " " << a << " -> " << b);
+        CHECK(fresh.links == kept.links);
+        CHECK(fresh.hops == kept.hops);
+        CHECK(fresh.latency_s == kept.latency_s);
+        CHECK(fresh.bottleneck_bandwidth_bytes_per_s == kept.bottleneck_bandwidth_bytes_per_s);
+      }
+  }
 }
 
 TEST_CASE("hwprofiles: ring_order finds an all-NVLink ring on p3.16xlarge", "[hwprofiles][cluster]") {

@@ -115,6 +115,11 @@ class Cluster {
   /// as long as the Cluster). a == b gives an empty route with infinite bandwidth. Throws
   /// Error for an index out of range.
   const Route& route(int gpu_a, int gpu_b) const;
+  /// The same route, not kept by the cluster: either a route the cluster holds anyway (returned
+  /// as is) or `scratch` filled with it (its capacity reused, so a loop allocates nothing), for
+  /// callers that read each pair once (a search visiting hundreds of cluster sizes would
+  /// otherwise keep every ring pair of each). The reference is valid until `scratch` changes.
+  const Route& route_into(int gpu_a, int gpu_b, Route& scratch) const;
 
   /// An order of `gpus` for a ring collective that maximizes the slowest ring link (ties: the
   /// fewest hops, then lexicographic). Within a node this finds NVLink rings in cube-meshes;
@@ -128,7 +133,9 @@ class Cluster {
 
  private:
   struct Impl;
+  struct RouteSource;
   explicit Cluster(std::unique_ptr<Impl> impl);
+  RouteSource route_source(int gpu_a, int gpu_b) const;
   // build() with `domain` instances per NVLink domain (the route templates of nodes in
   // different domains come from a 2-node graph built with domain 1).
   // `node_az`: AZ per node; `zoned`: the graph has the inter-AZ vertices (ENA per node, AZ

@@ -56,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "trainplan/core/boxed.hpp"
 #include "trainplan/hwprofiles/catalog.hpp"
 #include "trainplan/plan/memory.hpp"
 #include "trainplan/plan/plan.hpp"
@@ -259,9 +260,10 @@ struct Candidate {
   /// the inter-AZ price both ways (0 before simulation: the estimate does not count bytes),
   /// and the training data read from another Region (hw/placement.hpp).
   double transfer_usd = 0;
-  std::optional<JobOutcome> on_demand_job;   // whole job (purchase both)
-  std::optional<JobOutcome> spot_job;        // whole job with interruptions (purchase spot or both)
-  std::optional<SimulatedStep> simulated;
+  // Held on the heap (Boxed): few of a search's candidates have them.
+  Boxed<JobOutcome> on_demand_job;   // whole job (purchase both)
+  Boxed<JobOutcome> spot_job;        // whole job with interruptions (purchase spot or both)
+  Boxed<SimulatedStep> simulated;
   /// What the objective ranks by: the chosen purchase option's time and cost.
   plan::Purchase purchase = plan::Purchase::on_demand;
   double objective_time_s = 0;
