@@ -231,6 +231,8 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
   const std::string gpu = str(hw, "gpu");
   const std::string inter = str(hw, "inter_node");
   const std::string system = str(hw, "system");
+  // What the point says of its system, for the assumptions: the system, else the interconnect.
+  const std::string stated_system = !system.empty() ? system : !inter.empty() ? inter : "no system or interconnect stated";
   const bool single_node = num_gpus <= 8;
   std::string name;
   // A GPU of a catalog family in a form factor or memory size the catalog lacks (A100 PCIe,
@@ -252,7 +254,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
       name = contains(system, "p5en") ? "p5en.48xlarge" : "p5e.48xlarge";
       if (!contains(inter, "EFA") && !contains(system, "p5e"))
         assumptions.push_back(fmt::format("8-GPU H200 node ({}) modelled as a {} (NVSwitch; 3200 Gb/s per node, as 8 x 400 Gb/s)",
-                                          system.empty() ? inter : system, name));
+                                          stated_system, name));
     }
   } else if (names_family(gpu, "H100")) {
     if (contains(inter, "EFA") || contains(system, "p5.48xlarge")) {
@@ -263,7 +265,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
                (single_node && (contains(gpu, "SXM") || contains(system, "NVSwitch")))) {
       name = "dgx-h100";
       assumptions.push_back(fmt::format("8-GPU H100 NVSwitch node ({}) modelled as a DGX H100 (8 x 400 Gb/s InfiniBand NDR)",
-                                        system.empty() ? inter : system));
+                                        stated_system));
     }
   } else if (names_family(gpu, "A100")) {
     const bool gb80 = contains(gpu, "80") || num(hw, "gpu_mem_gb").value_or(0) >= 80;
@@ -275,10 +277,10 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
     } else if (infiniband || contains(system, "HGX") || contains(system, "DGX")) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
       assumptions.push_back(fmt::format("8-GPU A100 NVSwitch node ({}) modelled as a {} (8 x 200 Gb/s InfiniBand HDR)",
-                                        system.empty() ? inter : system, name));
+                                        stated_system, name));
     } else if (single_node && (contains(system, "NVSwitch") || contains(gpu, "SXM"))) {
       name = gb80 ? "dgx-a100-80gb" : "dgx-a100-40gb";
-      assumptions.push_back(fmt::format("single 8-GPU A100 NVSwitch node ({}) modelled as a {} node", system, name));
+      assumptions.push_back(fmt::format("single 8-GPU A100 NVSwitch node ({}) modelled as a {} node", stated_system, name));
     }
     if (contains(gpu, "unverified")) assumptions.push_back("GPU variant marked unverified by the source");
   } else if (names_family(gpu, "P100")) {
@@ -288,7 +290,7 @@ std::string map_cluster(const Json& hw, const hw::Catalog& catalog, int num_gpus
       name = "p100-pcie-4gpu-roce25";
       assumptions.push_back(fmt::format("4-GPU Pascal servers ({}) modelled as 4 x P100 PCIe 16 GB on CPU root ports, one 25 Gbit/s "
                                         "RoCE NIC on the CPU (no GPUDirect RDMA): the source names neither variant nor layout",
-                                        system.empty() ? inter : system));
+                                        stated_system));
     }
   } else if (names_family(gpu, "V100")) {
     if (contains(gpu, "SXM3") || contains(system, "DGX-2") || contains(str(hw, "intra_node"), "DGX-2")) {

@@ -1169,3 +1169,18 @@ TEST_CASE("validate: DeepSpeed ZeRO-3 published in 2021 runs on deepspeed-2021 (
   CHECK(assumes(now, "software stack deepspeed (DeepSpeed)"));
   CHECK_FALSE(assumes(now, "deepspeed-2021"));
 }
+
+TEST_CASE("validate: a node that states neither system nor interconnect says so in its assumption", "[calibration]") {
+  json::Json doc = mini_doc();
+  json::Json p = mini_point(doc, "mini-mosaic-125m");
+  p["id"] = "h100-bare";
+  p["hardware"]["gpu"] = "H100-SXM5-80GB";
+  p["hardware"].erase("inter_node");
+  doc["data_points"] = json::Json::array({p});
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin(), {.threads = 1});
+  const auto& h = point(r, "h100-bare");
+  REQUIRE(h.mapped);
+  CHECK(h.cluster == "1 x dgx-h100");
+  CHECK(assumes(h, "node (no system or interconnect stated) modelled as a DGX H100"));
+  CHECK_FALSE(assumes(h, "()"));
+}
