@@ -191,8 +191,10 @@ class EstimateCache {
   // ... and under fp8 (else zeros) the recipe, amax history, FP8 parameters and micro-batches
   // per step (the FP8 weight cast is spread over them).
   using Fp8Key = std::tuple<int, int, bool, int64_t>;
+  // The last member: whether the costs list each unit's parameter tensors (ZeRO-3 under a stack
+  // that gathers them one at a time, UnitCost::tensor_bytes).
   using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int, int, double,
-                             Fp8Key>;
+                             Fp8Key, bool>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
@@ -450,7 +452,8 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
                       static_cast<int>(prec), static_cast<int>(p.attention), p.ep, plan::moe_expert_load(p),
                       prec == Precision::fp8 ? EstimateCache::Fp8Key{static_cast<int>(p.fp8.recipe), p.fp8.amax_history, p.fp8.fp8_params,
                                                                       p.num_micro_batches}
-                                             : EstimateCache::Fp8Key{}},
+                                             : EstimateCache::Fp8Key{},
+                      p.zero_stage == 3 && ctx.software.zero3_tensor_sync},
                      [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
 }
 

@@ -69,3 +69,33 @@ TEST_CASE("search: bad requests are errors with a hint", "[planner]") {
   req.model = "gpt-9";
   REQUIRE_ERROR_CONTAINS(planner::search(req, hw::Catalog::builtin()), "gpt-9");
 }
+
+TEST_CASE("search: each candidate's estimate is its plan's own, whatever was estimated before it", "[planner]") {
+  // The estimate cache shares unit costs between candidates that differ only in what the costs
+  // do not depend on. Under a stack that gathers ZeRO-3 parameters tensor by tensor
+  // (deepspeed-2021) the costs list the tensors for ZeRO-3 only: a ZeRO-3 candidate must not
+  // reuse a ZeRO-0 candidate's costs (nor the reverse), or its estimate would depend on which
+  // was estimated first (and so on the thread count).
+  planner::SearchRequest req;
+  req.model = "gpt2-355m";
+  req.tokens = 1e9;
+  req.software = "deepspeed-2021";
+  req.instance_types = {"p4d.24xlarge"};
+  req.max_gpus = 16;
+  req.tp_degrees = {1};
+  req.pp_degrees = {1};
+  req.micro_batches = {4};
+  req.recomputes = {plan::Recompute::none};
+  req.threads = 1;
+  const auto res = planner::search(req, hw::Catalog::builtin());
+  int zero3 = 0, others = 0;
+  for (const auto& c : res.ranked) {
+    plan::Plan p = c.plan;
+    const auto ctx = plan::resolve(p, hw::Catalog::builtin(), "candidate");
+    INFO(json::dump(plan::to_json(p)));
+    CHECK(c.step.step_time_s == Approx(planner::estimate_step(p, ctx).step_time_s).epsilon(1e-12));
+    (p.zero_stage == 3 ? zero3 : others) += 1;
+  }
+  CHECK(zero3 > 0);
+  CHECK(others > 0);
+}
