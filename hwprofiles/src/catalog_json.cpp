@@ -179,7 +179,9 @@ json::Json catalog_json(const Catalog& cat) {
     software[name] = {{"description", s.description}, {"launch_s", s.launch_s}, {"kernel_gap_s", s.kernel_gap_s},
                       {"layer_hook_s", s.layer_hook_s}, {"micro_batch_s", s.micro_batch_s}, {"step_s", s.step_s},
                       {"sync_before_optimizer", s.sync_before_optimizer}, {"zero3_tensor_sync", s.zero3_tensor_sync},
-                      {"zero3_tensor_issue_s", s.zero3_tensor_issue_s}, {"zero3_recompute_gathers", s.zero3_recompute_gathers},
+                      {"zero3_tensor_issue_s", s.zero3_tensor_issue_s}, {"zero3_rank_view_s", s.zero3_rank_view_s},
+                      {"zero3_rank_copy_s", s.zero3_rank_copy_s},
+                      {"zero3_recompute_gathers", s.zero3_recompute_gathers},
                       {"fused_attention", s.fused_attention.empty() ? "gpu-best" : s.fused_attention}, {"grad_reduce", grad_reduce},
                       {"fp32_main_grads", s.fp32_main_grads}, {"kernels", kernels}, {"sources", src}};
   }

@@ -304,8 +304,8 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
 // ---- software stacks -----------------------------------------------------------------------
 
 // {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
-//         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync" and
-//         "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "grad_reduce": {training precision:
+//         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync",
+//         "zero3_tensor_issue", "zero3_rank_view", "zero3_rank_copy", "zero3_recompute_gathers", "fused_attention", "grad_reduce": {training precision:
 //         reduce precision}, "fp32_main_grads", "sources": {field: id}}}
 void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
   for (auto& [name, item] : r.entries()) {
@@ -329,6 +329,15 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     s.sync_before_optimizer = item.field("sync_before_optimizer").as_bool();
     if (auto z = item.optional_field("zero3_tensor_sync")) s.zero3_tensor_sync = z->as_bool();
     if (auto z = item.optional_field("zero3_recompute_gathers")) s.zero3_recompute_gathers = z->as_bool();
+    for (const char* f : {"zero3_rank_view", "zero3_rank_copy"})
+      if (auto z = item.optional_field(f)) {
+        const double v = z->as_quantity(Dimension::duration);
+        if (!(v >= 0 && v <= 1e-3))
+          throw z->error(fmt::format("must be between 0 and 1 ms, got {}", v)).hint("the host time per rank of the group, e.g. \"4us\"");
+        if (!s.zero3_tensor_sync)
+          throw z->error("applies only with \"zero3_tensor_sync\": true").hint(fmt::format("set zero3_tensor_sync, or remove {}", f));
+        (std::string_view(f) == "zero3_rank_view" ? s.zero3_rank_view_s : s.zero3_rank_copy_s) = v;
+      }
     if (auto a = item.optional_field("fused_attention")) {
       s.fused_attention = a->as_string();
       if (s.fused_attention != "flash-attn-2")
@@ -366,8 +375,8 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     }
     Reader src = item.field("sources");
     for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels",
-                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_recompute_gathers", "fused_attention", "grad_reduce",
-                          "fp32_main_grads"}) {
+                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_rank_view", "zero3_rank_copy", "zero3_recompute_gathers", "fused_attention",
+                          "grad_reduce", "fp32_main_grads"}) {
       const std::string_view optional = f;
       if (!item.has(f) && (optional == "kernels" || optional == "fused_attention" || optional == "grad_reduce" ||
                            optional == "fp32_main_grads" || optional.starts_with("zero3_")))

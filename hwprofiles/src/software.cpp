@@ -23,6 +23,9 @@ std::string describe(const SoftwareStack& s) {
       s.zero3_tensor_sync
           ? fmt::format("; ZeRO-3 gathers one tensor at a time after a device sync, {} each to issue", units::format_duration(s.zero3_tensor_issue_s))
           : "";
+  if (s.zero3_rank_view_s + s.zero3_rank_copy_s > 0)
+    extra += fmt::format(", plus {} per rank of the group for its view and {} for its copy", units::format_duration(s.zero3_rank_view_s),
+                         units::format_duration(s.zero3_rank_copy_s));
   if (s.zero3_recompute_gathers) extra += "; ZeRO-3 gathers a recomputed layer again for its backward";
   if (s.fused_attention == "flash-attn-2") extra += "; fused attention: the flash-attn 2 package (FlashAttention-2 kernels, also on Hopper)";
   if (!s.grad_reduce.empty()) {

@@ -171,6 +171,16 @@ class Lowering {
           gather_tensors_[u].push_back({id, elems * param_elem(id)});
       tensor_off_[u + 1] = tensor_off_[u] + static_cast<int64_t>(gather_tensors_[u].size());
     }
+    // ... and each gradient tensor reduce-scattered by its own call (the unit's own parameters).
+    grad_tensors_.resize(templates_.size());
+    grad_tensor_off_.assign(templates_.size() + 1, 0);
+    for (size_t u = 0; u < templates_.size(); ++u) {
+      for (int id : templates_[u].param_ops)
+        for (double elems : param_tensors_on_rank(graph_.ops()[static_cast<size_t>(id)], tp_)) grad_tensors_[u].push_back({id, elems * grad_elem_});
+      grad_tensor_off_[u + 1] = grad_tensor_off_[u] + static_cast<int64_t>(grad_tensors_[u].size());
+    }
+    rank_view_s_ = static_cast<double>(dpcp_) * ctx_.software.zero3_rank_view_s;
+    rank_copy_s_ = static_cast<double>(dpcp_) * ctx_.software.zero3_rank_copy_s;
   }
 
   // A tied word embedding whose LM head sits on another pipeline stage: both stages hold a
@@ -394,7 +404,7 @@ class Lowering {
       for (int s = 0; s < pp_; ++s)
         for (int t = 0; t < tp_; ++t) {
           const int64_t n = static_cast<int64_t>(stages_[static_cast<size_t>(s)].buckets.size());
-          dp_red_off_.push_back(reserve(red_slots_ * (zero3_ ? num_units_ : n)));
+          dp_red_off_.push_back(reserve(red_slots_ * (zero3_sync_ ? grad_tensor_off_.back() : zero3_ ? num_units_ : n)));
           dp_ag_off_.push_back(reserve(zero3_sync_ ? m_ * 3 * tensor_off_.back() : zero3_ ? m_ * 3 * num_units_ : n));
         }
     }
@@ -450,6 +460,9 @@ class Lowering {
   };
   std::vector<std::vector<GatherTensor>> gather_tensors_;  // zero3_sync_: each unit's tensors, gathered one by one
   std::vector<int64_t> tensor_off_;                        // zero3_sync_: first tensor of each unit (prefix sums)
+  std::vector<std::vector<GatherTensor>> grad_tensors_;    // zero3_sync_: each unit's gradients, reduce-scattered one by one
+  std::vector<int64_t> grad_tensor_off_;                   // zero3_sync_: first gradient of each unit (prefix sums)
+  double rank_view_s_ = 0, rank_copy_s_ = 0;  // zero3_sync_: host time of a collective's per-rank views and copies
   int keys_ = 1;
   int head_op_ = -1, embedding_op_ = -1;
   double tied_params_ = 0;
@@ -874,7 +887,9 @@ class RankLowering {
     for (size_t k = 0; k < tensors.size(); ++k) {
       const int id = emit_gather(tensors[k].bytes, first + static_cast<int64_t>(k), std::move(deps), {tensors[k].op},
                                  label + " tensor" + std::to_string(k));
-      tasks_[static_cast<size_t>(id)].issue_s = L_.ctx_.software.zero3_tensor_issue_s;
+      // The views are built before the call; PyTorch copies each rank's chunk out after it.
+      tasks_[static_cast<size_t>(id)].issue_s = L_.ctx_.software.zero3_tensor_issue_s + L_.rank_view_s_;
+      tasks_[static_cast<size_t>(id)].issue_tail_s = L_.rank_copy_s_;
       deps = {id};
       gather_task_[i] = id;
     }
@@ -1008,7 +1023,24 @@ class RankLowering {
         deps = {tail};
       }
     }
-    if (L_.dpcp_ > 1 && T.params > 0)
+    if (L_.dpcp_ > 1 && T.params > 0 && L_.zero3_sync_) {
+      // One reduce-scatter per gradient tensor, in op order on the dp stream. Each is issued
+      // (views, then copies into the flat input) before its call; the host issues the next one
+      // while this one moves, so the first carries its issue and each the next one's alongside.
+      const auto& grads = L_.grad_tensors_[static_cast<size_t>(u)];
+      const double issue = L_.rank_view_s_ + L_.rank_copy_s_;
+      const int64_t first = red_slot(mb) * L_.grad_tensor_off_.back() + L_.grad_tensor_off_[static_cast<size_t>(u)];
+      for (size_t k = 0; k < grads.size(); ++k) {
+        tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, {grads[k].op}, grads[k].bytes,
+                         L_.dp_red_off_[static_cast<size_t>(dp_index_)] + first + static_cast<int64_t>(k), deps,
+                         "reduce_scatter zero_grad " + name + " tensor" + std::to_string(k));
+        tasks_[static_cast<size_t>(tail)].issue_s = k == 0 ? issue : 0.0;
+        tasks_[static_cast<size_t>(tail)].issue_tail_s = k + 1 < grads.size() ? issue : 0.0;
+        tasks_[static_cast<size_t>(tail)].micro_batch = mb;
+        tasks_[static_cast<size_t>(tail)].unit = u;
+        deps = {tail};
+      }
+    } else if (L_.dpcp_ > 1 && T.params > 0)
       tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.grad_elem_,
                        L_.dp_red_off_[static_cast<size_t>(dp_index_)] + slot, deps, "reduce_scatter zero_grad " + name);
     if (tail >= 0) {

@@ -56,6 +56,7 @@ std::string check_structure(const StepProgram& p) {
         if (d < 0 || d >= id) return where(p, r, id) + ": dependency " + std::to_string(d) + " is not an earlier task of the rank";
       if (t.flops < 0 || t.mem_bytes < 0 || t.bytes < 0 || t.alloc_bytes < 0) return where(p, r, id) + ": negative flops or bytes";
       if (!(t.issue_s >= 0)) return where(p, r, id) + ": negative or NaN issue_s";
+      if (!(t.issue_tail_s >= 0)) return where(p, r, id) + ": negative or NaN issue_tail_s";
       if (is_comm(t.kind) && t.comm_id < 0) return where(p, r, id) + ": communication without a comm_id";
       if ((t.kind == TaskKind::send || t.kind == TaskKind::recv) && (t.peer < 0 || t.peer >= world || t.peer == r))
         return where(p, r, id) + ": bad peer rank " + std::to_string(t.peer);
@@ -256,6 +257,7 @@ json::Json task_json(const Task& t) {
       j["role"] = std::string(tensor_role_name(t.role));
       j["comm_id"] = t.comm_id;
       if (t.issue_s > 0) j["issue_s"] = t.issue_s;
+      if (t.issue_tail_s > 0) j["issue_tail_s"] = t.issue_tail_s;
       break;
     case TaskKind::alloc:
     case TaskKind::free:

@@ -176,6 +176,7 @@ struct UnitCost {
   double params = 0;                      // on this tp rank
   double param_bytes = 0;                 // ... as ZeRO gathers them (FP8 linears at 1 byte with fp8_params)
   std::vector<double> tensor_bytes;       // ... per parameter tensor (only for a stack's zero3_tensor_sync)
+  std::vector<double> tensor_elems;       // ... its elements (the gradient reduce-scatters, same stack)
   double expert_params = 0;               // routed experts' part of `params`
   /// fwd_s, bwd_s and recompute_selective_s with an NCCL collective's SMs taken (the simulator's
   /// SM contention, sim::SimOptions::sm_contention): [0] a collective inside one node, [1]
@@ -346,6 +347,7 @@ struct StageTimes {
   std::vector<double> unit_param_bytes;
   std::vector<double> unit_params;       // parameters per unit (its gradient reduce-scatter: x the reduce precision)
   std::vector<std::vector<double>> unit_tensor_bytes;  // per parameter tensor (zero3_tensor_sync)
+  std::vector<std::vector<double>> unit_tensor_elems;  // ... its elements
   std::vector<double> unit_rerun_s;   // the unit's recomputation (0: none)
   double host_s = 0;                  // host issue time per micro-batch (fwd + bwd + recompute kernels)
   int units = 0;                      // layer units on this rank (all chunks)
@@ -414,8 +416,10 @@ std::vector<UnitCost> compute_unit_costs(const plan::Plan& p, const plan::PlanCo
       c.params += oc.params;
       c.param_bytes += oc.params * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem);
       if (p.zero_stage == 3 && ctx.software.zero3_tensor_sync)
-        for (double e : plan::param_tensors_on_rank(graph.ops()[static_cast<size_t>(id)], p.tp, p.ep))
+        for (double e : plan::param_tensors_on_rank(graph.ops()[static_cast<size_t>(id)], p.tp, p.ep)) {
           c.tensor_bytes.push_back(e * (oc.fp8_gemm && p.fp8.fp8_params ? 1.0 : elem));
+          c.tensor_elems.push_back(e);
+        }
     }
     c.full_recomputed = plan::unit_recompute(plan::Recompute::full, graph.units()[u]) == plan::Recompute::full;
     c.recompute_full_s = c.full_recomputed ? c.fwd_s : 0.0;
@@ -509,6 +513,7 @@ std::vector<StageTimes> stage_times(const plan::Plan& p, const std::vector<UnitC
           st.unit_param_bytes.push_back(c.param_bytes);
           st.unit_params.push_back(c.params);
           st.unit_tensor_bytes.push_back(c.tensor_bytes);
+          st.unit_tensor_elems.push_back(c.tensor_elems);
           st.unit_rerun_s.push_back(full ? c.fwd_s : p.recompute == plan::Recompute::selective ? c.recompute_selective_s : 0.0);
         }
         st.params += c.params;
@@ -712,12 +717,15 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   if (ctx.software.zero3_tensor_sync) {
     // One gather per tensor after a device sync (hw::SoftwareStack::zero3_tensor_sync, as
     // plan::lower): each issued by the host, none overlapped; forward, backward and (regathers)
-    // the recomputation.
+    // the recomputation. Per-rank views before the call, per-rank copies alongside the transfer.
+    const double n = static_cast<double>(p.dp) * p.cp;
+    const double views = n * ctx.software.zero3_rank_view_s, copies = n * ctx.software.zero3_rank_copy_s;
     double total = 0;
     for (size_t u = 0; u < st.unit_tensor_bytes.size(); ++u) {
       double pass = 0;
       for (double bytes : st.unit_tensor_bytes[u])
-        pass += ctx.software.zero3_tensor_issue_s + dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, bytes);
+        pass += ctx.software.zero3_tensor_issue_s + views +
+                std::max(copies, dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, bytes));
       total += (regathers(u) ? 3.0 : 2.0) * pass;
     }
     return {m * total, 0.0};
@@ -753,6 +761,25 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   return {exposed, extra};
 }
 
+// The gradient reduce-scatters of a stack that reduces ZeRO-3 gradients tensor by tensor
+// (zero3_tensor_sync, as plan::lower): per unit, the first tensor's host issue (per-rank views
+// and copies), then each transfer alongside the next tensor's issue (seconds per micro-batch).
+double zero3_tensor_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const StageTimes& st) {
+  const double n = static_cast<double>(p.dp) * p.cp;
+  const double issue = n * (ctx.software.zero3_rank_view_s + ctx.software.zero3_rank_copy_s);
+  const double grad_elem = bytes_per_element(plan::grad_reduce_precision(p, ctx));
+  double total = 0;
+  for (const auto& elems : st.unit_tensor_elems) {
+    if (elems.empty()) continue;
+    total += issue;
+    for (size_t k = 0; k < elems.size(); ++k) {
+      const double rs = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, elems[k] * grad_elem);
+      total += k + 1 < elems.size() ? std::max(rs, issue) : rs;
+    }
+  }
+  return total;
+}
+
 // ZeRO-1/2/3's gradient reduce-scatters and parameter gathers (estimate_step's dp terms).
 struct ZeroInputs {
   const RingNet& dp_net;
@@ -774,7 +801,8 @@ ZeroTerms zero_terms(const plan::Plan& p, const plan::PlanContext& ctx, Estimate
   // A stack that synchronizes before each ZeRO-3 gather waits for every reduce-scatter: each
   // micro-batch's (they are reduced every micro-batch, below).
   const bool sync = p.zero_stage == 3 && ctx.software.zero3_tensor_sync;
-  z.grad_exposed = sync ? in.m * half : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
+  z.grad_exposed = sync ? in.m * zero3_tensor_reduce_s(p, ctx, cache, st)
+                       : exposed_after_backward(half, plan::CollectiveKind::reduce_scatter, in.dense_bytes);
   // The updated parameters as ZeRO gathers them (FP8 weights at 1 byte with fp8_params): the
   // non-expert part over dp * cp, the experts over expert-dp.
   const double grad_bytes = in.dense_bytes + in.expert_bytes;

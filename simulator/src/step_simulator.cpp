@@ -157,10 +157,15 @@ void StepSimulator::begin_instance(int inst) {
   }
   ++stats_.comm_instances;
   in.protocol = pat.protocol_for(in.size_bytes);
-  // The host's issue time of the slowest member (plan::Task::issue_s) precedes the transfer.
-  double issue_s = 0;
-  for (int32_t i = 0; i < in.expected; ++i)
-    issue_s = std::max(issue_s, tasks_[static_cast<size_t>(members_[static_cast<size_t>(in.member_off + i)])]->issue_s);
+  // The host's issue time of the slowest member (plan::Task::issue_s) precedes the transfer;
+  // what it issues after the launch (issue_tail_s) runs alongside and bounds the completion.
+  double issue_s = 0, tail_s = 0;
+  for (int32_t i = 0; i < in.expected; ++i) {
+    const plan::Task& t = *tasks_[static_cast<size_t>(members_[static_cast<size_t>(in.member_off + i)])];
+    issue_s = std::max(issue_s, t.issue_s);
+    tail_s = std::max(tail_s, t.issue_s + t.issue_tail_s);
+  }
+  in.tail_end_s = now_ + tail_s;
   // NCCL's base latency includes its launch; the per-hop model adds comm_launch_s.
   schedule_phase(inst, 0, now_ + issue_s + (pat.nccl ? 0.0 : opt_.comm_launch_s) + pat.start_delay_s);
 }
@@ -177,7 +182,8 @@ void StepSimulator::on_transfer(int inst, int phase) {
   const Instance& in = instances_[static_cast<size_t>(inst)];
   const CommPattern& pat = patterns_[static_cast<size_t>(in.pattern)];
   if (phase == static_cast<int>(pat.phases.size())) {
-    complete(inst);
+    if (now_ < in.tail_end_s) queue_.push(in.tail_end_s, kTransfer, inst, phase);  // the host still issues
+    else complete(inst);
     return;
   }
   const CommPhase& ph = pat.phases[static_cast<size_t>(phase)];

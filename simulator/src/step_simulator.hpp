@@ -105,6 +105,7 @@ class StepSimulator {
     plan::CommPurpose purpose = plan::CommPurpose::none;
     NcclProtocol protocol = NcclProtocol::simple;  // chosen when the instance begins
     int sm_channels = 0;                           // SMs its kernel holds on each member
+    double tail_end_s = 0;                         // no member completes before (plan::Task::issue_tail_s)
   };
 
   static std::vector<double> link_capacities(const Topology& t) {

@@ -24,6 +24,7 @@ const char* task_difference(const plan::Task& a, const plan::Task& b) {
   if (a.collective != b.collective) return "collective";
   if (a.bytes != b.bytes) return "bytes";
   if (a.issue_s != b.issue_s) return "issue_s";
+  if (a.issue_tail_s != b.issue_tail_s) return "issue_tail_s";
   if (a.purpose != b.purpose) return "purpose";
   if (a.alloc_bytes != b.alloc_bytes) return "alloc_bytes";
   return nullptr;

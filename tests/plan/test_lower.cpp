@@ -520,7 +520,11 @@ TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor a
   s.software = "deepspeed-2021";
   auto r = testing::resolve_plan(s);
   REQUIRE(r->ctx.software.zero3_tensor_sync);
-  CHECK(r->ctx.software.zero3_tensor_issue_s == Approx(380e-6));  // 130 us pre-launch + 250 us launch (DeepSpeed#1069)
+  const hw::SoftwareStack& sw = r->ctx.software;
+  // DeepSpeed#1069's 130 us pre-launch + 250 us launch, on 8 ranks: fixed + 8 views and copies.
+  CHECK(sw.zero3_tensor_issue_s + 8 * (sw.zero3_rank_view_s + sw.zero3_rank_copy_s) == Approx(380e-6));
+  REQUIRE(sw.zero3_rank_view_s > 0);
+  REQUIRE(sw.zero3_rank_copy_s > 0);
   const auto prog = plan::lower(r->plan, r->ctx);
   REQUIRE(plan::check_program(prog) == "");
   // Oracle: every op's weight and bias (or beta) is its own tensor, and the tied LM head
@@ -554,18 +558,40 @@ TEST_CASE("lower: a stack with zero3_tensor_sync gathers each parameter tensor a
       if (t.kind == plan::TaskKind::compute) last_compute = t.id;
       if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_grad) reductions.push_back(t.id);
       if (t.kind != plan::TaskKind::collective || t.purpose != plan::CommPurpose::zero_param) continue;
-      CHECK(t.issue_s == r->ctx.software.zero3_tensor_issue_s);
+      // Views before the call, one per rank of the dp group; the copies out alongside the transfer.
+      CHECK(t.issue_s == Approx(sw.zero3_tensor_issue_s + s.dp * sw.zero3_rank_view_s));
+      CHECK(t.issue_tail_s == Approx(s.dp * sw.zero3_rank_copy_s));
       const bool first_of_visit = prev == nullptr || prev->unit != t.unit || prev->phase != t.phase || prev->micro_batch != t.micro_batch;
       if (first_of_visit) {
         // The device sync: after the last compute and every reduce-scatter before it.
         if (last_compute >= 0) CHECK(std::find(t.deps.begin(), t.deps.end(), last_compute) != t.deps.end());
-        for (int id : reductions) CHECK(std::find(t.deps.begin(), t.deps.end(), id) != t.deps.end());
+        // (each chain's last reduce-scatter: the ones before it are its dependencies, below)
+        if (!reductions.empty()) CHECK(std::find(t.deps.begin(), t.deps.end(), reductions.back()) != t.deps.end());
         reductions.clear();
       } else {
         CHECK(t.deps == std::vector<int>{prev->id});  // one tensor after the other
         CHECK(last_compute < prev->id);               // no compute between a visit's gathers
       }
       prev = &t;
+    }
+    // The gradients: one reduce-scatter per parameter tensor of each unit, every micro-batch, in
+    // op order; per unit the first carries the host's issue (views and copies, one per rank)
+    // before it, each one but the last the next one's issue alongside.
+    std::vector<const plan::Task*> reduces;
+    for (const auto& t : rp.tasks)
+      if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_grad) reduces.push_back(&t);
+    REQUIRE(static_cast<double>(reduces.size()) == s.micro_batches * (tensors - 1));  // the head borrows no gradient
+    CHECK(dp_bytes(prog, rank, plan::CollectiveKind::reduce_scatter, plan::CommPurpose::zero_grad) ==
+          Approx(s.micro_batches * gradient_bytes(r->plan, r->ctx, 0)));
+    const double issue = s.dp * (sw.zero3_rank_view_s + sw.zero3_rank_copy_s);
+    for (size_t k = 0; k < reduces.size(); ++k) {
+      const plan::Task& t = *reduces[k];
+      const bool first = k == 0 || reduces[k - 1]->unit != t.unit || reduces[k - 1]->micro_batch != t.micro_batch;
+      const bool last = k + 1 == reduces.size() || reduces[k + 1]->unit != t.unit || reduces[k + 1]->micro_batch != t.micro_batch;
+      CHECK(t.ops.size() == 1);
+      CHECK(t.issue_s == Approx(first ? issue : 0.0));
+      CHECK(t.issue_tail_s == Approx(last ? 0.0 : issue));
+      if (!first) CHECK(std::find(t.deps.begin(), t.deps.end(), reduces[k - 1]->id) != t.deps.end());
     }
     // One gathered unit live at a time, as the memory model counts it.
     double live = 0, peak = 0, max_unit = 0;

@@ -90,6 +90,17 @@ TEST_CASE("analytical: tp 1 data parallelism and ZeRO-3 across nodes agree with 
   }
 }
 
+namespace {
+// `r` as ZeRO-3 with `rc` on software stack `stack`: {simulated, analytical} step time.
+std::pair<double, double> zero3_on(testing::ResolvedPlan& r, plan::Recompute rc, const char* stack) {
+  r.plan.zero_stage = 3;
+  r.plan.recompute = rc;
+  r.plan.software = stack;
+  r.ctx.software = hw::Catalog::builtin().software(stack);
+  return {simulated_step_s(r), planner::estimate_step(r.plan, r.ctx).step_time_s};
+}
+}  // namespace
+
 TEST_CASE("analytical: ZeRO-3 on DeepSpeed v0.3 (one synchronous gather per tensor) agrees with the simulator", "[planner]") {
   // deepspeed-2021 (hw::SoftwareStack::zero3_tensor_sync): nothing overlaps, every tensor's
   // gather pays the host's issue; the estimate adds them up as the simulator runs them.
@@ -99,12 +110,7 @@ TEST_CASE("analytical: ZeRO-3 on DeepSpeed v0.3 (one synchronous gather per tens
                          DpCase{"gpt3-1.3b", "p4d.24xlarge", 1, 8, 96, 4}})
     for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::full}) {
       auto r = resolved(c.model, c.inst, c.count, c.dp, 1, 1, c.gb, c.mb);
-      r.plan.zero_stage = 3;
-      r.plan.recompute = rc;
-      r.plan.software = "deepspeed-2021";
-      r.ctx.software = hw::Catalog::builtin().software("deepspeed-2021");
-      const double simulated = simulated_step_s(r);
-      const double analytical = planner::estimate_step(r.plan, r.ctx).step_time_s;
+      const auto [simulated, analytical] = zero3_on(r, rc, "deepspeed-2021");
       r.plan.software = "deepspeed";  // prefetched gathers; a recomputed layer gathered a third time, as above
       r.ctx.software = hw::Catalog::builtin().software("deepspeed");
       const double prefetched = simulated_step_s(r);
@@ -116,6 +122,18 @@ TEST_CASE("analytical: ZeRO-3 on DeepSpeed v0.3 (one synchronous gather per tens
       CHECK(std::fabs(prefetched_analytical / prefetched - 1) < 0.05);
       CHECK(simulated > prefetched);
     }
+}
+
+TEST_CASE("analytical: DeepSpeed v0.3's ZeRO-3 on 256 ranks, where the per-rank views and copies dominate, agrees with the simulator",
+          "[planner]") {
+  // Each gather: fixed issue + 256 views, then the transfer alongside 256 copies; each unit's
+  // reduce-scatters one tensor at a time, the next one's issue alongside the transfer.
+  for (plan::Recompute rc : {plan::Recompute::none, plan::Recompute::full}) {
+    auto r = resolved("gpt3-1.3b", "dgx-a100-80gb", 32, 256, 1, 1, 256, 1);
+    const auto [simulated, analytical] = zero3_on(r, rc, "deepspeed-2021");
+    INFO((rc == plan::Recompute::full ? "full recomputation: " : "") << "simulated " << simulated << " s, analytical " << analytical << " s");
+    CHECK(std::fabs(analytical / simulated - 1) < 0.05);
+  }
 }
 
 TEST_CASE("analytical: ZeRO-2/3 with several micro-batches reduce every micro-batch's gradients, as simulated", "[planner]") {

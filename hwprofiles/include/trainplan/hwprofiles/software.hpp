@@ -42,10 +42,22 @@ struct SoftwareStack {
   /// tensor (weights, biases, norms) is all-gathered by its own call, and each call first
   /// synchronizes the device (torch.cuda.synchronize), so a gather waits for all earlier GPU
   /// work (compute and gradient reduce-scatters) and the compute after it waits for the
-  /// gather: nothing is prefetched or overlapped. False: one gather per layer unit, prefetched.
+  /// gather: nothing is prefetched or overlapped. The gradients are reduce-scattered tensor by
+  /// tensor too (v0.3's _reduce_scatter_gradients: one call per parameter). False: one gather
+  /// and one reduce-scatter per layer unit, the gathers prefetched.
   bool zero3_tensor_sync = false;
-  /// With zero3_tensor_sync: host time to issue one tensor's gather (pre-launch + launch).
+  /// With zero3_tensor_sync: host time to issue one tensor's gather (pre-launch + launch), apart
+  /// from the per-rank part below.
   double zero3_tensor_issue_s = 0;
+  /// With zero3_tensor_sync: ZeRO-3's collectives take one view per rank of the data-parallel
+  /// group (DeepSpeed v0.3 builds a Python list of world-size narrows; PyTorch 1.8's
+  /// ProcessGroupNCCL list all_gather / reduce_scatter copies each view to or from a flat
+  /// buffer with its own copy_), so a collective's host issue grows with the group: per rank,
+  /// `zero3_rank_view_s` to build the view (before the call) and `zero3_rank_copy_s` to issue
+  /// its copy (a gather's after the NCCL call, alongside the transfer; a reduce-scatter's
+  /// before it). 0: the collectives take flat buffers.
+  double zero3_rank_view_s = 0;
+  double zero3_rank_copy_s = 0;
   /// ZeRO-3 releases a module's parameters after every forward, the one a recomputation re-runs
   /// too, and gathers them again for its backward (DeepSpeed's module hooks): three gathers per
   /// recomputed unit and micro-batch. False: the recomputation runs inside the backward's gather

@@ -128,6 +128,11 @@ struct Task {
   /// Host time to issue this communication before it can start (DeepSpeed ZeRO-3's per-tensor
   /// gathers: hw::SoftwareStack::zero3_tensor_issue_s); 0 for all else. Executors ignore it.
   double issue_s = 0;
+  /// Host time issued after the communication is launched, alongside its transfer: the task
+  /// completes no earlier than its start + issue_s + issue_tail_s (PyTorch's per-rank copies
+  /// behind a list all_gather; a reduce-scatter chain's next host issue,
+  /// hw::SoftwareStack::zero3_rank_view_s / zero3_rank_copy_s); 0 for all else. Executors ignore it.
+  double issue_tail_s = 0;
   /// What moves. Communication tasks also set `op` (tp collectives: the op they belong to),
   /// `unit` (pp send/recv: the unit whose output / input gradient moves) or `ops` (dp / ZeRO /
   /// ps: the ops whose parameters or gradients are in the bucket, in bucket order).
