@@ -734,9 +734,11 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
   const double grad_elem = bytes_per_element(plan::grad_reduce_precision(p, ctx));
   double exposed = 0, extra = 0;
   for (size_t u = 0; u < st.unit_param_bytes.size(); ++u) {
-    const double g = ring_gather_s(dp_net, st.unit_param_bytes[u]);
+    // The gather as the simulator times it (NCCL's ring over this cluster's links, with its
+    // protocol and per-step latency): the ring approximation strays at hundreds of ranks.
     const double f = st.unit_fwd_s[u], f_sm = st.unit_fwd_sm_s[u][xi];
     const double g_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, st.unit_param_bytes[u]);
+    const double g = g_sim;
     const double extra_f = sm_contention_extra_s(f, f_sm, g_sim), extra_b = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim);
     extra += m * (extra_f + extra_b);
     exposed += m * (std::max(0.0, g - f - extra_f) + std::max(0.0, g - 2.0 * f - extra_b));
@@ -744,8 +746,8 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
       // An earlier micro-batch's backward also carries the unit's gradient reduce-scatter (its
       // gradients are reduced every micro-batch, plan::lower), sharing the links and SMs with the
       // gather: instead of the gather alone, both.
-      const double rs = ring_gather_s(dp_net, st.unit_params[u] * grad_elem);
       const double rs_sim = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::reduce_scatter, st.unit_params[u] * grad_elem);
+      const double rs = rs_sim;
       const double extra_both = sm_contention_extra_s(2.0 * f, 2.0 * f_sm, g_sim + rs_sim);
       extra += reducing_mbs * (extra_both - extra_b);
       exposed += reducing_mbs * (std::max(0.0, g + rs - 2.0 * f - extra_both) - std::max(0.0, g - 2.0 * f - extra_b));
@@ -757,7 +759,7 @@ std::pair<double, double> zero3_gathers_s(const plan::Plan& p, const plan::PlanC
       exposed += m * std::max(0.0, g - r - extra_r);
     }
   }
-  exposed += ring_gather_s(dp_net, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
+  exposed += dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_gather, st.unit_param_bytes.empty() ? 0 : st.unit_param_bytes.front());
   return {exposed, extra};
 }
 
