@@ -183,7 +183,7 @@ json::Json catalog_json(const Catalog& cat) {
                       {"zero3_rank_copy_s", s.zero3_rank_copy_s},
                       {"zero3_recompute_gathers", s.zero3_recompute_gathers},
                       {"fused_attention", s.fused_attention.empty() ? "gpu-best" : s.fused_attention}, {"grad_reduce", grad_reduce},
-                      {"fp32_main_grads", s.fp32_main_grads}, {"kernels", kernels}, {"sources", src}};
+                      {"fp32_main_grads", s.fp32_main_grads}, {"grad_epilogue", s.grad_epilogue}, {"kernels", kernels}, {"sources", src}};
   }
   doc["software"] = software;
   doc["selected_region"] = cat.region().empty() ? std::string(kCatalogRegion) : cat.region();

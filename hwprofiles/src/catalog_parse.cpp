@@ -306,7 +306,7 @@ void parse_placement(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalo
 // {name: {"description", "launch", "kernel_gap", "layer_hook", "micro_batch", "step",
 //         "sync_before_optimizer", "kernels": {op class: multiple}, optional "zero3_tensor_sync",
 //         "zero3_tensor_issue", "zero3_rank_view", "zero3_rank_copy", "zero3_recompute_gathers", "fused_attention", "grad_reduce": {training precision:
-//         reduce precision}, "fp32_main_grads", "sources": {field: id}}}
+//         reduce precision}, "fp32_main_grads", "grad_epilogue", "sources": {field: id}}}
 void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog& out) {
   for (auto& [name, item] : r.entries()) {
     if (out.software.count(name))
@@ -357,6 +357,7 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
       }
     }
     if (auto f = item.optional_field("fp32_main_grads")) s.fp32_main_grads = f->as_bool();
+    if (auto f = item.optional_field("grad_epilogue")) s.grad_epilogue = f->as_bool();
     if (auto z = item.optional_field("zero3_tensor_issue")) {
       s.zero3_tensor_issue_s = z->as_quantity(Dimension::duration);
       if (!(s.zero3_tensor_issue_s >= 0 && s.zero3_tensor_issue_s <= 0.1))
@@ -375,11 +376,11 @@ void parse_software(const Reader& r, std::vector<SourceRef>& refs, ParsedCatalog
     }
     Reader src = item.field("sources");
     for (const char* f : {"launch", "kernel_gap", "layer_hook", "micro_batch", "step", "sync_before_optimizer", "kernels",
-                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_rank_view", "zero3_rank_copy", "zero3_recompute_gathers", "fused_attention",
-                          "grad_reduce", "fp32_main_grads"}) {
+                          "zero3_tensor_sync", "zero3_tensor_issue", "zero3_rank_view", "zero3_rank_copy", "zero3_recompute_gathers",
+                          "fused_attention", "grad_reduce", "fp32_main_grads", "grad_epilogue"}) {
       const std::string_view optional = f;
       if (!item.has(f) && (optional == "kernels" || optional == "fused_attention" || optional == "grad_reduce" ||
-                           optional == "fp32_main_grads" || optional.starts_with("zero3_")))
+                           optional == "fp32_main_grads" || optional == "grad_epilogue" || optional.starts_with("zero3_")))
         continue;
       add_source_refs(src.field(f), refs);
       s.sources[f] = src.field(f).as_string();

@@ -33,6 +33,7 @@ std::string describe(const SoftwareStack& s) {
     for (const auto& [from, to] : s.grad_reduce) widened.push_back(fmt::format("{} in {}", precision_name(from), precision_name(to)));
     extra += fmt::format("; reduces {} gradients{}", join(widened, ", "), s.fp32_main_grads ? " (fp32 main grads)" : "");
   }
+  if (s.grad_epilogue) extra += "; casts and pre-divides each unsharded gradient before reducing it";
   return fmt::format("{} (launch {} per kernel, {} per layer and pass, {} per micro-batch, {} per step{}{}{})", s.name,
                      units::format_duration(s.launch_s), units::format_duration(s.layer_hook_s),
                      units::format_duration(s.micro_batch_s), units::format_duration(s.step_s),

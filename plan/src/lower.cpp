@@ -76,6 +76,7 @@ class Lowering {
         grads_every_mb_(plan.zero_stage >= 2 && m_ > 1 && dpcp_ > 1), red_slots_(grads_every_mb_ ? m_ : 1),
         num_units_(static_cast<int>(graph_.units().size())) {
     fp8_params_ = prec_ == Precision::fp8 && plan.fp8.fp8_params;
+    if (zero3_ && dpcp_ > 1) epilogue_bytes_ = ctx.software.grad_epilogue_bytes(prec_, grad_reduce_precision(plan, ctx));
     bn_stream_ = cp_ > 1 ? kNumStreams : kCp;
     ep_stream_ = bn_stream_ + (sync_bn_ ? 1 : 0);
     TP_ASSERT(plan.stages.size() == static_cast<size_t>(pp_ * vp_));
@@ -433,6 +434,7 @@ class Lowering {
   double elem_;
   double grad_elem_;  // bytes per gradient element in the data-parallel reductions (plan::grad_reduce_precision)
   bool fp8_params_ = false;  // FP8 linears' weights are FP8 tensors (Fp8Options::fp8_params)
+  double epilogue_bytes_ = 0;  // ZeRO-3: bytes per parameter of the stack's pass before a reduce-scatter (grad_epilogue)
   // Bytes per parameter of `op` as ZeRO gathers it: with fp8_params the FP8 linears' weights
   // are FP8 tensors and Megatron-LM's --fp8-param-gather all-gathers them in FP8 (1 byte).
   double param_elem(int op) const { return fp8_params_ && runs_in_fp8(graph_.ops()[static_cast<size_t>(op)]) ? 1.0 : elem_; }
@@ -1002,6 +1004,24 @@ class RankLowering {
     reduction_issued(tail, mb);
   }
 
+  // The stack's memory-bound pass over the unit's unsharded gradient before its reduce-scatter
+  // (hw::SoftwareStack::grad_epilogue: cast to the reduce precision, pre-division), on the
+  // compute stream: the next compute waits for it.
+  int grad_epilogue(const UnitTemplate& T, int u, int mb, std::vector<int> deps, const std::string& name) {
+    Task& t = push();
+    t.kind = TaskKind::compute;
+    t.stream = kCompute;
+    t.deps = std::move(deps);
+    t.label = "grad epilogue " + name;
+    t.phase = Phase::backward;
+    t.micro_batch = mb;
+    t.unit = u;
+    t.op_kind = static_cast<int>(models::OpKind::residual);  // elementwise, memory-bound
+    t.mem_bytes = T.params * L_.epilogue_bytes_;
+    last_compute_ = t.id;
+    return t.id;
+  }
+
   // ZeRO-3: the unit's gradients of micro-batch `mb`, reduce-scattered once its backward is done
   // (every micro-batch: grads_every_mb_).
   void reduce_unit(int u, int mb) {
@@ -1040,9 +1060,11 @@ class RankLowering {
         tasks_[static_cast<size_t>(tail)].unit = u;
         deps = {tail};
       }
-    } else if (L_.dpcp_ > 1 && T.params > 0)
+    } else if (L_.dpcp_ > 1 && T.params > 0) {
+      if (L_.epilogue_bytes_ > 0) deps = {grad_epilogue(T, u, mb, deps, name)};
       tail = dp_reduce(CollectiveKind::reduce_scatter, CommPurpose::zero_grad, TensorRole::grads, T.param_ops, T.params * L_.grad_elem_,
                        L_.dp_red_off_[static_cast<size_t>(dp_index_)] + slot, deps, "reduce_scatter zero_grad " + name);
+    }
     if (tail >= 0) {
       tasks_[static_cast<size_t>(tail)].micro_batch = mb;
       tasks_[static_cast<size_t>(tail)].unit = u;

@@ -871,6 +871,16 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
 
   // Per pipeline rank: compute and tp communication per micro-batch.
   std::vector<StageTimes> stages = stage_times(p, unit_costs, ctx.software);
+  // The stack's pass over each unit's unsharded gradient before its reduce-scatter (ZeRO-3,
+  // every micro-batch: hw::SoftwareStack::grad_epilogue), serial with the backward (plan::lower).
+  if (p.zero_stage == 3 && dpcp > 1) {
+    const double per_param = ctx.software.grad_epilogue_bytes(prec, plan::grad_reduce_precision(p, ctx));
+    if (per_param > 0) {
+      const double bw = gpu.memory_bandwidth_bytes_per_s * sim::ComputeModel(gpu, prec, options.compute, options.calibration.get())
+                                                              .memory_efficiency(static_cast<int>(models::OpKind::residual), sim::kPhaseBackward);
+      for (StageTimes& st : stages) st.bwd_s += st.params * per_param / bw;
+    }
+  }
   // Synchronized batch norm: per micro-batch, its collectives block the layers (exposed), timed
   // as the simulator times them (sim::sync_batchnorm_stage_s); zero unless the plan asks.
   const std::vector<double> sync_bn_s = sim::sync_batchnorm_stage_s(p, ctx);

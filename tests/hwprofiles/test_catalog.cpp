@@ -428,6 +428,23 @@ TEST_CASE("catalog: the software stacks, their fusions and sources, and bad stac
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "extra": 1)")), "extra");
 }
 
+TEST_CASE("catalog: PyTorch FSDP's pass over the unsharded gradient before each reduction (grad_epilogue), sourced", "[hwprofiles]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::SoftwareStack& fsdp = cat.software("pytorch-fsdp");
+  CHECK(fsdp.grad_epilogue);
+  CHECK(fsdp.sources.at("grad_epilogue") == "pytorch_fsdp_post_backward");
+  CHECK(cat.sources().count("pytorch_fsdp_post_backward") == 1);
+  CHECK_THAT(hw::describe(fsdp), Catch::Contains("pre-divides each unsharded gradient"));
+  for (const auto& [name, st] : cat.software_stacks())
+    if (name != "pytorch-fsdp") CHECK_FALSE(st.grad_epilogue);
+  // Bytes per parameter: cast (read the training precision, write the reduce precision) where the
+  // reduce precision is wider, then the in-place pre-division in the reduce precision.
+  CHECK(fsdp.grad_epilogue_bytes(Precision::bf16, Precision::fp32) == 2 + 4 + 8);
+  CHECK(fsdp.grad_epilogue_bytes(Precision::bf16, Precision::bf16) == 4);
+  CHECK(fsdp.grad_epilogue_bytes(Precision::fp32, Precision::fp32) == 8);
+  CHECK(cat.software("megatron-core").grad_epilogue_bytes(Precision::bf16, Precision::fp32) == 0);
+}
+
 TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v0.3), sourced, and bad entries as errors", "[hwprofiles]") {
   const auto& cat = hw::Catalog::builtin();
   const hw::SoftwareStack& old = cat.software("deepspeed-2021");
@@ -491,6 +508,9 @@ TEST_CASE("catalog: a stack's synchronous per-tensor ZeRO-3 gathers (DeepSpeed v
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_rank_copy": "-1us")", ranks)), "/software/x/zero3_rank_copy");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": true, "zero3_rank_view": "2ms")", ranks)), "1 ms");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_tensor_sync": false, "zero3_rank_view": "1us")", ranks)), "only with");
+  CHECK(load(stack(R"(, "grad_epilogue": true)", R"(, "grad_epilogue": "s")")).software("x").grad_epilogue);
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_epilogue": true)", "")), "/software/x/sources");
+  REQUIRE_ERROR_CONTAINS(load(stack(R"(, "grad_epilogue": "yes")", R"(, "grad_epilogue": "s")")), "/software/x/grad_epilogue");
   CHECK(load(stack(R"(, "zero3_recompute_gathers": true)", R"(, "zero3_recompute_gathers": "s")")).software("x").zero3_recompute_gathers);
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": true)", "")), "/software/x/sources");
   REQUIRE_ERROR_CONTAINS(load(stack(R"(, "zero3_recompute_gathers": 1)", R"(, "zero3_recompute_gathers": "s")")),

@@ -402,6 +402,51 @@ TEST_CASE("lower: ZeRO-3 reduce-scatters each unit's gradients after that unit's
   }
 }
 
+TEST_CASE("lower: FSDP casts and pre-divides each unit's unsharded gradient before its reduce-scatter (grad_epilogue)", "[plan][lower]") {
+  // PyTorch FSDP's post-backward hook: bf16 gradients cast to the fp32 reduce precision (read 2,
+  // write 4 bytes per parameter) and divided in place by the predivide factor (read and write 4),
+  // one memory-bound task on the compute stream before each unit's reduce-scatter, every
+  // micro-batch; none on one rank (nothing is reduced) or on a stack without the pass.
+  for (const char* stack : {"pytorch-fsdp", "deepspeed"})
+    for (int dp : {1, 4}) {
+      PlanSpec s;
+      s.model = "gpt2-124m";
+      s.dp = dp;
+      s.zero = 3;
+      s.micro_batches = 3;
+      s.precision = Precision::bf16;
+      s.software = stack;
+      auto r = testing::resolve_plan(s);
+      const auto prog = plan::lower(r->plan, r->ctx);
+      REQUIRE(plan::check_program(prog).empty());
+      const bool fsdp = std::string(stack) == "pytorch-fsdp";
+      CHECK(r->ctx.software.grad_epilogue == fsdp);
+      double unit_params[64] = {};
+      for (const auto& op : r->ctx.graph.ops()) unit_params[op.unit] += op.params;
+      const auto& rp = prog.ranks[0];
+      int epilogues = 0, reductions = 0;
+      for (const auto& t : rp.tasks) {
+        if (t.kind == plan::TaskKind::collective && t.purpose == plan::CommPurpose::zero_grad) {
+          ++reductions;
+          if (!fsdp) continue;
+          // Its only dependency is the epilogue of the same unit and micro-batch.
+          REQUIRE(t.deps.size() == 1);
+          const plan::Task& e = rp.tasks[static_cast<size_t>(t.deps[0])];
+          CHECK(e.kind == plan::TaskKind::compute);
+          CHECK(e.unit == t.unit);
+          CHECK(e.micro_batch == t.micro_batch);
+          CHECK(e.stream == 0);  // the compute stream: the next compute waits for it
+          CHECK(e.mem_bytes == Approx(unit_params[t.unit] * (2.0 + 4.0 + 2 * 4.0)));
+          CHECK(e.flops == 0);
+        }
+        if (t.label.rfind("grad epilogue", 0) == 0) ++epilogues;
+      }
+      INFO(stack << ", dp " << dp);
+      CHECK(epilogues == (fsdp && dp > 1 ? reductions : 0));
+      if (dp > 1) CHECK(reductions > 0);
+    }
+}
+
 TEST_CASE("lower: with ZeRO-3 a tied LM head gathers the word embedding it reads", "[plan][lower]") {
   // GPT-2 ties the head to the embedding of unit 0, which is gathered and freed long before
   // the head runs: the head's visit gathers it again (forward and backward).

@@ -75,6 +75,20 @@ struct SoftwareStack {
   /// mixed precision DEFAULT, reduce_dtype fp32). Absent: the training precision's bytes. A
   /// plan's data_parallel.grad_reduce overrides it.
   std::map<Precision, Precision> grad_reduce;
+  /// Before each data-parallel gradient reduction the stack passes over the unsharded gradient
+  /// in memory-bound kernels (PyTorch FSDP's post-backward hook): a cast to the reduce precision
+  /// where that is wider than the training precision (reads the training precision's bytes,
+  /// writes the reduce precision's) and the pre-division by FSDP's gradient predivide factor
+  /// (2 or more on 2 or more ranks: reads and writes the reduce precision's). Large-grid
+  /// kernels, serial with the compute in plan::lower and the estimate.
+  bool grad_epilogue = false;
+  /// Bytes the epilogue moves per reduced parameter (0 without one): `training` gradients,
+  /// reduced in `reduce`.
+  double grad_epilogue_bytes(Precision training, Precision reduce) const {
+    if (!grad_epilogue) return 0.0;
+    const double t = bytes_per_element(training), r = bytes_per_element(reduce);
+    return (r > t ? t + r : 0.0) + 2.0 * r;
+  }
   /// Gradients accumulate in a separate fp32 buffer beside the 16-bit weights (Megatron-LM's
   /// main_grad): 4 bytes per parameter instead of 2 under mixed precision, 18 bytes per
   /// parameter with Adam (6 + 12/d with the distributed optimizer), where a stack that casts
