@@ -353,6 +353,13 @@ void print_instance(const hw::Catalog& cat, const hw::InstanceType& inst) {
               units::format_duration(n.latency_s).c_str());
   std::printf("  GPUDirect RDMA: %s; per NIC %s\n", n.gpudirect_rdma ? "yes" : "no (traffic staged through host memory)",
               gbps(n.nic_bandwidth_bytes_per_s()).c_str());
+  if (n.efa && !gpu.compute_capability.empty())
+    std::printf("  NCCL over aws-ofi-nccl: %s; %s\n",
+                n.nccl_simple_only ? "Simple protocol only (NCCL_PROTO=simple)" : "LL, LL128 and Simple",
+                n.nccl_net_latency_s > 0
+                    ? fmt::format("the plugin reports {} per message, which NCCL's model adds to each network step (twice "
+                                  "under Simple)", units::format_duration(n.nccl_net_latency_s)).c_str()
+                    : "no latency reported to NCCL");
   const auto& s = inst.storage;
   std::printf("storage: local NVMe %s", s.local_nvme_bytes > 0 ? fmt::format("{} ({} device{})", disk_size(s.local_nvme_bytes),
                                                                             s.nvme_devices, s.nvme_devices > 1 ? "s" : "").c_str()

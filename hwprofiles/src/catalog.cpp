@@ -14,7 +14,7 @@ namespace trainplan::hw {
 const std::vector<std::string>& instance_source_groups() {
   static const std::vector<std::string> kGroups = {
       "hardware", "topology",      "pcie",      "network",          "efa",
-      "gpudirect_rdma", "network_latency", "storage", "ebs",         "ec2_on_demand",
+      "gpudirect_rdma", "network_latency", "nccl_net_latency", "nccl_protocols", "storage", "ebs",         "ec2_on_demand",
       "sagemaker", "sagemaker_uplift", "spot",   "spot_discount",    "interruption", "capacity_block"};
   return kGroups;
 }

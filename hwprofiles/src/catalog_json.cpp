@@ -95,6 +95,8 @@ json::Json to_json(const InstanceType& inst) {
   net["efa"] = n.efa;
   net["gpudirect_rdma"] = n.gpudirect_rdma;
   net["latency_s"] = n.latency_s;
+  if (n.nccl_net_latency_s > 0) net["nccl_net_latency_s"] = n.nccl_net_latency_s;
+  if (n.efa) net["nccl_simple_only"] = n.nccl_simple_only;
   net["fabric"] = n.fabric;
   j["network"] = net;
 

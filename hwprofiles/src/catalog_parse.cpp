@@ -513,6 +513,16 @@ NetworkSpec parse_network(const Layered& n) {
   net.latency_s = positive_quantity(n.require("latency"), Dimension::duration);
   net.fabric = n.require("fabric").as_string();
   net.burstable = n.bool_or("burstable", false);
+  if (auto v = n.get("nccl_net_latency")) {
+    net.nccl_net_latency_s = v->as_quantity(Dimension::duration);
+    if (!(net.nccl_net_latency_s >= 0 && net.nccl_net_latency_s <= 0.01))
+      throw v->error(fmt::format("must be a duration from 0 to 10 ms, got {}", v->value().dump()))
+          .hint("the per-message latency the network plugin reports to NCCL, e.g. \"75us\" (aws-ofi-nccl on p5)");
+  }
+  net.nccl_simple_only = n.bool_or("nccl_simple_only", net.efa);
+  if (net.nccl_simple_only && !net.efa)
+    throw n.require("nccl_simple_only").error("is true on a network without EFA")
+        .hint("only the aws-ofi-nccl plugin over EFA forces NCCL's Simple protocol; drop the field or set efa");
   n.finish();
   return net;
 }
@@ -581,6 +591,8 @@ std::map<std::string, bool> groups_with_values(const InstanceType& inst, const P
       {"efa", true},
       {"gpudirect_rdma", inst.network.gpudirect_rdma},
       {"network_latency", true},
+      {"nccl_net_latency", inst.network.nccl_net_latency_s > 0},
+      {"nccl_protocols", inst.network.efa && !inst.network.nccl_simple_only},
       {"storage", true},
       {"ebs", inst.storage.ebs_bandwidth_bytes_per_s > 0},
       {"ec2_on_demand", raw.ec2_on_demand.has_value()},

@@ -53,6 +53,7 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   hw::Route scratch;
   std::vector<double> load(cluster.links().size(), 0.0);  // the share of a group's bytes each link carries
   bool pcie_intra = false;  // intra-node ring hops over PCIe (NCCL's PCI step latency)
+  bool network = false;     // some ring hop crosses the network (the plugin latency applies)
   // NCCL's channels of a group. A group that is another's shifted by whole nodes has that
   // group's channels shifted (ring_order orders each node's members by their local indices, and
   // channel_rings looks only at which members share a node), so they are computed once per
@@ -95,6 +96,11 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
     for (const std::vector<int>& ring : rings)
       for (size_t i = 0; i < ring.size(); ++i) {
         const hw::Route& r = cluster.route_into(ring[i], ring[(i + 1) % ring.size()], scratch);
+        if (gi == 0 && !network && cluster.node_of(ring[i]) != cluster.node_of(ring[(i + 1) % ring.size()]))
+          for (int l : r.links) {
+            const auto k = cluster.links()[static_cast<size_t>(l)].kind;
+            if (k == hw::LinkKind::nic || k == hw::LinkKind::network || k == hw::LinkKind::inter_az) network = true;
+          }
         if (gi == 0 && cluster.node_of(ring[i]) == cluster.node_of(ring[(i + 1) % ring.size()]))
           for (int l : r.links) {
             const auto k = cluster.links()[static_cast<size_t>(l)].kind;
@@ -129,7 +135,8 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
   std::sort(nodes.begin(), nodes.end());
   out.nodes = static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
   const int cc = static_cast<int>(std::lround(std::atof(cluster.gpu_spec().compute_capability.c_str()) * 10));
-  out.nccl = sim::nccl_ring_simple_latency(pcie_intra, out.nodes, cluster.instance().cpu.find("AMD") != std::string::npos, cc);
+  out.nccl = sim::nccl_ring_simple_latency(pcie_intra, out.nodes, cluster.instance().cpu.find("AMD") != std::string::npos, cc,
+                                           network ? cluster.instance().network.nccl_net_latency_s : 0.0);
   return out;
 }
 

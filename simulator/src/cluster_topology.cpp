@@ -147,10 +147,11 @@ Topology::NcclHost ClusterTopology::nccl_host() const {
   NcclHost h;
   h.compute_capability = static_cast<int>(std::lround(std::atof(cluster_.gpu_spec().compute_capability.c_str()) * 10));
   h.amd_cpu = cluster_.instance().cpu.find("AMD") != std::string::npos;
-  h.simple_only = cluster_.instance().network.efa;
+  h.simple_only = cluster_.instance().network.nccl_simple_only;
   h.channels_in_node = nccl_channels(cluster_, false);
   h.channels_across_nodes = nccl_channels(cluster_, true);
   h.nvls = h.compute_capability >= 90 && cluster_.instance().topology.kind == hw::IntraNodeKind::nvswitch;
+  h.net_latency_s = cluster_.instance().network.nccl_net_latency_s;
   return h;
 }
 

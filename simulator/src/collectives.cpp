@@ -226,15 +226,19 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
     if (algo == kRing && nodes > 1) lat = std::max(lat, net_overhead * (proto == kSimple ? 3.0 : 1.0));
     return lat * 1e-6;
   };
-  // With one GPU per node the network latency is fully exposed: NCCL uses the tree's.
-  auto inter_lat = [&](int proto) { return kHwLatUs[kHwNet][ppn == 1 ? kTree : algo][proto] * 1e-6; };
+  // With one GPU per node the network latency is fully exposed: NCCL uses the tree's. NCCL
+  // adds the latency the network plugin reports (graph latencyInter) to every network step,
+  // and again under Simple for the flush (tuning.cc, NCCL 2.19+).
+  auto plugin_lat = [&](int proto) { return (proto == kSimple ? 2.0 : 1.0) * host.net_latency_s; };
+  auto inter_lat = [&](int proto) { return kHwLatUs[kHwNet][ppn == 1 ? kTree : algo][proto] * 1e-6 + plugin_lat(proto); };
   NcclTiming& t = p.timing;
   t.ranks = n;
   t.channels = std::max(1, static_cast<int>(ppn));
   t.sm_channels = nodes > 1 ? host.channels_across_nodes : host.channels_in_node;
   if (p.algorithm == CollectiveAlgorithm::nvls_tree) {
     // NCCL runs NVLS and NVLSTree with the Simple protocol only.
-    p.phases[0].nccl_latency_s = {0.0, 0.0, (kNvlsTreeIntraLatUs + 2.0 * log2_floor(nodes) * kNvlsTreeNetLatUs) * 1e-6};
+    p.phases[0].nccl_latency_s = {0.0, 0.0, kNvlsTreeIntraLatUs * 1e-6 +
+                                                2.0 * log2_floor(nodes) * (kNvlsTreeNetLatUs * 1e-6 + plugin_lat(kSimple))};
     t.bandwidth_share = {0.0, 0.0, 1.0};
     p.nccl = true;
     return;
@@ -374,13 +378,14 @@ double CommPattern::uncontended_time_s(double size_bytes) const {
   return uncontended_time_s(size_bytes, protocol_for(size_bytes));
 }
 
-NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability) {
+NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability,
+                                         double net_latency_s) {
   NcclRingLatency r;
   r.base_s = kBaseLatUs[kRing][kSimple] * 1e-6;
   double intra = kHwLatUs[pcie_intra ? kHwPci : kHwNvlink][kRing][kSimple];
   if (nodes > 1) intra = std::max(intra, 3.0 * (amd_cpu ? kNetOverheadAmdUs : kNetOverheadIntelUs));
   r.intra_step_s = intra * 1e-6;
-  r.inter_step_s = kHwLatUs[kHwNet][kRing][kSimple] * 1e-6;
+  r.inter_step_s = kHwLatUs[kHwNet][kRing][kSimple] * 1e-6 + 2.0 * net_latency_s;
   r.plateau = nodes > 1 ? (compute_capability > 0 && compute_capability < 80 ? 1.9 : 1.4) : 1.0;
   return r;
 }

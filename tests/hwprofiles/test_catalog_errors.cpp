@@ -109,6 +109,10 @@ TEST_CASE("hwprofiles: bad catalog values are errors at their JSON pointer", "[h
       {"/instances/0/gpu_count", 1, "/instances/0/topology/kind: an instance with 1 GPU has kind \"single\""},
       {"/instances/0/family", "x2", "/instances/0/family: AWS instance \"x1.big\" is not in family \"x2\""},
       {"/instances/0/aws", false, "/instances/0/prices/ec2_on_demand: a generic (non-AWS) cluster has no AWS prices"},
+      {"/defaults/network/nccl_net_latency", "1s", "/defaults/network/nccl_net_latency: must be a duration from 0 to 10 ms"},
+      {"/defaults/network/nccl_net_latency", "75us", "/instances/0/sources: no source for \"nccl_net_latency\""},
+      {"/defaults/network/nccl_simple_only", false, "/instances/0/sources: no source for \"nccl_protocols\""},
+      {"/defaults/network/nccl_simple_only", "no", "/defaults/network/nccl_simple_only: must be"},
   };
   for (const auto& c : cases) {
     INFO(c.pointer << " = " << c.value.dump());
@@ -123,6 +127,28 @@ TEST_CASE("hwprofiles: missing fields and sources are errors naming where to add
   REQUIRE_ERROR_CONTAINS(load(without("/defaults/sources/pcie")), "/instances/0/sources: no source for \"pcie\"");
   REQUIRE_ERROR_CONTAINS(load(without("/defaults/topology/nvswitch_bandwidth")),
                          "/instances/0/topology: missing required field \"nvswitch_bandwidth\"");
+}
+
+TEST_CASE("hwprofiles: NCCL's protocols and the plugin's latency on EFA: defaults, sources, and no Simple-only without EFA",
+          "[hwprofiles][errors]") {
+  // EFA without a stated protocol set: aws-ofi-nccl's NCCL_PROTO=simple; no plugin latency.
+  const hw::Catalog plain = load(kFamily);
+  CHECK(plain.instance("x1.big").network.nccl_simple_only);
+  CHECK(plain.instance("x1.big").network.nccl_net_latency_s == 0.0);
+  // Stated with their sources.
+  json::Json doc = json::Json::parse(kFamily);
+  doc["defaults"]["network"]["nccl_net_latency"] = "75us";
+  doc["defaults"]["network"]["nccl_simple_only"] = false;
+  doc["defaults"]["sources"]["nccl_net_latency"] = "aws_ofi_nccl_net_latency";
+  doc["defaults"]["sources"]["nccl_protocols"] = "aws_ofi_nccl_protocols";
+  const hw::Catalog stated = load(doc.dump());
+  CHECK_FALSE(stated.instance("x1.big").network.nccl_simple_only);
+  CHECK(stated.instance("x1.big").network.nccl_net_latency_s == Approx(75e-6));
+  // Simple-only is the EFA plugin's: stated on a network without EFA it is an error.
+  json::Json ib = json::Json::parse(kFamily);
+  ib["defaults"]["network"]["efa"] = false;
+  ib["defaults"]["network"]["nccl_simple_only"] = true;
+  REQUIRE_ERROR_CONTAINS(load(ib.dump()), "nccl_simple_only: is true on a network without EFA");
 }
 
 TEST_CASE("hwprofiles: a truncated catalog file is a JSON error naming the file", "[hwprofiles][errors]") {

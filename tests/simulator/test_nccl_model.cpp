@@ -73,21 +73,43 @@ TEST_CASE("simulator: NCCL ring across nodes pays network steps and the ring pla
   CHECK(tree.bandwidth_share(sim::NcclProtocol::simple, 1 << 30) == Approx(0.92));
 }
 
-TEST_CASE("simulator: on EFA NCCL runs only the Simple protocol", "[simulator]") {
-  // aws-ofi-nccl sets NCCL_PROTO=simple on EFA (no LL/LL128 ordering guarantee).
+TEST_CASE("simulator: on EFA NCCL runs Simple only where aws-ofi-nccl forces it, and every network step pays the plugin's latency",
+          "[simulator]") {
+  // aws-ofi-nccl sets NCCL_PROTO=simple on p4d (EFA v1 keeps no 128-byte write order); on p5
+  // with the RDMA protocol it leaves LL and LL128 on (aws-ofi-nccl#280).
   const auto& cat = hw::Catalog::builtin();
+  REQUIRE(cat.instance("p4d.24xlarge").network.nccl_simple_only);
+  REQUIRE_FALSE(cat.instance("p5.48xlarge").network.nccl_simple_only);
   const hw::Cluster p4d = hw::Cluster::build(cat.instance("p4d.24xlarge"), 1, cat);
   const auto p = pattern(p4d, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 8);
   REQUIRE(p.nccl);
   CHECK(p.protocol_for(4096) == sim::NcclProtocol::simple);
   CHECK(p.bandwidth_share(sim::NcclProtocol::ll, 4096) == 0.0);
   CHECK(p.bandwidth_share(sim::NcclProtocol::ll128, 4096) == 0.0);
-  // p5 (AMD hosts): an intra-node Simple step across nodes costs 3 x 2 us; one network step.
+  // The latency the plugin reports to NCCL (aws-ofi-nccl platform table: 75 us on p4d and p5)
+  // joins every network step of NCCL's model, twice under Simple (the flush); none inside a node.
+  const double plugin = 75.0;
+  REQUIRE(cat.instance("p5.48xlarge").network.nccl_net_latency_s == Approx(plugin * kUs));
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 14 * 3.4) * kUs));
+  // p5 (AMD hosts), 2 nodes, all-gather: 15 steps, 1 over the network; an intra-node step
+  // across nodes costs the network post, 2 us (x 3 for Simple).
   const hw::Cluster p5 = hw::Cluster::build(cat.instance("p5.48xlarge"), 2, cat);
   const auto q = pattern(p5, plan::CollectiveKind::all_gather, sim::CollectiveAlgorithm::ring, 16);
   REQUIRE(q.nccl);
-  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 14 * 6.0 + 1 * 14.0) * kUs));
-  CHECK(q.protocol_for(1e3) == sim::NcclProtocol::simple);
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, 1e3) == Approx((8.4 + 14 * 6.0 + 1 * (14.0 + 2 * plugin)) * kUs));
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::ll128, 1e3) == Approx((14.0 + 14 * 2.0 + 1 * (4.0 + plugin)) * kUs));
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::ll, 1e3) == Approx((6.6 + 14 * 2.0 + 1 * (2.7 + plugin)) * kUs));
+  CHECK(q.bandwidth_share(sim::NcclProtocol::ll128, 1 << 30) == Approx(0.92));
+  // A small message runs LL (lowest latency), a large one Simple.
+  CHECK(q.protocol_for(1e3) == sim::NcclProtocol::ll);
+  CHECK(q.protocol_for(8.0 * (1 << 30)) == sim::NcclProtocol::simple);
+  // InfiniBand (NCCL's own transport) reports no latency: DGX H100's steps keep the table's
+  // (Intel hosts: an intra-node LL128 step stays at its 1.9 us, above the 1 us network post).
+  const hw::Cluster dgx = hw::Cluster::build(cat.instance("dgx-h100"), 2, cat);
+  REQUIRE(cat.instance("dgx-h100").network.nccl_net_latency_s == 0.0);
+  const auto d = pattern(dgx, plan::CollectiveKind::all_gather, sim::CollectiveAlgorithm::ring, 16);
+  REQUIRE(d.nccl);
+  CHECK(d.phase_latency_s(0, sim::NcclProtocol::ll128, 1e3) == Approx((14.0 + 14 * 1.9 + 1 * 4.0) * kUs));
 }
 
 TEST_CASE("simulator: NVLink carries NCCL's per-link rate, NVSwitch Hoppers the full rate", "[simulator]") {
@@ -157,15 +179,16 @@ TEST_CASE("simulator: NVLSTree on two p5 nodes: one pipelined coflow, NVLink-bou
   const double t_data = p.uncontended_time_s(s) - p.phase_latency_s(0, sim::NcclProtocol::simple, s);
   CHECK(s / t_data * 2.0 * 15 / 16 == Approx(busbw_bound));
   CHECK(busbw_bound > 400e9);
-  // NCCL's NVLSTree latency (tuning.cc, Simple only): 25 us in the node + 2 log2(nodes) x 14 us.
-  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * 14.0) * kUs));
+  // NCCL's NVLSTree latency (tuning.cc, Simple only): 25 us in the node + 2 log2(nodes) network
+  // steps of 14 us plus twice the plugin's 75 us (aws-ofi-nccl on p5).
+  CHECK(p.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * (14.0 + 150.0)) * kUs));
   CHECK(p.bandwidth_share(sim::NcclProtocol::ll, s) == 0.0);
   CHECK(p.bandwidth_share(sim::NcclProtocol::ll128, s) == 0.0);
   CHECK(p.protocol_for(1e3) == sim::NcclProtocol::simple);
-  // 4 nodes: two tree levels, 2 x 2 x 14 us.
+  // 4 nodes: two tree levels, 2 x 2 x (14 + 150) us.
   const hw::Cluster four = hw::Cluster::build(cat.instance("p5.48xlarge"), 4, cat);
   const auto q = pattern(four, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::nvls_tree, 32);
-  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * 2 * 14.0) * kUs));
+  CHECK(q.phase_latency_s(0, sim::NcclProtocol::simple, s) == Approx((25.0 + 2 * 2 * (14.0 + 150.0)) * kUs));
 }
 
 TEST_CASE("simulator: NVLSTree only where NCCL runs it: all-reduce across NVSwitch-3 nodes", "[simulator]") {

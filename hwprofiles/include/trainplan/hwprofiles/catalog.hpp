@@ -152,6 +152,14 @@ struct NetworkSpec {
   /// Node-to-node one-way latency (NIC + fabric).
   double latency_s = 0;
   std::string fabric;  // "EFA v1", "ENA", "InfiniBand HDR" ...
+  /// The latency the network plugin reports to NCCL for one message (ncclNetProperties_t
+  /// latency; aws-ofi-nccl's per-platform figure on EFA, none from NCCL's own InfiniBand and
+  /// socket transports): NCCL's tuning model adds it to every network step of a collective,
+  /// twice under the Simple protocol (the flush). 0: none reported.
+  double nccl_net_latency_s = 0;
+  /// The network plugin limits NCCL to the Simple protocol (aws-ofi-nccl sets NCCL_PROTO=simple
+  /// where EFA does not keep the 128-byte write order LL128 needs). Default: true on EFA.
+  bool nccl_simple_only = false;
   /// True when AWS sells the size as "up to N Gbps": bandwidth_bytes_per_s is then the
   /// baseline (sustained) figure, and short bursts can go faster.
   bool burstable = false;

@@ -158,14 +158,16 @@ struct CommPattern {
 
 /// NCCL's Simple-protocol ring latencies (the NCCL model above), for closed-form estimates:
 /// a ring collective of s steps, i of them over the network, takes base + (s - i) x intra +
-/// i x inter, times plateau for all-reduces across nodes.
+/// i x inter, times plateau for all-reduces across nodes. `net_latency_s`: the latency the
+/// network plugin reports (Topology::NcclHost::net_latency_s), in each network step twice.
 struct NcclRingLatency {
   double base_s = 0;
   double intra_step_s = 0;
   double inter_step_s = 0;
   double plateau = 1.0;
 };
-NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability);
+NcclRingLatency nccl_ring_simple_latency(bool pcie_intra, int nodes, bool amd_cpu, int compute_capability,
+                                         double net_latency_s = 0);
 
 /// Fraction of an NVLink's per-direction signalling rate that NCCL's kernels move: NCCL's
 /// per-link NVLink bandwidth (topo.h: 20.0 GB/s for sm_70/sm_80, 12.0 sm_86, 20.6 sm_90, 40.1

@@ -82,6 +82,9 @@ class Topology {
     /// NVLink SHARP: the node's NVSwitch reduces in the switch (NVSwitch 3, sm_90 and later),
     /// so NCCL can run NVLS / NVLSTree (collectives.hpp).
     bool nvls = false;
+    /// The per-message latency the network plugin reports to NCCL (hw::NetworkSpec
+    /// nccl_net_latency_s): NCCL's tuning model adds it to each network step, twice under Simple.
+    double net_latency_s = 0;
   };
   virtual NcclHost nccl_host() const { return {}; }
 };
