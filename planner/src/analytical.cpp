@@ -616,22 +616,24 @@ std::vector<std::vector<int>> dp_groups_on_first_node(const plan::Plan& p, const
   return out;
 }
 
+double dp_collective_sim_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, plan::CollectiveKind kind,
+                           double bytes);
+
 // One data-parallel reduction of `grad_bytes` over the dp * cp group with the plan's algorithm.
 // `intra_net`: the rings of dp_groups_on_first_node (SMDDP only).
-double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, const RingNet& dp_net, const RingNet& intra_net,
-                   double grad_bytes) {
+double dp_reduce_s(const plan::Plan& p, const plan::PlanContext& ctx, EstimateCache& cache, const RingNet& dp_net,
+                   const RingNet& intra_net, double grad_bytes) {
   const int dpcp = p.dp_cp();
-  const double n = dpcp;
   double reduce_s = 0;
   switch (p.dp_algorithm) {
     case plan::DpAlgorithm::ring:
       reduce_s = ring_all_reduce_s(dp_net, grad_bytes);
       break;
-    case plan::DpAlgorithm::tree: {
-      const double steps = std::ceil(std::log2(n));
-      reduce_s = 2.0 * grad_bytes / dp_net.bandwidth_bytes_per_s + 2.0 * steps * dp_net.latency_s;
+    case plan::DpAlgorithm::tree:
+      // As the simulator times NCCL's tree: its double binary tree over the group's GPUs on the
+      // cluster's links, with NCCL's tree latency and protocols (the first dp group's pattern).
+      reduce_s = dp_collective_sim_s(p, ctx, cache, plan::CollectiveKind::all_reduce, grad_bytes);
       break;
-    }
     case plan::DpAlgorithm::hierarchical: {
       // Intra-node reduce-scatter over the GPUs that share a node (all of the node's
       // replicas of this stage: the tp groups of one node reduce together), inter-node
@@ -960,7 +962,7 @@ StepEstimate estimate_step(const plan::Plan& p, const plan::PlanContext& ctx, co
     const RingNet intra_net = p.dp_algorithm == plan::DpAlgorithm::smddp
                                   ? net(4, [&](const plan::Plan& q) { return dp_groups_on_first_node(q, ctx.cluster); })
                                   : RingNet{};
-    const double reduce_s = dp_reduce_s(p, ctx, dp_net, intra_net, dense_bytes) + ring_all_reduce_s(edp_net, expert_bytes);
+    const double reduce_s = dp_reduce_s(p, ctx, *cache, dp_net, intra_net, dense_bytes) + ring_all_reduce_s(edp_net, expert_bytes);
     if (p.zero_stage == 0) {
       // The parameter server's push overlaps backward; its pull fetches the variables the
       // optimizer step updated, after it (plan::lower: reduce-scatter, optimizer, all-gather).

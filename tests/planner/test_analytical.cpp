@@ -5,7 +5,9 @@
 #include "test_support.hpp"
 #include "trainplan/planner/analytical.hpp"
 #include "trainplan/plan/memory.hpp"
+#include "trainplan/simulator/collectives.hpp"
 #include "trainplan/simulator/compute_model.hpp"
+#include "trainplan/simulator/topology.hpp"
 #include "trainplan/simulator/simulate_plan.hpp"
 
 using namespace trainplan;
@@ -64,6 +66,26 @@ TEST_CASE("analytical: data-parallel ring all-reduce matches 2(n-1)/n * S/B + NC
   const double lat8 = (8.4 + 2 * (14.0 + 2 * 75.0)) * 1.4 * 1e-6;
   CHECK(planner::estimate_step(t8.plan, t8.ctx).exposed_comm_s(plan::CommPurpose::dp) ==
         Approx(2 * (2 - 1) / 2.0 * S8 / (12.5e9 / 2) + lat8).epsilon(1e-6));
+}
+
+TEST_CASE("analytical: a tree data-parallel all-reduce is timed as the simulator times NCCL's tree", "[planner]") {
+  // The estimate takes the simulator's tree pattern of the first dp group (its double binary
+  // tree on the cluster's links, NCCL's tree latency with the plugin's, the best protocol):
+  // 32 ranks on 4 x p4d, no overlap with backward.
+  auto r = resolved("gpt2-124m", "p4d.24xlarge", 4, 32, 1, 1, 32, 1);
+  r.plan.overlap_grad_reduce = false;
+  r.plan.dp_algorithm = plan::DpAlgorithm::tree;
+  const double S = plan::stage_memory(r.plan, r.ctx, 0).params_on_rank * 2.0;  // bf16 gradients
+  const sim::ClusterTopology topo(r.ctx.cluster);
+  std::vector<int> group(32);
+  for (int k = 0; k < 32; ++k) group[static_cast<size_t>(k)] = k;
+  const auto tree = sim::build_pattern(plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, {topo.ring_order(group)}, topo);
+  REQUIRE(tree.algorithm == sim::CollectiveAlgorithm::tree);
+  const double expected = tree.uncontended_time_s(S);
+  CHECK(planner::estimate_step(r.plan, r.ctx).exposed_comm_s(plan::CommPurpose::dp) == Approx(expected).epsilon(1e-9));
+  // On EFA the tree pays the plugin's 75 us in each of its 2 log2(4) network steps, twice under
+  // Simple: the pattern's latency is at least that.
+  CHECK(tree.phase_latency_s(0, sim::NcclProtocol::simple, S) >= 2 * 2 * (14.0 + 2 * 75.0) * 1e-6);
 }
 
 TEST_CASE("analytical: tp 1 data parallelism and ZeRO-3 across nodes agree with the simulator (NCCL channels over all NICs)",
