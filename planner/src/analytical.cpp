@@ -96,16 +96,16 @@ RingNet ring_net(const hw::Cluster& cluster, const std::vector<std::vector<int>>
     for (const std::vector<int>& ring : rings)
       for (size_t i = 0; i < ring.size(); ++i) {
         const hw::Route& r = cluster.route_into(ring[i], ring[(i + 1) % ring.size()], scratch);
-        if (gi == 0 && !network && cluster.node_of(ring[i]) != cluster.node_of(ring[(i + 1) % ring.size()]))
+        if (gi == 0) {
+          // Hops inside a node: PCIe or NVLink; hops between nodes: over the network or inside
+          // an NVLink domain.
+          const bool same_node = cluster.node_of(ring[i]) == cluster.node_of(ring[(i + 1) % ring.size()]);
           for (int l : r.links) {
             const auto k = cluster.links()[static_cast<size_t>(l)].kind;
-            if (k == hw::LinkKind::nic || k == hw::LinkKind::network || k == hw::LinkKind::inter_az) network = true;
+            if (same_node && (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket)) pcie_intra = true;
+            if (!same_node && (k == hw::LinkKind::nic || k == hw::LinkKind::network || k == hw::LinkKind::inter_az)) network = true;
           }
-        if (gi == 0 && cluster.node_of(ring[i]) == cluster.node_of(ring[(i + 1) % ring.size()]))
-          for (int l : r.links) {
-            const auto k = cluster.links()[static_cast<size_t>(l)].kind;
-            if (k == hw::LinkKind::pcie || k == hw::LinkKind::inter_socket) pcie_intra = true;
-          }
+        }
         for (int l : r.links) load[static_cast<size_t>(l)] += share;
         flow_links.insert(flow_links.end(), r.links.begin(), r.links.end());
         flow_begin.push_back(flow_links.size());

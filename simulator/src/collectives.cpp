@@ -228,7 +228,7 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
   };
   // With one GPU per node the network latency is fully exposed: NCCL uses the tree's. NCCL
   // adds the latency the network plugin reports (graph latencyInter) to every network step,
-  // and again under Simple for the flush (tuning.cc, NCCL 2.19+).
+  // and again under Simple for the flush (tuning.cc, NCCL 2.20+).
   auto plugin_lat = [&](int proto) { return (proto == kSimple ? 2.0 : 1.0) * host.net_latency_s; };
   auto inter_lat = [&](int proto) { return kHwLatUs[kHwNet][ppn == 1 ? kTree : algo][proto] * 1e-6 + plugin_lat(proto); };
   NcclTiming& t = p.timing;
