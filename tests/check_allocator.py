@@ -32,12 +32,12 @@ def main():
     if proc.returncode != 0 or line is None:
         failures.append(f"--version exited {proc.returncode} without an 'allocator:' line:\n{proc.stdout}{proc.stderr}")
     elif expected == "jemalloc":
-        if not re.fullmatch(r"jemalloc \d+\.\d+\.\d+\S* \(transparent huge pages: always\)", line):
-            failures.append(f"expected jemalloc with transparent huge pages 'always' (malloc_conf), got: {line}")
+        if not re.fullmatch(r"jemalloc \d+\.\d+\.\d+\S* \(transparent huge pages: always; freed pages kept\)", line):
+            failures.append(f"expected jemalloc with transparent huge pages 'always' and decay off (malloc_conf), got: {line}")
         # The environment overrides the built-in configuration, as jemalloc documents.
-        over = allocator_line(run(binary, ["--version"], MALLOC_CONF="thp:never"))
-        if over is None or not over.endswith("(transparent huge pages: never)"):
-            failures.append(f"MALLOC_CONF=thp:never did not override the built-in setting: {over}")
+        over = allocator_line(run(binary, ["--version"], MALLOC_CONF="thp:never,dirty_decay_ms:10000"))
+        if over is None or not over.endswith("(transparent huge pages: never; freed pages returned after 10000 ms)"):
+            failures.append(f"MALLOC_CONF=thp:never,dirty_decay_ms:10000 did not override the built-in setting: {over}")
         # The process really allocates through jemalloc: it was mapped by the loader.
         loaded = run(binary, ["--version"], LD_DEBUG="files").stderr
         if not re.search(r"file=\S*libjemalloc\.so\S*\s+\[\d+\];\s+generating link map", loaded):
