@@ -478,6 +478,38 @@ void infer_heads(const Json& m, int64_t layers, int64_t hidden, int64_t& heads, 
   assumptions.push_back(fmt::format("attention heads not stated: {} (head dimension {})", heads, head_dim));
 }
 
+// The routed experts a point states: model.num_experts / experts_per_token, else what its name
+// or notes write ("Mixtral 8x7B": 8 experts; "64 experts", "256 routed experts"; "top-2",
+// "top_k 8", "8 active experts"; "shared expert"). 0 where nothing says.
+struct StatedExperts {
+  int64_t experts = 0, top_k = 0;
+  bool shared = false;
+  bool from_text = false;  // experts read from the name or notes, not a field
+};
+StatedExperts stated_experts(const Json& m) {
+  auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
+  StatedExperts out{get("num_experts"), get("experts_per_token"), false, false};
+  const std::string text = to_lower(str(m, "name") + " ; " + str(m, "arch_notes"));
+  std::smatch mt;
+  auto number = [&](const std::regex& re, int group = 1) -> int64_t {
+    if (!std::regex_search(text, mt, re)) return 0;
+    const std::string digits = mt[group].str();
+    return digits.size() > 6 ? 0 : std::stoll(digits);
+  };
+  if (!out.experts) {
+    out.experts = number(std::regex(R"((\d+)\s*(?:routed\s+)?experts)"));
+    if (!out.experts) out.experts = number(std::regex(R"((?:^|[^\d.])(\d+)\s*x\s*\d+(?:\.\d+)?\s*b\b)"));
+    out.from_text = out.experts > 0;
+  }
+  if (!out.top_k) {
+    out.top_k = number(std::regex(R"(top[-_ ]?(?:k\s*=?\s*)?(\d+))"));
+    if (!out.top_k) out.top_k = number(std::regex(R"((\d+)\s*(?:active|activated)\s+experts)"));
+  }
+  out.shared = out.experts > 0 && contains(text, "shared expert");
+  if (out.experts < 2 || out.top_k > out.experts) out = StatedExperts{};
+  return out;
+}
+
 // The model of a point: the catalog model with the point's shape, else one built from the
 // shape (decoder-only; Llama-style with SwiGLU, RMSNorm, rotary and untied embeddings when the
 // point's notes, grouped-query attention or a non-4h FFN say so; GPT-style otherwise). What a
@@ -498,10 +530,26 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
   }
   const int64_t kv = kv_stated ? kv_stated : heads;
   std::string best;
-  // A mixture-of-experts point states its routed experts (num_experts, experts_per_token): it
-  // matches only a catalog MoE model with those; a dense point never matches a MoE entry of the
-  // same attention shape (Mixtral 8x7B and Llama 3 8B).
-  const int64_t experts = get("num_experts"), top_k = get("experts_per_token");
+  // A mixture-of-experts point states its routed experts (num_experts, experts_per_token, or in
+  // its name / notes): it matches only a catalog MoE model with those; a point that states none
+  // never matches a MoE entry of the same attention shape (Mixtral 8x7B and Llama 3 8B) unless
+  // its name names that entry.
+  StatedExperts moe = stated_experts(m);
+  if (!moe.experts) {
+    if (const std::string named = catalog_model_named(m); !named.empty()) {
+      const models::ModelSpec& n = models::ModelCatalog::builtin().spec(named);
+      if (n.is_moe() && n.layers == layers && n.hidden == hidden) {
+        moe.experts = n.num_experts;
+        moe.top_k = n.experts_per_token;
+        assumptions.push_back(fmt::format("experts not stated: {} routed, top {}, as the catalog's {} the name names", n.num_experts,
+                                          n.experts_per_token, n.display_name));
+      }
+    }
+  } else if (moe.from_text) {
+    assumptions.push_back(fmt::format("mixture of experts read from the name / notes: {} routed experts{}", moe.experts,
+                                      moe.top_k ? fmt::format(", top {}", moe.top_k) : ""));
+  }
+  const int64_t experts = moe.experts, top_k = moe.top_k;
   for (const auto& s : models::ModelCatalog::builtin().specs()) {
     if (s.num_experts != experts || (top_k && s.experts_per_token != top_k)) continue;
     if (s.layers != layers || s.hidden != hidden || s.heads != heads || s.kv_heads != kv) continue;
@@ -510,15 +558,11 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
     if (best.empty() || (get("seq_len") && s.seq_len == get("seq_len"))) best = s.name;
   }
   if (!best.empty()) return models::ModelCatalog::builtin().spec(best);
-  if (experts > 0) {
-    reason = fmt::format("no catalog mixture-of-experts model has this shape with {} experts (a MoE model is not built from a "
-                         "published shape)", experts);
-    return std::nullopt;
-  }
   const std::string notes = to_lower(str(m, "arch_notes") + " " + str(m, "name"));
   const int64_t ffn = get("ffn_hidden");
-  const bool llama = kv != heads || contains(notes, "llama") || contains(notes, "swiglu") || contains(notes, "rmsnorm") ||
-                     contains(notes, "mistral") || contains(notes, "qwen") || (ffn && ffn != 4 * hidden);
+  // Mixture-of-experts decoders are Llama-style (Mixtral, Qwen-MoE, DeepSeek, DBRX).
+  const bool llama = experts > 0 || kv != heads || contains(notes, "llama") || contains(notes, "swiglu") ||
+                     contains(notes, "rmsnorm") || contains(notes, "mistral") || contains(notes, "qwen") || (ffn && ffn != 4 * hidden);
   models::ModelSpec spec;
   spec.family = llama ? models::Family::llama : models::Family::gpt;
   spec.layers = layers;
@@ -545,14 +589,39 @@ std::optional<models::ModelSpec> map_model(const Json& m, std::vector<std::strin
     spec.position = models::PositionEmbedding::learned;
   }
   spec.dropout = false;
-  spec.name = fmt::format("{}-l{}-h{}-a{}{}", llama ? "llama-shape" : "gpt-shape", layers, hidden, heads,
-                          kv != heads ? fmt::format("-kv{}", kv) : "");
+  if (experts > 0) {
+    // Every block a MoE block of `experts` routed experts, each the stated FFN's width (the
+    // published shapes give one FFN width: Mixtral's config states the expert's).
+    spec.num_experts = experts;
+    spec.experts_per_token = top_k ? top_k : 2;
+    if (!top_k) assumptions.push_back("experts per token not stated: top 2 (Mixtral, DBRX 4, DeepSeek / Qwen3 8) assumed");
+    if (moe.shared) {
+      spec.shared_expert_ffn_hidden = ffn;
+      assumptions.push_back("shared expert: one, of the routed experts' width");
+    }
+  }
+  spec.name = fmt::format("{}-l{}-h{}-a{}{}{}", llama ? "llama-shape" : "gpt-shape", layers, hidden, heads,
+                          kv != heads ? fmt::format("-kv{}", kv) : "",
+                          experts > 0 ? fmt::format("-e{}k{}", spec.num_experts, spec.experts_per_token) : "");
   spec.display_name = spec.name;
   spec.source = "built from the published shape";
-  assumptions.push_back(fmt::format("no catalog model has this shape: built as a {} decoder ({}, {}, {}{})",
+  assumptions.push_back(fmt::format("no catalog model has this shape: built as a {} decoder ({}, {}, {}{}{})",
                                     llama ? "Llama-style" : "GPT-style", models::norm_name(spec.norm),
                                     models::activation_name(spec.activation), models::position_name(spec.position),
-                                    spec.tied_embeddings ? ", tied embeddings" : ""));
+                                    spec.tied_embeddings ? ", tied embeddings" : "",
+                                    experts > 0 ? fmt::format(", {} experts top {}", spec.num_experts, spec.experts_per_token) : ""));
+  // A stated parameter count the built model misses by far says the shape is not what was
+  // trained (most often a mixture of experts stated as its dense attention shape): scoring it
+  // would compare another model.
+  if (const auto params_b = num(m, "params_b"); params_b && *params_b > 0) {
+    const double built = models::build_graph(spec).total_params() / 1e9;
+    if (std::fabs(built - *params_b) > 0.3 * *params_b) {
+      reason = fmt::format("the stated shape builds a {:.3g}B-parameter {} model where the point states {:.3g}B{}", built,
+                           experts > 0 ? "mixture-of-experts" : "dense", *params_b,
+                           experts > 0 ? "" : " (a mixture of experts? state model.num_experts and experts_per_token)");
+      return std::nullopt;
+    }
+  }
   return spec;
 }
 
@@ -704,15 +773,17 @@ void map_attention(const Json& point, const std::string& arch, plan::Plan& p, Va
 }
 
 // A plan on the software stack (catalog key "software") of a point's framework (vp.framework),
-// listed among its assumptions: PyTorch FSDP / llm-foundry, Megatron-LM, NeMo (Megatron-core),
-// DeepSpeed, JAX / MaxText / Pax; SageMaker, Horovod and DDP runs are PyTorch eager. DeepSpeed
+// listed among its assumptions: PyTorch FSDP (llm-foundry, torchtitan, any run stating an FSDP
+// sharding strategy), Megatron-LM, NeMo (Megatron-core), DeepSpeed, JAX / MaxText / Pax;
+// SageMaker, Horovod and DDP runs are PyTorch eager. DeepSpeed
 // runs published in 2021 or before ran ZeRO-3 with a device sync before each tensor's gather
 // (deepspeed-2021; DeepSpeed PR #1188 of June 2021 coalesced them); later ones on the current stack.
 plan::Plan plan_on_stack(ValidationPoint& vp, const Json& point) {
   plan::Plan p;
   static const std::pair<const char*, const char*> kStacks[] = {
       {"NeMo (Megatron-core)", "megatron-core"}, {"PyTorch FSDP (llm-foundry)", "pytorch-fsdp"}, {"DeepSpeed", "deepspeed"},
-      {"Megatron-LM", "megatron-lm"},           {"JAX", "jax-xla"},                           {"SageMaker", "pytorch-eager"}};
+      {"Megatron-LM", "megatron-lm"},           {"JAX", "jax-xla"},                           {"SageMaker", "pytorch-eager"},
+      {"PyTorch FSDP", "pytorch-fsdp"}};
   for (const auto& [framework, stack] : kStacks)
     if (vp.framework == framework) p.software = stack;
   const std::optional<int> year = published_year(point);
@@ -1418,6 +1489,11 @@ std::string framework_of(const Json& point) {
   if (contains(text, "SageMaker")) return "SageMaker";
   if (contains(text, "Megatron")) return "Megatron-LM";
   if (contains(text, "JAX") || contains(text, "MaxText") || contains(text, "Pax")) return "JAX";
+  // Other PyTorch FSDP runs (torchtitan, Hugging Face Accelerate / Trainer with FSDP): named, or
+  // a sharding strategy stated in parallelism.fsdp.
+  const Json& par = point.contains("parallelism") ? point["parallelism"] : none;
+  if (contains(text, "torchtitan") || contains(text, "FSDP") || contains(text, "Fully Sharded") || !str(par, "fsdp").empty())
+    return "PyTorch FSDP";
   return "other";
 }
 

@@ -29,6 +29,15 @@ json::Json mini_point(const json::Json& doc, const std::string& id) {
   FAIL("no mini point " << id);
   return {};
 }
+// A copy of `base` as one 64-GPU H100 run of `model` (8 x 400 Gb/s NDR between nodes), batch 64.
+json::Json h100_run(const json::Json& base, const char* id, const json::Json& model, int tp, int pp, int dp) {
+  json::Json q = base;
+  q["id"] = id;
+  q["model"] = model;
+  q["hardware"] = {{"gpu", "H100-SXM5-80GB"}, {"inter_node", "8x 400 Gb/s NDR"}, {"num_gpus", 64}};
+  q["parallelism"] = {{"global_batch", 64}, {"micro_batch", 1}, {"tp", tp}, {"pp", pp}, {"dp", dp}};
+  return q;
+}
 }  // namespace
 
 TEST_CASE("validate: published TFLOP/s are converted back to a step time with the source's FLOP formula", "[calibration]") {
@@ -852,12 +861,8 @@ TEST_CASE("validate: a point that names a catalog model without its shape is tha
   };
   json::Json points = json::Json::array();
   for (const Case& c : cases) {
-    json::Json q = base;
-    q["id"] = c.id;
-    q["model"] = c.model;
+    json::Json q = h100_run(base, c.id, c.model, 8, 8, 1);
     q["model"]["seq_len"] = 4096;
-    q["hardware"] = {{"gpu", "H100-SXM5-80GB"}, {"inter_node", "8x 400 Gb/s NDR"}, {"num_gpus", 64}};
-    q["parallelism"] = {{"global_batch", 64}, {"micro_batch", 1}, {"tp", 8}, {"pp", 8}, {"dp", 1}};
     points.push_back(q);
   }
   doc["data_points"] = points;
@@ -1183,4 +1188,67 @@ TEST_CASE("validate: a node that states neither system nor interconnect says so 
   CHECK(h.cluster == "1 x dgx-h100");
   CHECK(assumes(h, "node (no system or interconnect stated) modelled as a DGX H100"));
   CHECK_FALSE(assumes(h, "()"));
+}
+
+TEST_CASE("validate: a mixture of experts stated by name or notes is scored as one, a shape that misses the stated parameters is not",
+          "[calibration][moe]") {
+  auto doc = mini_doc();
+  const json::Json base = mini_point(doc, "mini-cp");
+  const json::Json mixtral_shape = {{"layers", 32}, {"hidden", 4096}, {"heads", 32}, {"kv_heads", 8}, {"ffn_hidden", 14336},
+                                    {"vocab", 32000}, {"seq_len", 4096}};
+  struct Case {
+    const char* id;
+    json::Json model;
+    const char* title;
+    const char* setup;   // prefix; "" = not mapped
+    const char* reason;  // when not mapped
+  };
+  json::Json named = mixtral_shape, notes = mixtral_shape, dense = mixtral_shape, built = mixtral_shape, llama = mixtral_shape;
+  named["name"] = "Mixtral 8x7B";  // the dense attention shape, the experts only in the name
+  notes["name"] = "an MoE model";
+  notes["arch_notes"] = "MoE: 8 experts, top-2 routing";
+  dense["name"] = "some model";
+  dense["params_b"] = 46.7;        // 6x what the dense shape holds
+  built["name"] = "MoE-64";
+  built["arch_notes"] = "64 routed experts, top-6, one shared expert";
+  built["ffn_hidden"] = 1408;
+  const json::Json qwen = {{"name", "Qwen3-30B-A3B"}, {"layers", 48}, {"hidden", 2048}, {"heads", 32}, {"kv_heads", 4},
+                           {"vocab", 151936}, {"seq_len", 4096}};
+  llama["name"] = "Llama-like 7B";
+  llama["ffn_hidden"] = 11008;
+  llama["kv_heads"] = 32;
+  const Case cases[] = {
+      {"named", named, "synthetic", "mixtral-8x7b", ""},
+      {"notes", notes, "synthetic", "mixtral-8x7b", ""},
+      {"dense-mismatch", dense, "synthetic", "", "mixture of experts? state model.num_experts"},
+      {"built-moe", built, "synthetic", "llama-shape-l32-h4096-a32-kv8-e64k6", ""},
+      {"qwen", qwen, "synthetic", "qwen3-30b-a3b", ""},
+      {"torchtitan", llama, "torchtitan benchmark", "llama2-7b", ""},
+  };
+  json::Json points = json::Json::array();
+  for (const Case& c : cases) {
+    json::Json q = h100_run(base, c.id, c.model, 4, 8, 2);
+    q["source"]["title"] = c.title;
+    points.push_back(q);
+  }
+  doc["data_points"] = points;
+  const auto r = calibration::validate_published_json(doc, "mini.json", hw::Catalog::builtin());
+  // Scored as the model each case names (its setup starts with it), or left out with the reason.
+  for (const Case& c : cases) {
+    INFO(c.id);
+    const bool scored = *c.setup != '\0';
+    CHECK(point(r, c.id).mapped == scored);
+    if (scored) CHECK(point(r, c.id).setup.rfind(c.setup, 0) == 0);
+    if (!scored) CHECK(point(r, c.id).reason.find(c.reason) != std::string::npos);
+  }
+  CHECK(point(r, "dense-mismatch").reason.find("46.7B") != std::string::npos);
+  CHECK(assumes(point(r, "named"), "read from the name / notes: 8 routed experts"));
+  CHECK(assumes(point(r, "qwen"), "experts not stated: 128 routed, top 8, as the catalog's Qwen3-30B-A3B"));
+  CHECK(assumes(point(r, "notes"), "read from the name / notes: 8 routed experts, top 2"));
+  const auto& moe = point(r, "built-moe");
+  CHECK(assumes(moe, "64 experts top 6"));
+  CHECK(assumes(moe, "shared expert: one"));
+  const auto& tt = point(r, "torchtitan");
+  CHECK(tt.framework == "PyTorch FSDP");
+  CHECK(assumes(tt, "software stack pytorch-fsdp"));
 }
