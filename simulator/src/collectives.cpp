@@ -239,7 +239,9 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
     // NCCL runs NVLS and NVLSTree with the Simple protocol only.
     p.phases[0].nccl_latency_s = {0.0, 0.0, kNvlsTreeIntraLatUs * 1e-6 +
                                                 2.0 * log2_floor(nodes) * (kNvlsTreeNetLatUs * 1e-6 + plugin_lat(kSimple))};
-    t.bandwidth_share = {0.0, 0.0, 1.0};
+    // Beyond two nodes NCCL's model gives NVLSTree half the network bandwidth it gives it on
+    // two (tuning.cc: bw = min(bwIntra, nNodes <= 2 ? bwInter : bwInter / 2)).
+    t.bandwidth_share = {0.0, 0.0, nodes <= 2 ? 1.0 : 0.5};
     p.nccl = true;
     return;
   }
@@ -477,8 +479,7 @@ std::vector<std::vector<int>> double_binary_tree(int n) {
 std::vector<CollectiveAlgorithm> automatic_candidates(plan::CollectiveKind kind, const std::vector<int>& group_gpus,
                                                       const Topology& topology) {
   std::vector<CollectiveAlgorithm> out{CollectiveAlgorithm::ring, CollectiveAlgorithm::tree};
-  if (effective_algorithm(kind, CollectiveAlgorithm::nvls_tree, group_gpus, topology) == CollectiveAlgorithm::nvls_tree &&
-      split_by_node(group_gpus, topology).size() == 2)
+  if (effective_algorithm(kind, CollectiveAlgorithm::nvls_tree, group_gpus, topology) == CollectiveAlgorithm::nvls_tree)
     out.push_back(CollectiveAlgorithm::nvls_tree);
   return out;
 }

@@ -207,7 +207,7 @@ TEST_CASE("simulator: NVLSTree only where NCCL runs it: all-reduce across NVSwit
   CHECK(effective("p5.48xlarge", 2, K::all_gather) == A::ring);   // all-reduce only
   CHECK(effective("p4d.24xlarge", 2, K::all_reduce) == A::ring);  // A100: no NVLink SHARP
   CHECK(effective("p3dn.24xlarge", 2, K::all_reduce) == A::ring);
-  // automatic's candidates: NVLSTree on exactly two nodes.
+  // automatic's candidates: NVLSTree wherever NCCL runs it.
   auto candidates = [&](const char* inst, int nodes) {
     const hw::Cluster c = hw::Cluster::build(cat.instance(inst), nodes, cat);
     const sim::ClusterTopology topo(c);
@@ -215,7 +215,7 @@ TEST_CASE("simulator: NVLSTree only where NCCL runs it: all-reduce across NVSwit
     return sim::automatic_candidates(K::all_reduce, topo.ring_order(first_gpus(n)), topo);
   };
   CHECK(candidates("p5.48xlarge", 2) == std::vector<A>{A::ring, A::tree, A::nvls_tree});
-  CHECK(candidates("p5.48xlarge", 4) == std::vector<A>{A::ring, A::tree});
+  CHECK(candidates("p5.48xlarge", 4) == std::vector<A>{A::ring, A::tree, A::nvls_tree});
   CHECK(candidates("p4d.24xlarge", 2) == std::vector<A>{A::ring, A::tree});
   CHECK(sim::parse_collective_algorithm("nvls-tree") == A::nvls_tree);
 }
@@ -233,4 +233,34 @@ TEST_CASE("simulator: NCCL's choice on p5: NVLSTree beyond the NICs on two nodes
   CHECK(two == Approx(430e9).epsilon(0.15));
   CHECK(four <= nics);
   CHECK(four < two);
+}
+
+TEST_CASE("simulator: NVLSTree beyond two nodes at half NCCL's network bandwidth, its log-depth latency winning small all-reduces",
+          "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  // NCCL (tuning.cc): bw = min(bwIntra, nNodes <= 2 ? bwInter : bwInter / 2) for NVLSTree.
+  const auto on = [&](int nodes) {
+    return pattern(hw::Cluster::build(cat.instance("p5.48xlarge"), nodes, cat), plan::CollectiveKind::all_reduce,
+                   sim::CollectiveAlgorithm::nvls_tree, 8 * nodes);
+  };
+  CHECK(on(2).bandwidth_share(sim::NcclProtocol::simple, 1 << 30) == Approx(1.0));
+  CHECK(on(4).bandwidth_share(sim::NcclProtocol::simple, 1 << 30) == Approx(0.5));
+  CHECK(on(32).bandwidth_share(sim::NcclProtocol::simple, 1 << 30) == Approx(0.5));
+  // 32 p5 nodes, 256 MiB: the ring's 62 network steps of NCCL latency against NVLSTree's 10
+  // tree levels. crazyguitar/aws-gpu-communication-benchmark measured 138 GB/s there and 86 GB/s
+  // for the all-gather of the same size (a ring): automatic lands above the ring, below the
+  // measurement (the plugin's tuner, which picks Tree LL128 there, is not modelled).
+  const hw::Cluster c32 = hw::Cluster::build(cat.instance("p5.48xlarge"), 32, cat);
+  const double s = 256.0 * (1 << 20);
+  const double automatic = automatic_busbw(c32, 256, s);
+  const double ring = s / pattern(c32, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 256).uncontended_time_s(s) *
+                      sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, 256);
+  CHECK(automatic > 1.2 * ring);
+  CHECK(automatic < 138e9);
+  CHECK(automatic > 0.7 * 138e9);
+  // At 4 GiB the halved bandwidth loses to the ring: automatic is the ring's time there.
+  const double big = 4.0 * (1 << 30);
+  const double ring_big = big / pattern(c32, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 256).uncontended_time_s(big) *
+                          sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, 256);
+  CHECK(automatic_busbw(c32, 256, big) == Approx(ring_big).epsilon(0.05));
 }
