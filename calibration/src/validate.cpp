@@ -489,21 +489,25 @@ struct StatedExperts {
 StatedExperts stated_experts(const Json& m) {
   auto get = [&](const char* key) { return whole(m, key, 1, limits::kMaxVocab).value_or(0); };
   StatedExperts out{get("num_experts"), get("experts_per_token"), false, false};
-  const std::string text = to_lower(str(m, "name") + " ; " + str(m, "arch_notes"));
-  std::smatch mt;
-  auto number = [&](const std::regex& re, int group = 1) -> int64_t {
-    if (!std::regex_search(text, mt, re)) return 0;
-    const std::string digits = mt[group].str();
-    return digits.size() > 6 ? 0 : std::stoll(digits);
+  // Each read up to its first 1000 characters (libstdc++'s regex recurses per character, as in
+  // published_bound); counts of at most 6 digits (std::stoll cannot overflow).
+  const std::string text = to_lower(str(m, "name").substr(0, 1000) + " ; " + str(m, "arch_notes").substr(0, 1000));
+  static const std::regex experts_re(R"((\d{1,6})\s*(?:routed\s+)?experts)");
+  static const std::regex mixtral_re(R"((?:^|[^\d.])(\d{1,6})\s*x\s*\d+(?:\.\d+)?\s*b\b)");
+  static const std::regex top_re(R"(top[-_ ]?(?:k\s*=?\s*)?(\d{1,6}))");
+  static const std::regex active_re(R"((\d{1,6})\s*(?:active|activated)\s+experts)");
+  auto number = [&](const std::regex& re) -> int64_t {
+    std::smatch mt;
+    return std::regex_search(text, mt, re) ? std::stoll(mt[1].str()) : 0;
   };
   if (!out.experts) {
-    out.experts = number(std::regex(R"((\d+)\s*(?:routed\s+)?experts)"));
-    if (!out.experts) out.experts = number(std::regex(R"((?:^|[^\d.])(\d+)\s*x\s*\d+(?:\.\d+)?\s*b\b)"));
+    out.experts = number(experts_re);
+    if (!out.experts) out.experts = number(mixtral_re);
     out.from_text = out.experts > 0;
   }
   if (!out.top_k) {
-    out.top_k = number(std::regex(R"(top[-_ ]?(?:k\s*=?\s*)?(\d+))"));
-    if (!out.top_k) out.top_k = number(std::regex(R"((\d+)\s*(?:active|activated)\s+experts)"));
+    out.top_k = number(top_re);
+    if (!out.top_k) out.top_k = number(active_re);
   }
   out.shared = out.experts > 0 && contains(text, "shared expert");
   if (out.experts < 2 || out.top_k > out.experts) out = StatedExperts{};
