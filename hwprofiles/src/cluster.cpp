@@ -115,7 +115,7 @@ struct Cluster::Impl {
   int fabric = 0;
   std::vector<Vertex> vertices;
   std::vector<Link> links;
-  detail::Graph graph;
+  detail::Graph graph;  // built only for count <= 2 (the route templates' search)
   // Route templates (every node is identical): inside node 0, node 0 -> 1 and node 1 -> 0,
   // indexed [a * gpus_per_node + b] by local GPU indices.
   std::vector<Route> intra, up, down;
@@ -366,9 +366,13 @@ Cluster Cluster::build_grouped(const InstanceType& type, int count, const Catalo
   }
   TP_ASSERT(static_cast<int>(impl->links.size()) == count * impl->links_per_node);
 
-  impl->graph = detail::Graph(impl->vertices.size());
-  for (const Link& l : impl->links)
-    boost::add_edge(static_cast<size_t>(l.src), static_cast<size_t>(l.dst), detail::EdgeProps{l.id}, impl->graph);
+  // The graph is searched only for the route templates, which clusters of more than two nodes
+  // take from a 2-node cluster (below): theirs would never be read.
+  if (count <= 2) {
+    impl->graph = detail::Graph(impl->vertices.size());
+    for (const Link& l : impl->links)
+      boost::add_edge(static_cast<size_t>(l.src), static_cast<size_t>(l.dst), detail::EdgeProps{l.id}, impl->graph);
+  }
 
   if (impl->has_domains() && domain > 1 && count > domain) {
     // Nodes in different NVLink domains: the routes of a 2-node cluster whose nodes are in

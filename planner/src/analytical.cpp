@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -201,17 +202,19 @@ class EstimateCache {
   using Fp8Key = std::tuple<int, int, bool, int64_t>;
   // The last member: whether the costs list each unit's parameter tensors (ZeRO-3 under a stack
   // that gathers them one at a time, UnitCost::tensor_bytes).
-  using UnitKey = std::tuple<const hw::Cluster*, const models::ModelGraph*, int, int, int, int, int64_t, bool, int, int, int, double,
+  // The first four: the cluster (the instance type where the tp and cp groups stay inside a
+  // node), GPUs per node, software stack, and the graph's shared operator list.
+  using UnitKey = std::tuple<const void*, int, std::string, const void*, int, int, int, int, int64_t, bool, int, int, int, double,
                              Fp8Key, bool>;
   template <typename F>
   RingNet net(const NetKey& key, F&& compute) {
     {
-      std::lock_guard lock(mutex_);
+      std::shared_lock lock(mutex_);
       auto it = nets_.find(key);
       if (it != nets_.end()) return it->second;
     }
     RingNet v = compute();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     return nets_.emplace(key, v).first->second;
   }
   // The simulator's pattern of a dp-group collective (the first dp group's), by (cluster,
@@ -220,17 +223,22 @@ class EstimateCache {
   template <typename F>
   const sim::CommPattern& pattern(const PatternKey& key, F&& compute) {
     {
-      std::lock_guard lock(mutex_);
+      std::shared_lock lock(mutex_);
       auto it = patterns_.find(key);
       if (it != patterns_.end()) return it->second;
     }
     sim::CommPattern v = compute();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     return patterns_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
   }
   // The simulator's view of a cluster, built once per cluster.
   const sim::ClusterTopology& topology(const hw::Cluster& cluster) {
-    std::lock_guard lock(mutex_);
+    {
+      std::shared_lock lock(mutex_);
+      auto it = topologies_.find(&cluster);
+      if (it != topologies_.end()) return *it->second;
+    }
+    std::unique_lock lock(mutex_);
     auto& t = topologies_[&cluster];
     if (!t) t = std::make_unique<sim::ClusterTopology>(cluster);
     return *t;
@@ -238,17 +246,17 @@ class EstimateCache {
   template <typename F>
   const std::vector<UnitCost>& units(const UnitKey& key, F&& compute) {
     {
-      std::lock_guard lock(mutex_);
+      std::shared_lock lock(mutex_);
       auto it = units_.find(key);
       if (it != units_.end()) return it->second;
     }
     std::vector<UnitCost> v = compute();
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     return units_.emplace(key, std::move(v)).first->second;  // std::map nodes are stable
   }
 
  private:
-  std::mutex mutex_;
+  std::shared_mutex mutex_;  // lookups share it: hits are most calls, on every thread
   std::map<NetKey, RingNet> nets_;
   std::map<UnitKey, std::vector<UnitCost>> units_;
   std::map<PatternKey, sim::CommPattern> patterns_;
@@ -451,21 +459,28 @@ const std::vector<UnitCost>& cached_unit_costs(const plan::Plan& p, const plan::
                                                const AnalyticalOptions& options, EstimateCache& cache) {
   const Precision prec = p.precision_or(ctx.precision);
   const hw::Cluster* cl = &ctx.cluster;
-  const RingNet tp_net =
-      p.tp > 1 ? cache.net(net_key(cl, p, 0), [&] { return ring_net(ctx.cluster, tp_groups(p)); }) : RingNet{};
-  const RingNet cp_net =
-      p.cp > 1 ? cache.net(net_key(cl, p, 3), [&] { return ring_net(ctx.cluster, cp_groups(p)); }) : RingNet{};
   // Unit costs depend on the layout only through the tp and cp groups' bandwidth; groups inside
-  // one node never share links with each other, so there the layout does not matter.
-  // The ep groups' all-to-all depends on the whole layout (they span data-parallel ranks).
+  // one node never share links with each other, so there the layout does not matter, and
+  // neither does the cluster's size: every node of an instance type is the same, so clusters of
+  // one type and node size share the costs (the key names the catalog's instance type, not the
+  // cluster). The ep groups' all-to-all depends on the whole layout (they span data-parallel
+  // ranks). The graph is named by its shared operator list (every context's copy shares it).
   const bool in_node = p.tp * p.cp <= ctx.cluster.gpus_per_node() && p.ep == 1;
-  return cache.units({cl, &ctx.graph, in_node ? 0 : p.dp, p.tp, in_node ? 0 : p.pp, p.cp, p.micro_batch, p.sequence_parallel,
-                      static_cast<int>(prec), static_cast<int>(p.attention), p.ep, plan::moe_expert_load(p),
+  const void* scope = in_node ? static_cast<const void*>(ctx.instance) : static_cast<const void*>(cl);
+  return cache.units({scope, ctx.cluster.gpus_per_node(), ctx.software.name, &ctx.graph.ops(), in_node ? 0 : p.dp, p.tp,
+                      in_node ? 0 : p.pp, p.cp, p.micro_batch, p.sequence_parallel, static_cast<int>(prec),
+                      static_cast<int>(p.attention), p.ep, plan::moe_expert_load(p),
                       prec == Precision::fp8 ? EstimateCache::Fp8Key{static_cast<int>(p.fp8.recipe), p.fp8.amax_history, p.fp8.fp8_params,
                                                                       p.num_micro_batches}
                                              : EstimateCache::Fp8Key{},
                       p.zero_stage == 3 && ctx.software.zero3_tensor_sync},
-                     [&] { return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options); });
+                     [&] {
+                       const RingNet tp_net = p.tp > 1 ? cache.net(net_key(cl, p, 0), [&] { return ring_net(ctx.cluster, tp_groups(p)); })
+                                                       : RingNet{};
+                       const RingNet cp_net = p.cp > 1 ? cache.net(net_key(cl, p, 3), [&] { return ring_net(ctx.cluster, cp_groups(p)); })
+                                                       : RingNet{};
+                       return compute_unit_costs(p, ctx, tp_net, cp_net, prec, options);
+                     });
 }
 
 void apply_host(const plan::Plan& p, const hw::SoftwareStack& sw, std::vector<StageTimes>& stages);

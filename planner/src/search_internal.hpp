@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -89,7 +90,7 @@ class PartitionCache {
   const Space& space_;
   const SearchRequest& req_;  // its analytical options per GPU type
   EstimateCache* cache_;
-  mutable std::mutex mutex_;
+  mutable std::shared_mutex mutex_;  // lookups share it: hits are most calls, on every thread
   std::map<Key, std::shared_ptr<const std::vector<plan::StageAssignment>>> splits_;
 };
 
@@ -109,13 +110,13 @@ class MemoryTermsCache {
   /// Drops the remembered splits (once no more are asked for: their memory goes to the next
   /// stages instead of fresh pages).
   void forget_splits() {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     std::unordered_map<std::vector<uint64_t>, Split, BitsHash>().swap(splits_);
   }
 
  private:
   using Key = std::tuple<int, bool, int, int64_t, int, int, int>;
-  std::mutex mutex_;
+  std::shared_mutex mutex_;  // lookups share it: hits are most calls, on every thread
   std::map<Key, std::unique_ptr<UnitMemoryTerms>> terms_;
   bool memo_splits_ = true;
   struct BitsHash {
@@ -132,12 +133,12 @@ MemoryTermsCache::Split MemoryTermsCache::split(const PartitionProblem& prob, Ba
   if (!memo_splits_) return compute();
   std::vector<uint64_t> key = problem_bits(prob, balance);
   {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     auto it = splits_.find(key);
     if (it != splits_.end()) return it->second;
   }
   Split v = compute();
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   return splits_.emplace(std::move(key), std::move(v)).first->second;
 }
 

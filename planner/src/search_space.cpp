@@ -619,7 +619,7 @@ std::shared_ptr<const std::vector<plan::StageAssignment>> PartitionCache::time_s
   const Key key{c.type_index, f.tp, micro_batch, f.sp, static_cast<int>(f.recompute), f.pp, f.vp, f.cp, in_node ? 0 : dp,
                 in_node ? -1 : static_cast<int>(f.context)};
   {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     auto it = splits_.find(key);
     if (it != splits_.end()) return it->second;
   }
@@ -639,7 +639,7 @@ std::shared_ptr<const std::vector<plan::StageAssignment>> PartitionCache::time_s
   prob.fixed_bytes.assign(static_cast<size_t>(p.pp), 0.0);
   prob.in_flight.assign(static_cast<size_t>(p.pp), 1.0);
   auto split = std::make_shared<const std::vector<plan::StageAssignment>>(partition_units(prob, Balance::time, false).stages);
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   return splits_.emplace(key, std::move(split)).first->second;
 }
 
@@ -652,12 +652,12 @@ const UnitMemoryTerms& MemoryTermsCache::terms(const plan::Plan& p, const plan::
   const Key key{p.tp, p.sequence_parallel, p.cp, p.micro_batch, static_cast<int>(p.recompute),
                 static_cast<int>(p.precision_or(ctx.precision)), static_cast<int>(p.attention)};
   {
-    std::lock_guard lock(mutex_);
+    std::shared_lock lock(mutex_);
     auto it = terms_.find(key);
     if (it != terms_.end()) return *it->second;
   }
   auto t = std::make_unique<UnitMemoryTerms>(unit_memory_terms(p, ctx));
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   return *terms_.emplace(key, std::move(t)).first->second;  // map nodes are stable
 }
 

@@ -137,6 +137,14 @@ const std::vector<int>& ClusterTopology::route(int gpu_a, int gpu_b) const {
   return cluster_.route(gpu_a, gpu_b).links;
 }
 
+const std::vector<int>& ClusterTopology::route_scratch(int gpu_a, int gpu_b, std::vector<int>& scratch) const {
+  hw::Route r;
+  r.links.swap(scratch);  // hw::Cluster::route_into fills r, reusing scratch's capacity
+  const hw::Route& got = cluster_.route_into(gpu_a, gpu_b, r);
+  scratch.swap(r.links);
+  return &got == &r ? scratch : got.links;
+}
+
 int ClusterTopology::node_of(int gpu) const { return cluster_.node_of(gpu); }
 
 int ClusterTopology::zone_of(int gpu) const { return cluster_.az_of_gpu(gpu); }

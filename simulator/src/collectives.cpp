@@ -25,7 +25,7 @@ class PhaseBuilder {
 
   void flow(int src, int dst) {
     if (src == dst) return;
-    links(src, dst, topology_.route(src, dst));
+    links(src, dst, topology_.route_scratch(src, dst, route_));
   }
   // A flow between a GPU and a host: GPU -> host of `node` (to_host), else host -> GPU.
   void host_flow(int gpu, int node, bool to_host) {
@@ -64,6 +64,7 @@ class PhaseBuilder {
   std::vector<FlowEnds> flows_;
   std::vector<int32_t> count_;  // link -> flows crossing it
   std::vector<int> touched_;     // links with a non-zero count
+  std::vector<int> route_;       // scratch for routes read once (Topology::route_scratch)
   double max_latency_ = 0;
 };
 
@@ -182,6 +183,7 @@ struct GroupLinks {
 
 GroupLinks group_links(const CommPattern& p, const std::vector<int>& g, const Topology& topology) {
   GroupLinks out;
+  std::vector<int> scratch;
   const auto& links = topology.links();
   for (const CommPhase& ph : p.phases)
     for (const LinkUse& u : ph.uses) {
@@ -191,7 +193,7 @@ GroupLinks group_links(const CommPattern& p, const std::vector<int>& g, const To
   for (size_t i = 0; i < g.size(); ++i) {
     const int a = g[i], b = g[(i + 1) % g.size()];
     if (a == b || topology.node_of(a) != topology.node_of(b)) continue;
-    for (int l : topology.route(a, b))
+    for (int l : topology.route_scratch(a, b, scratch))
       if (links[static_cast<size_t>(l)].cls == LinkClass::pcie) out.pcie_intra = true;
   }
   return out;

@@ -17,7 +17,8 @@ uint64_t pair_key(int a, int b) { return (static_cast<uint64_t>(static_cast<uint
 double Topology::route_latency_s(int gpu_a, int gpu_b) const {
   double total = 0;
   const auto& all = links();
-  for (int l : route(gpu_a, gpu_b)) total += all[static_cast<size_t>(l)].latency_s;
+  std::vector<int> scratch;
+  for (int l : route_scratch(gpu_a, gpu_b, scratch)) total += all[static_cast<size_t>(l)].latency_s;
   return total;
 }
 

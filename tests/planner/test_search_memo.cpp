@@ -2,6 +2,7 @@
 // whole partition problem (--off memo computes each one again) and the analytical estimate's
 // group bandwidths and dp patterns, shared among layouts whose groups are the same (a fresh
 // cache per plan shares nothing).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ void check_same_ranking(const planner::SearchResult& a, const planner::SearchRes
     CHECK(a.ranked[i].objective_time_s == b.ranked[i].objective_time_s);
   }
   CHECK(a.pareto == b.pareto);
+}
+
+// The plan's estimate through `shared` is the estimate with no cache at all.
+void check_same_estimate(const plan::Plan& p, const plan::PlanContext& ctx, planner::EstimateCache& shared) {
+  const auto warm = planner::estimate_step(p, ctx, {}, &shared);
+  const auto fresh = planner::estimate_step(p, ctx, {}, nullptr);
+  CHECK(warm.step_time_s == fresh.step_time_s);
+  CHECK(warm.compute_s == fresh.compute_s);
+  for (size_t k = 0; k < warm.exposed_comm_by_purpose_s.size(); ++k)
+    CHECK(warm.exposed_comm_by_purpose_s[k] == fresh.exposed_comm_by_purpose_s[k]);
 }
 
 }  // namespace
@@ -93,13 +104,53 @@ TEST_CASE("analytical: one cache shared by every layout of a cluster estimates a
             p.num_micro_batches = p.global_batch / (p.micro_batch * p.dp);
             p.stages = plan::even_stages(units, pp);
             INFO("dp " << p.dp << " tp " << tp << " pp " << pp << " cp " << cp << " zero " << zero);
-            const auto warm = planner::estimate_step(p, ctx, {}, shared.get());
-            const auto fresh = planner::estimate_step(p, ctx, {}, nullptr);
-            CHECK(warm.step_time_s == fresh.step_time_s);
-            CHECK(warm.compute_s == fresh.compute_s);
-            for (size_t k = 0; k < warm.exposed_comm_by_purpose_s.size(); ++k)
-              CHECK(warm.exposed_comm_by_purpose_s[k] == fresh.exposed_comm_by_purpose_s[k]);
+            check_same_estimate(p, ctx, *shared);
             ++compared;
           }
   CHECK(compared > 80);
+}
+
+TEST_CASE("analytical: unit costs shared by every cluster size of an instance type estimate as a fresh cache per cluster", "[planner]") {
+  // The unit-cost memo names the instance type, not the cluster, where tp x cp stays inside a
+  // node: 1 to 16 p4d.24xlarge (and g5.48xlarge, PCIe) estimated through one cache, largest
+  // first, give what each cluster's own fresh cache gives; tp across nodes (tp 16) keeps the
+  // cluster in the key. The contexts outlive the cache's use (as a search's do): it keys some
+  // terms by the cluster's address.
+  auto shared = planner::make_estimate_cache();
+  std::vector<std::unique_ptr<plan::PlanContext>> contexts;
+  models::ModelSpec spec = models::resolve_model("gpt3-2.7b");
+  models::set_seq_len(spec, 2048, "test");
+  const models::ModelGraph graph = models::build_graph(spec);  // one graph for every cluster, as the search has
+  size_t compared = 0;
+  for (const std::string type : {"p4d.24xlarge", "g5.48xlarge"})
+    for (int count : {16, 4, 2, 1}) {
+      plan::Plan base;
+      base.model = "gpt3-2.7b";
+      base.instance_type = type;
+      base.instance_count = count;
+      base.dp = count * 8;
+      base.global_batch = 512;
+      base.micro_batch = 1;
+      base.seq_len = 2048;
+      const auto& ctx = *contexts.emplace_back(std::make_unique<plan::PlanContext>(plan::resolve(base, hw::Catalog::builtin(), spec, graph, "test")));
+      const int units = static_cast<int>(ctx.graph.units().size());
+      for (int tp : {1, 2, 8, 16})
+        for (int mb : {1, 2})
+          for (bool sp : {false, true}) {
+            const int gpus = count * 8;
+            if (tp > gpus || (sp && tp == 1)) continue;
+            plan::Plan p = base;
+            p.tp = tp;
+            p.dp = gpus / tp;
+            p.micro_batch = mb;
+            p.sequence_parallel = sp;
+            if (p.global_batch % (mb * p.dp)) continue;
+            p.num_micro_batches = p.global_batch / (mb * p.dp);
+            p.stages = plan::even_stages(units, 1);
+            INFO(type << " x " << count << " tp " << tp << " mb " << mb << " sp " << sp);
+            check_same_estimate(p, ctx, *shared);
+            ++compared;
+          }
+    }
+  CHECK(compared > 40);
 }

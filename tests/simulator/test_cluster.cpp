@@ -4,8 +4,10 @@
 #include "program_builder.hpp"
 #include "test_support.hpp"
 #include "trainplan/hwprofiles/cluster.hpp"
+#include "trainplan/hwprofiles/placement.hpp"
 #include "trainplan/simulator/collectives.hpp"
 #include "trainplan/simulator/simulate.hpp"
+#include "trainplan/simulator/topology.hpp"
 
 using namespace trainplan;
 using trainplan::testing::build_hybrid;
@@ -92,4 +94,33 @@ TEST_CASE("simulator: ring all-reduce over 4 UltraServer instances reaches NVLin
   const double busbw2 = ring_allreduce_busbw(c, across, gib);
   CHECK(busbw2 <= net * 1.0000001);
   CHECK(busbw2 > 0.9 * net);
+}
+
+TEST_CASE("simulator: a cluster topology's routes read once (route_scratch) are its kept routes, pair by pair", "[simulator]") {
+  // The pattern builders read each pair once into a scratch vector: the same link ids as
+  // route(), on 2-node clusters (searched routes), larger ones (translated templates), across
+  // UltraServers and over two AZs, and with one scratch reused for every pair.
+  const auto& cat = hw::Catalog::builtin();
+  struct Case {
+    std::string type;
+    int count;
+    int azs;
+  };
+  for (const Case& k : {Case{"p4d.24xlarge", 2, 1}, Case{"p5.48xlarge", 5, 1}, Case{"p3.16xlarge", 3, 1},
+                        Case{"p6e-gb200.36xlarge", 20, 1}, Case{"p4d.24xlarge", 4, 2}}) {
+    INFO(k.type << " x " << k.count << " over " << k.azs << " AZ");
+    hw::Placement placement;
+    placement.azs = k.azs;
+    const hw::Cluster cluster = hw::Cluster::build(cat.instance(k.type), k.count, cat, placement);
+    const sim::ClusterTopology topo(cluster);
+    std::vector<int> scratch;
+    size_t compared = 0;
+    for (int a = 0; a < topo.num_gpus(); ++a)
+      for (int b = 0; b < topo.num_gpus(); ++b) {
+        const std::vector<int> once = topo.route_scratch(a, b, scratch);
+        REQUIRE(once == topo.route(a, b));
+        ++compared;
+      }
+    CHECK(compared == static_cast<size_t>(topo.num_gpus() * topo.num_gpus()));
+  }
 }

@@ -51,6 +51,14 @@ class Topology {
   /// Link ids from `gpu_a` to `gpu_b` in order; empty when a == b. Throws Error when there is
   /// no route. The reference stays valid for the topology's lifetime.
   virtual const std::vector<int>& route(int gpu_a, int gpu_b) const = 0;
+  /// The same route for a caller that reads it once: either a route the topology keeps (as
+  /// route()) or `scratch` filled with it (its capacity reused); valid until `scratch` changes
+  /// or the topology goes. ClusterTopology fills `scratch` for routes its cluster would
+  /// otherwise translate and keep under a lock (every pair of a 1024-GPU cluster's groups),
+  /// so threads building patterns of one cluster neither wait for each other nor grow it.
+  virtual const std::vector<int>& route_scratch(int gpu_a, int gpu_b, std::vector<int>& /*scratch*/) const {
+    return route(gpu_a, gpu_b);
+  }
   /// Instance (node) index of a GPU; hierarchical collectives group ranks by it.
   virtual int node_of(int gpu) const = 0;
   /// Availability Zone of a GPU's instance (0 .. azs-1); bytes between two AZs are billed
@@ -148,6 +156,7 @@ class ClusterTopology final : public Topology {
   int num_gpus() const override;
   const std::vector<LinkSpec>& links() const override { return links_; }
   const std::vector<int>& route(int gpu_a, int gpu_b) const override;
+  const std::vector<int>& route_scratch(int gpu_a, int gpu_b, std::vector<int>& scratch) const override;
   int node_of(int gpu) const override;
   int zone_of(int gpu) const override;
   std::vector<int> ring_order(const std::vector<int>& gpus) const override;
