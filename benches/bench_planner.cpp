@@ -150,7 +150,9 @@ void BM_Planner_ReadmeJobCli(benchmark::State& state) {
   state.counters["cpu_s"] = cpu_s / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_Planner_ReadmeJobCli)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+// Three fresh processes: one run on a shared 2-core VM varies by 30% and more (page zeroing,
+// neighbours); the median of three is the figure the target is read against.
+BENCHMARK(BM_Planner_ReadmeJobCli)->Unit(benchmark::kSecond)->Iterations(1)->Repetitions(3)->UseRealTime();
 #endif
 
 // The partitioner on GPT-3 175B's 98 units: 8 pipeline ranks, then 8 ranks x 4 virtual stages.
