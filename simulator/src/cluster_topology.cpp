@@ -160,6 +160,7 @@ Topology::NcclHost ClusterTopology::nccl_host() const {
   h.channels_across_nodes = nccl_channels(cluster_, true);
   h.nvls = h.compute_capability >= 90 && cluster_.instance().topology.kind == hw::IntraNodeKind::nvswitch;
   h.net_latency_s = cluster_.instance().network.nccl_net_latency_s;
+  h.efa = cluster_.instance().network.efa;
   return h;
 }
 

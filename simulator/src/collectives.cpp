@@ -163,6 +163,11 @@ constexpr double kNetOverheadIntelUs = 1.0, kNetOverheadAmdUs = 2.0;
 // NVLSTree (Simple only; NCCL 2.2x tuning.cc): base latency 0, per-step latency 25 us on NVLink
 // (the in-node NVLS step, once) and 14 us on the network (per tree level, up and down).
 constexpr double kNvlsTreeIntraLatUs = 25.0, kNvlsTreeNetLatUs = 14.0;
+// Tree all-reduce across EFA: half the ring's network bandwidth. aws-ofi-nccl's tuner model for
+// p5/p5e and p5en (src/tuner/nccl_ofi_model.cpp, 2024-25: tree bw = internode_bw x rails x
+// channels / 2, the ring's without the / 2); its measured regions (nccl_ofi_regions.cpp) run the
+// tree on p5 only where its latency wins (up to ~300 MB at 16-32 nodes).
+constexpr double kEfaTreeShare = 0.5;
 // Protocol indices of the tables above (LL and LL128 name the other columns).
 [[maybe_unused]] constexpr int kLL = 0, kLL128 = 1;
 constexpr int kSimple = 2;
@@ -279,13 +284,14 @@ void apply_nccl_model(CommPattern& p, Kind kind, const std::vector<int>& group, 
                                            : (host.amd_cpu ? kLlMaxBusBwAmd : kLlMaxBusBwIntel)[nodes <= 2 ? 0 : 1]);
   const double busbw = uncontended_busbw(p, kind, n);
   auto capped = [&](double share, double cap) { return std::isfinite(busbw) ? std::min(share, cap / busbw) : share; };
+  const double efa_tree = p.algorithm == CollectiveAlgorithm::tree && links.network && host.efa ? kEfaTreeShare : 1.0;
   if (host.simple_only) {
-    t.bandwidth_share = {0.0, 0.0, p.algorithm == CollectiveAlgorithm::tree ? 0.92 : 1.0};
+    t.bandwidth_share = {0.0, 0.0, p.algorithm == CollectiveAlgorithm::tree ? 0.92 * efa_tree : 1.0};
     t.tree = p.algorithm == CollectiveAlgorithm::tree && reduce_like;
     t.ring_plateau = (p.algorithm == CollectiveAlgorithm::ring || p.algorithm == CollectiveAlgorithm::horovod) && reduce_like && nodes > 1;
     t.plateau_factor = cc > 0 && cc < 80 ? 1.9 : 1.4;
   } else if (p.algorithm == CollectiveAlgorithm::tree) {
-    const double simple = 0.92;
+    const double simple = 0.92 * efa_tree;
     t.bandwidth_share = {capped(simple / 3.8, ll_cap), ll128 ? simple * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0) : 0.0,
                          simple};
     t.tree = reduce_like;
@@ -456,24 +462,23 @@ double bus_bandwidth_factor(plan::CollectiveKind kind, int n) {
 
 std::vector<std::vector<int>> double_binary_tree(int n) {
   std::vector<std::vector<int>> trees(2, std::vector<int>(static_cast<size_t>(std::max(n, 0)), -1));
-  // Balanced in-order tree over [lo, hi): root = middle; children = middles of the halves.
-  struct Builder {
-    std::vector<int>& parent;
-    int build(int lo, int hi, int par) {
-      if (lo >= hi) return -1;
-      int mid = lo + (hi - lo) / 2;
-      parent[static_cast<size_t>(mid)] = par;
-      build(lo, mid, mid);
-      build(mid + 1, hi, mid);
-      return mid;
-    }
+  // NCCL's binary tree (graph/trees.cc): position 0 is the root; position r > 0 with lowest set
+  // bit b hangs under (r ^ b) | 2b, or under r ^ b where that is out of range. Odd positions
+  // are the leaves.
+  auto parent0 = [n](int r) {
+    if (r == 0) return -1;
+    const int b = r & -r;
+    const int up = (r ^ b) | (b << 1);
+    return up < n ? up : r ^ b;
   };
-  Builder{trees[0]}.build(0, n, -1);
-  for (int i = 0; i < n; ++i) {
-    // Tree 1 = tree 0 with every position shifted by one: position i plays (i - 1 mod n).
-    int base = (i - 1 + n) % n;
-    int p = trees[0][static_cast<size_t>(base)];
-    trees[1][static_cast<size_t>(i)] = p < 0 ? -1 : (p + 1) % n;
+  for (int r = 0; r < n; ++r) trees[0][static_cast<size_t>(r)] = parent0(r);
+  // The second tree: the first mirrored (r -> n-1-r) for even n, so its inner positions are
+  // the first's leaves; shifted by one for odd n (position r plays r - 1), as NCCL builds it.
+  for (int r = 0; r < n; ++r) {
+    const bool mirror = n % 2 == 0;
+    const int as = mirror ? n - 1 - r : (r - 1 + n) % n;
+    const int p = parent0(as);
+    trees[1][static_cast<size_t>(r)] = p < 0 ? -1 : mirror ? n - 1 - p : (p + 1) % n;
   }
   return trees;
 }
@@ -592,6 +597,50 @@ void add_nvls_tree_phase(CommPattern& p, const std::vector<std::vector<int>>& gr
   });
 }
 
+// NCCL's tree all-reduce across nodes of k >= 2 GPUs each (graph/trees.cc, NCCL's
+// NCCL_TOPO_PATTERN_BALANCED_TREE): k channels, each carrying S/k, channel c headed on every
+// node by its member c. Inside a node the channel is a chain from the head through the other
+// members (reduce towards the head, broadcast away from it, both pipelined); between nodes the
+// channel runs one tree of the double binary tree over the nodes (even channels the first,
+// odd the second), its edges up and down. The balanced pattern spreads a node's network
+// traffic over two GPUs: the link to the parent and to the first child leave from the head
+// (member c), the link to the second child from member c + 1. A node is inner in one tree
+// and a leaf in the other, so no GPU's NIC carries more than 2 S/k each way: the ring's load.
+void add_node_tree_phase(CommPattern& p, const std::vector<std::vector<int>>& groups, const Topology& topology) {
+  const auto nodes0 = split_by_node(groups[0], topology);
+  const int k = static_cast<int>(nodes0[0].size());
+  const int num_nodes = static_cast<int>(nodes0.size());
+  const auto trees = double_binary_tree(num_nodes);
+  const int height = std::max(tree_height(trees[0]), tree_height(trees[1]));
+  // child_slot[t][i]: 0 when node i is its parent's first child in tree t, 1 for the second.
+  std::vector<std::vector<int>> child_slot(2, std::vector<int>(static_cast<size_t>(num_nodes), 0));
+  for (size_t t = 0; t < 2; ++t) {
+    std::vector<int> seen(static_cast<size_t>(num_nodes), 0);
+    for (size_t i = 0; i < static_cast<size_t>(num_nodes); ++i)
+      if (trees[t][i] >= 0) child_slot[t][i] = seen[static_cast<size_t>(trees[t][i])]++ > 0 ? 1 : 0;
+  }
+  add_phase(p, topology, 1.0 / k, 2 * (k - 1 + height), groups, [&](PhaseBuilder& b, const std::vector<int>& g) {
+    const auto nodes = split_by_node(g, topology);
+    auto member = [&](size_t node, int index) { return nodes[node][static_cast<size_t>(index % k)]; };
+    for (int c = 0; c < k; ++c) {
+      for (size_t i = 0; i < nodes.size(); ++i)
+        for (int j = 0; j + 1 < k; ++j) {
+          b.flow(member(i, c + j + 1), member(i, c + j));  // reduce, towards the head
+          b.flow(member(i, c + j), member(i, c + j + 1));  // broadcast, away from it
+        }
+      const size_t t = static_cast<size_t>(c % 2);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const int par = trees[t][i];
+        if (par < 0) continue;
+        const int child_gpu = member(i, c);
+        const int parent_gpu = member(static_cast<size_t>(par), c + child_slot[t][i]);
+        b.flow(child_gpu, parent_gpu);  // reduce, up
+        b.flow(parent_gpu, child_gpu);  // broadcast, down
+      }
+    }
+  });
+}
+
 CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requested,
                          const std::vector<std::vector<int>>& groups, const Topology& topology) {
   TP_ASSERT(!groups.empty());
@@ -637,6 +686,10 @@ CommPattern build_phases(plan::CollectiveKind kind, CollectiveAlgorithm requeste
       return p;
     }
     case CollectiveAlgorithm::tree: {
+      if (hierarchical_applies(groups[0], topology)) {
+        add_node_tree_phase(p, groups, topology);
+        return p;
+      }
       const auto trees = double_binary_tree(n);
       const int height = std::max(tree_height(trees[0]), tree_height(trees[1]));
       add_phase(p, topology, 0.5, 2 * height, groups, [&](PhaseBuilder& b, const std::vector<int>& g) {

@@ -80,29 +80,37 @@ TEST_CASE("simulator: ring reduce-scatter and all-gather take (n-1)/n * S/B + (n
 }
 
 TEST_CASE("simulator: double binary trees are valid, balanced and complementary", "[simulator]") {
-  for (int n : {3, 7, 8, 15, 16, 31, 100}) {
+  // NCCL's double binary tree (graph/trees.cc): one root, at most two children, height
+  // ceil(log2 n) (the root has one child), and every position inner in at most one tree (position
+  // 0 of an odd n in both, with one child each), so no position has more than 4 tree edges.
+  for (int n : {2, 3, 4, 7, 8, 15, 16, 31, 32, 100}) {
     auto trees = sim::double_binary_tree(n);
     REQUIRE(trees.size() == 2);
-    std::vector<int> inner_count(static_cast<size_t>(n), 0);
+    std::vector<int> inner_count(static_cast<size_t>(n), 0), edges(static_cast<size_t>(n), 0);
     for (const auto& parent : trees) {
       int roots = 0, height = 0;
       std::vector<int> children(static_cast<size_t>(n), 0);
       for (int i = 0; i < n; ++i) {
         if (parent[static_cast<size_t>(i)] < 0) ++roots;
-        else ++children[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+        else {
+          ++children[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+          ++edges[static_cast<size_t>(i)];
+          ++edges[static_cast<size_t>(parent[static_cast<size_t>(i)])];
+        }
         int depth = 0;
         for (int p = parent[static_cast<size_t>(i)]; p >= 0; p = parent[static_cast<size_t>(p)]) REQUIRE(++depth <= n);
         height = std::max(height, depth);
       }
       CHECK(roots == 1);
-      CHECK(height == static_cast<int>(std::floor(std::log2(n))));  // balanced
+      CHECK(height == static_cast<int>(std::ceil(std::log2(n))));
       for (int i = 0; i < n; ++i) {
         CHECK(children[static_cast<size_t>(i)] <= 2);
         if (children[static_cast<size_t>(i)] > 0) ++inner_count[static_cast<size_t>(i)];
       }
     }
-    if (((n + 1) & n) == 0) {  // n = 2^k - 1: every rank is a leaf in at least one tree
-      for (int c : inner_count) CHECK(c <= 1);
+    for (int i = 0; i < n; ++i) {
+      CHECK(edges[static_cast<size_t>(i)] <= 4);
+      CHECK(inner_count[static_cast<size_t>(i)] <= (n % 2 == 1 && i == 0 ? 2 : 1));
     }
   }
 }

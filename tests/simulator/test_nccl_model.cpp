@@ -264,3 +264,35 @@ TEST_CASE("simulator: NVLSTree beyond two nodes at half NCCL's network bandwidth
                           sim::bus_bandwidth_factor(plan::CollectiveKind::all_reduce, 256);
   CHECK(automatic_busbw(c32, 256, big) == Approx(ring_big).epsilon(0.05));
 }
+
+TEST_CASE("simulator: NCCL's node-aware tree across p5 nodes: a ring's NIC load at half the bandwidth on EFA, winning 256 MiB on 32 nodes",
+          "[simulator]") {
+  const auto& cat = hw::Catalog::builtin();
+  const hw::Cluster c = hw::Cluster::build(cat.instance("p5.48xlarge"), 16, cat);
+  const auto tree = pattern(c, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, 128);
+  const auto ring = pattern(c, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 128);
+  REQUIRE(tree.phases.size() == 1);
+  // 8 channels of S/8; every GPU's NIC carries two of them each way (parent and first child of
+  // its own channel, or its own parent and its neighbour's second child): a flow gets half the
+  // rate a ring's flow gets on the same NIC, and each GPU moves 2 S/8 across the network, as in
+  // the ring (2(n-1)/n x S/8).
+  CHECK(tree.phases[0].bytes_factor == Approx(1.0 / 8));
+  CHECK(tree.phases[0].uncontended_rate_bytes_per_s == Approx(ring.phases[0].uncontended_rate_bytes_per_s / 2));
+  // On EFA aws-ofi-nccl's tuner model gives the tree half the ring's bandwidth: Simple 0.92 x 0.5.
+  CHECK(tree.bandwidth_share(sim::NcclProtocol::simple, 1e10) == Approx(0.46));
+  // Published (crazyguitar/aws-gpu-communication-benchmark, p5 HyperPod, nccl-tests all_reduce):
+  // 138 GB/s at 256 MiB on 32 nodes (the tree's region in aws-ofi-nccl's p5 tuner) and 321 GB/s at
+  // 8 GiB (the ring's). The tree's latency wins the first, the ring's bandwidth the second.
+  const hw::Cluster c32 = hw::Cluster::build(cat.instance("p5.48xlarge"), 32, cat);
+  const auto t32 = pattern(c32, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, 256);
+  const auto r32 = pattern(c32, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::ring, 256);
+  const double small = 256.0 * (1 << 20), large = 8192.0 * (1 << 20);
+  CHECK(t32.uncontended_time_s(small) < r32.uncontended_time_s(small));
+  CHECK(r32.uncontended_time_s(large) < t32.uncontended_time_s(large));
+  CHECK(automatic_busbw(c32, 256, small) == Approx(138e9).epsilon(0.10));
+  CHECK(automatic_busbw(c32, 256, large) == Approx(321e9).epsilon(0.10));
+  // Not on InfiniBand: a DGX H100 tree keeps NCCL's 0.92.
+  const hw::Cluster dgx = hw::Cluster::build(cat.instance("dgx-h100"), 4, cat);
+  CHECK(pattern(dgx, plan::CollectiveKind::all_reduce, sim::CollectiveAlgorithm::tree, 32).bandwidth_share(sim::NcclProtocol::simple, 1e10) ==
+        Approx(0.92));
+}

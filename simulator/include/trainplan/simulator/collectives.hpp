@@ -9,7 +9,12 @@
 //   ring          all_reduce      1: n ring edges, 2(n-1)/n * S, 2(n-1) steps
 //   ring          reduce_scatter  1: n ring edges, (n-1)/n * S, n-1 steps      (all_gather alike)
 //   tree          all_reduce      1: double binary tree, reduce up + broadcast down pipelined:
-//                                    every tree edge both ways, S/2 per flow, 2*height steps
+//                                    every tree edge both ways, S/2 per flow, 2*height steps;
+//                                    across nodes of k >= 2 GPUs NCCL's node-aware tree: k
+//                                    channels of S/k, each a chain inside every node from its
+//                                    head (member c) and one tree of the double tree between
+//                                    nodes (parent and first child on member c, second child on
+//                                    member c + 1): every GPU's NIC carries 2 S/k each way
 //   hierarchical  all_reduce      3: intra-node ring reduce-scatter (k per node), inter-node
 //                                    ring all-reduce of S/k among same-local-index GPUs,
 //                                    intra-node ring all-gather
@@ -225,9 +230,11 @@ std::vector<CollectiveAlgorithm> automatic_candidates(plan::CollectiveKind kind,
 /// all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; others 1.
 double bus_bandwidth_factor(plan::CollectiveKind kind, int n);
 
-/// Double binary tree over positions 0..n-1: parent[t][i] = parent position of i in tree t
-/// (-1 for the root). Tree 0 is the balanced in-order tree; tree 1 the same shifted by one
-/// position, so most ranks are inner nodes in one tree and leaves in the other.
+/// Double binary tree over positions 0..n-1 as NCCL builds it (graph/trees.cc): parent[t][i] =
+/// parent position of i in tree t (-1 for the root). Tree 0: root 0, odd positions the leaves;
+/// tree 1 its mirror (even n) or its shift by one (odd n), so every position is inner in at most
+/// one tree (position 0 of an odd n in both, with one child in each): no position has more than
+/// four tree edges, the same network load as a ring.
 std::vector<std::vector<int>> double_binary_tree(int n);
 
 }  // namespace trainplan::sim

@@ -93,6 +93,9 @@ class Topology {
     /// The per-message latency the network plugin reports to NCCL (hw::NetworkSpec
     /// nccl_net_latency_s): NCCL's tuning model adds it to each network step, twice under Simple.
     double net_latency_s = 0;
+    /// The network is EFA (hw::NetworkSpec efa): aws-ofi-nccl's tuner model gives NCCL's tree
+    /// half the ring's network bandwidth there (collectives.cpp, kEfaTreeShare).
+    bool efa = false;
   };
   virtual NcclHost nccl_host() const { return {}; }
 };
